@@ -1,0 +1,48 @@
+// Package kernels holds trajring's data-movement kernels: the CUDA sources
+// (one kernel per .cu file), the PTX compiled from them, and the plain-data
+// types that describe a kernel launch to every backend.
+//
+// The types here are shared by the cpu backend (which runs the reference
+// loops in Go) and the gpu backend (which launches the PTX), so that
+// package tensorbuf can describe one data movement once and hand it to
+// either. They carry no behaviour of their own.
+package kernels
+
+// Arena is one block of backend memory: host memory for the cpu backend,
+// device memory for the gpu backend. Offsets into an arena are in bytes.
+type Arena interface {
+	// Size returns the arena's length in bytes.
+	Size() int64
+}
+
+// Column describes one field's part of a data movement.
+//
+// A ring arena holds numEnvs*capacity steps of StepBytes bytes each; step
+// number row*capacity+slot is at byte offset (row*capacity+slot)*StepBytes.
+// Out (and NextOut, for Concat) are the destinations, written from byte
+// offset OutOff (NextOff) as a dense run of steps.
+type Column struct {
+	Ring      Arena
+	StepBytes int64
+
+	Out    Arena
+	OutOff int64
+
+	// NextOut receives the successors gathered by Concat; nil elsewhere,
+	// and nil in Concat for columns that need no successor.
+	NextOut Arena
+	NextOff int64
+
+	// Pad is the byte pattern of one pad step written by GatherWindows;
+	// nil means zeros. When set, len(Pad) == StepBytes.
+	Pad []byte
+}
+
+// Window is one sequence read by GatherWindows: Len real steps of env row
+// Row starting at absolute step Start (slot Start % capacity), followed by
+// seqLen-Len pad steps.
+type Window struct {
+	Row   int64
+	Start int64
+	Len   int64
+}

@@ -1,0 +1,55 @@
+package tensorbuf
+
+import (
+	"github.com/trajring/trajring/kernels"
+	"gorgonia.org/tensor"
+)
+
+// Arena is one block of backend memory (host or device).
+type Arena = kernels.Arena
+
+// Column describes one field's part of a data movement; see kernels.Column.
+type Column = kernels.Column
+
+// Window is one sequence read by Backend.GatherWindows; see kernels.Window.
+type Window = kernels.Window
+
+// Backend moves bytes for a Buffer. The cpu package implements it on host
+// memory and the gpu package (cuda builds) on device memory; the default
+// one is chosen by build tags (see DefaultBackend).
+//
+// Every method validates its arguments before touching memory and writes
+// nothing when it returns an error. Implementations must be safe for
+// concurrent use by calls that write disjoint memory. Methods may run
+// asynchronously: results are visible to Download, and to host code
+// reading tensors, after Sync.
+type Backend interface {
+	// Name identifies the backend ("cpu", "gpu").
+	Name() string
+	// Alloc returns a zeroed arena of n bytes.
+	Alloc(n int64) (Arena, error)
+	// Free releases an arena.
+	Free(a Arena) error
+	// Upload copies host bytes into an arena at byte offset off.
+	Upload(dst Arena, off int64, src []byte) error
+	// Download copies len(dst) bytes from an arena at byte offset off.
+	Download(dst []byte, src Arena, off int64) error
+	// Scatter writes step i of src[c] to ring step idx[i] of every column c,
+	// all columns in one call.
+	Scatter(cols []Column, src [][]byte, idx []int64) error
+	// GatherRows writes ring step idx[i] of every column to its output step i.
+	GatherRows(cols []Column, idx []int64) error
+	// GatherWindows writes window b's step t to output step b*seqLen+t,
+	// padding after the window's real steps, and the mask to mask.
+	GatherWindows(cols []Column, wins []Window, seqLen, capacity int64, mask Arena, maskOff int64) error
+	// Concat writes transitions: ring step idx[i] to output step i, and for
+	// columns with a NextOut, ring step next[i] to successor step i.
+	Concat(cols []Column, idx, next []int64) error
+	// Tensor returns a tensor viewing an arena's memory (device memory for
+	// device arenas).
+	Tensor(a Arena, off int64, dt tensor.Dtype, shape ...int) (*tensor.Dense, error)
+	// Sync waits until all work issued so far has finished.
+	Sync() error
+	// Close releases the backend.
+	Close() error
+}

@@ -1,0 +1,24 @@
+package tensorbuf
+
+import "errors"
+
+// Sentinel errors. Every error a tensorbuf call returns wraps one of these
+// (test with errors.Is), and a call that fails changes nothing.
+var (
+	ErrUnknownField = errors.New("tensorbuf: unknown field")
+	ErrDType        = errors.New("tensorbuf: wrong dtype")
+	ErrShape        = errors.New("tensorbuf: wrong shape")
+	ErrRows         = errors.New("tensorbuf: wrong rows")
+	ErrRowOwned     = errors.New("tensorbuf: row already owned by a writer")
+	ErrConfig       = errors.New("tensorbuf: invalid configuration")
+	ErrUnknownTable = errors.New("tensorbuf: unknown table")
+	ErrTableExists  = errors.New("tensorbuf: table already exists")
+	ErrInvalidArg   = errors.New("tensorbuf: invalid argument")
+	ErrSequenceLen  = errors.New("tensorbuf: sequence longer than capacity")
+	ErrItem         = errors.New("tensorbuf: item outside the stored steps")
+	ErrUnknownKey   = errors.New("tensorbuf: unknown item key")
+	ErrEmpty        = errors.New("tensorbuf: not enough data to sample")
+	ErrClosed       = errors.New("tensorbuf: use after Close")
+	ErrBackend      = errors.New("tensorbuf: backend failure")
+	ErrRateLimited  = errors.New("tensorbuf: rate limiter timed out")
+)
