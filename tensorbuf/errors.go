@@ -6,6 +6,7 @@ import "errors"
 // (test with errors.Is), and a call that fails changes nothing.
 var (
 	ErrUnknownField = errors.New("tensorbuf: unknown field")
+	ErrMissingField = errors.New("tensorbuf: missing field")
 	ErrDType        = errors.New("tensorbuf: wrong dtype")
 	ErrShape        = errors.New("tensorbuf: wrong shape")
 	ErrRows         = errors.New("tensorbuf: wrong rows")

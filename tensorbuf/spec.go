@@ -141,4 +141,6 @@ const (
 	NextStepTypeName = "next_step_type"
 	RewardName       = "reward"
 	DiscountName     = "discount"
+	// MaskName names the mask of a batch: true on real steps, false on pad.
+	MaskName = "mask"
 )

@@ -1,0 +1,251 @@
+package tensorbuf
+
+import (
+	"fmt"
+
+	"github.com/trajring/trajring/cpu"
+	"gorgonia.org/tensor"
+)
+
+// outSpec is one output tensor laid out in an outArena: count steps of
+// stepBytes each, viewed as [lead..., shape...].
+type outSpec struct {
+	name      string
+	dtype     DType
+	shape     []int
+	stepBytes int64
+}
+
+// outArena is the memory of a batch: one backend arena holding every
+// output tensor back to back, 8-byte aligned, for up to capSteps steps.
+type outArena struct {
+	be       Backend
+	arena    Arena
+	capSteps int64
+	offs     []int64
+	used     int64 // bytes in use by the current layout
+}
+
+func align8(n int64) int64 { return (n + 7) &^ 7 }
+
+// ensure makes room for steps steps of every spec, reallocating (and
+// reporting realloc) when the arena is too small or of another backend.
+func (o *outArena) ensure(be Backend, specs []outSpec, steps int64) (realloc bool, err error) {
+	if o.arena != nil && o.be == be && steps <= o.capSteps && len(o.offs) == len(specs) {
+		o.layout(specs, o.capSteps)
+		return false, nil
+	}
+	capSteps := max(steps, o.capSteps)
+	if o.be != be {
+		capSteps = steps
+	}
+	var size int64
+	for _, s := range specs {
+		size = align8(size) + capSteps*s.stepBytes
+	}
+	a, err := be.Alloc(max(size, 8))
+	if err != nil {
+		return false, fmt.Errorf("%w: allocating a batch of %d bytes: %w", ErrBackend, size, err)
+	}
+	o.release()
+	o.be, o.arena, o.capSteps = be, a, capSteps
+	o.layout(specs, capSteps)
+	return true, nil
+}
+
+func (o *outArena) layout(specs []outSpec, capSteps int64) {
+	o.offs = o.offs[:0]
+	var off int64
+	for _, s := range specs {
+		off = align8(off)
+		o.offs = append(o.offs, off)
+		off += capSteps * s.stepBytes
+	}
+	o.used = off
+}
+
+func (o *outArena) release() error {
+	if o.arena == nil {
+		return nil
+	}
+	err := o.be.Free(o.arena)
+	o.arena, o.capSteps, o.offs = nil, 0, o.offs[:0]
+	return err
+}
+
+// view returns the tensor of spec i shaped [lead..., spec shape...].
+func (o *outArena) view(be Backend, i int, s outSpec, lead ...int) (*tensor.Dense, error) {
+	shape := append(append(make([]int, 0, len(lead)+len(s.shape)), lead...), s.shape...)
+	return be.Tensor(o.arena, o.offs[i], s.dtype.Tensor(), shape...)
+}
+
+// hostCopy downloads the arena's used bytes into a new host arena with
+// the same layout.
+func (o *outArena) hostCopy() (*outArena, *cpu.Backend, error) {
+	h := cpu.New()
+	if err := o.be.Sync(); err != nil {
+		return nil, nil, fmt.Errorf("%w: sync: %w", ErrBackend, err)
+	}
+	a, err := h.Alloc(max(o.used, 8))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrBackend, err)
+	}
+	if err := o.be.Download(a.(*cpu.Arena).Bytes()[:o.used], o.arena, 0); err != nil {
+		return nil, nil, fmt.Errorf("%w: download: %w", ErrBackend, err)
+	}
+	return &outArena{be: h, arena: a, capSteps: o.capSteps, offs: append([]int64(nil), o.offs...), used: o.used}, h, nil
+}
+
+// Batch is a sample of sequences: every field shaped [n, L, ...shape]
+// (L is the longest item of the batch), the built-in columns and the mask
+// shaped [n, L]. Its tensors live in the buffer's backend memory (device
+// memory in cuda builds); Host returns a host copy.
+//
+// A Batch is reused by the SampleInto calls, which keep its memory when it
+// is large enough. It is not safe for concurrent use.
+type Batch struct {
+	// Fields holds the user fields by name.
+	Fields map[string]*tensor.Dense
+	// StepType and NextStepType (int32), Reward and Discount (float32) are
+	// the built-in columns; pad steps hold Last, First, 0 and 0.
+	StepType, NextStepType, Reward, Discount *tensor.Dense
+	// Mask (bool) is true on real steps and false on pad steps.
+	Mask *tensor.Dense
+	// Items are the sampled items (Row, Start, Len, Pad, Priority); Len
+	// real steps are followed by L-Len pad steps in the tensors.
+	Items []Item
+	// Keys are the items' keys in their table (nil for direct samples).
+	Keys []uint64
+	// Probabilities are the probabilities with which the items were
+	// selected; Weights their importance weights (1 unless the table is
+	// prioritized with Beta > 0).
+	Probabilities []float64
+	Weights       []float64
+	// TableSize is the number of items in the table when sampled.
+	TableSize int
+
+	out    outArena
+	specs  []outSpec
+	n, l   int
+	cols   []Column
+	wins   []Window
+	prefix []int64
+}
+
+// Len returns the batch's n (items) and L (steps per item).
+func (bt *Batch) Len() (n, l int) { return bt.n, bt.l }
+
+// Release frees the batch's backend memory; its tensors are invalid
+// afterwards. A released batch can be passed to SampleInto again.
+func (bt *Batch) Release() error {
+	bt.Fields, bt.StepType, bt.NextStepType, bt.Reward, bt.Discount, bt.Mask = nil, nil, nil, nil, nil, nil
+	bt.n, bt.l = 0, 0
+	return bt.out.release()
+}
+
+// batchSpecs returns the output specs of a batch of the buffer: user
+// fields, the built-in columns, then the mask.
+func (b *Buffer) batchSpecs(dst []outSpec) []outSpec {
+	dst = dst[:0]
+	for i := range b.cols {
+		c := &b.cols[i]
+		dst = append(dst, outSpec{name: c.Name, dtype: c.DType, shape: c.Shape, stepBytes: c.stepBytes})
+	}
+	return append(dst, outSpec{name: MaskName, dtype: Bool, stepBytes: 1})
+}
+
+// prepare makes room in bt for n items of up to maxL steps.
+func (b *Buffer) prepare(bt *Batch, n, maxL int) (realloc bool, err error) {
+	if bt.specs == nil || bt.out.be != b.be {
+		bt.specs = b.batchSpecs(bt.specs)
+	}
+	realloc, err = bt.out.ensure(b.be, bt.specs, int64(n)*int64(maxL))
+	if err != nil {
+		return false, err
+	}
+	if cap(bt.cols) < len(b.cols) {
+		bt.cols = make([]Column, len(b.cols))
+	}
+	bt.cols = bt.cols[:len(b.cols)]
+	return realloc, nil
+}
+
+// gather reads bt.wins (n windows of L steps) into bt and sets its
+// tensors; rebuild forces new tensor views.
+func (b *Buffer) gather(bt *Batch, n, l int, rebuild bool) error {
+	for i := range b.cols {
+		c := &b.cols[i]
+		bt.cols[i] = Column{Ring: c.arena, StepBytes: c.stepBytes, Out: bt.out.arena, OutOff: bt.out.offs[i], Pad: c.pad}
+	}
+	if err := b.be.GatherWindows(bt.cols, bt.wins, int64(l), b.capacity, bt.out.arena, bt.out.offs[len(b.cols)]); err != nil {
+		return fmt.Errorf("%w: gather windows: %w", ErrBackend, err)
+	}
+	if !rebuild && bt.n == n && bt.l == l && bt.Mask != nil {
+		return nil
+	}
+	if bt.Fields == nil {
+		bt.Fields = make(map[string]*tensor.Dense, b.nUser)
+	}
+	clear(bt.Fields)
+	for i, s := range bt.specs {
+		d, err := bt.out.view(b.be, i, s, n, l)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrBackend, err)
+		}
+		bt.set(i, b.nUser, s.name, d)
+	}
+	bt.n, bt.l = n, l
+	return nil
+}
+
+// Host returns a copy of the batch in host memory (after waiting for the
+// backend), with tensors backed by Go-visible memory.
+func (bt *Batch) Host() (*Batch, error) {
+	if bt.Mask == nil {
+		return nil, fmt.Errorf("%w: empty batch", ErrInvalidArg)
+	}
+	ho, h, err := bt.out.hostCopy()
+	if err != nil {
+		return nil, err
+	}
+	c := &Batch{
+		Fields:        make(map[string]*tensor.Dense, len(bt.Fields)),
+		Items:         append([]Item(nil), bt.Items...),
+		Keys:          append([]uint64(nil), bt.Keys...),
+		Probabilities: append([]float64(nil), bt.Probabilities...),
+		Weights:       append([]float64(nil), bt.Weights...),
+		TableSize:     bt.TableSize,
+		out:           *ho,
+		specs:         bt.specs,
+		n:             bt.n,
+		l:             bt.l,
+	}
+	nUser := len(bt.specs) - numBuiltin - 1
+	for i, s := range bt.specs {
+		d, err := c.out.view(h, i, s, bt.n, bt.l)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBackend, err)
+		}
+		c.set(i, nUser, s.name, d)
+	}
+	return c, nil
+}
+
+// set stores output tensor i of the batch layout (user fields, built-in
+// columns, mask) in its place.
+func (bt *Batch) set(i, nUser int, name string, d *tensor.Dense) {
+	switch {
+	case i < nUser:
+		bt.Fields[name] = d
+	case i == nUser+colStepType:
+		bt.StepType = d
+	case i == nUser+colNextStepType:
+		bt.NextStepType = d
+	case i == nUser+colReward:
+		bt.Reward = d
+	case i == nUser+colDiscount:
+		bt.Discount = d
+	default:
+		bt.Mask = d
+	}
+}

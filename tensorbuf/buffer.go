@@ -1,0 +1,294 @@
+package tensorbuf
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Config configures a Buffer.
+type Config struct {
+	// NumEnvs is the number of env rows; each row is its own time axis.
+	NumEnvs int
+	// Capacity is the number of steps each row keeps; the oldest step of a
+	// full row is overwritten by the next add.
+	Capacity int
+	// Fields are the per-step tensors besides the built-in columns
+	// step_type, next_step_type, reward and discount.
+	Fields []Field
+	// Backend moves the bytes; nil selects DefaultBackend().
+	Backend Backend
+	// Seed seeds the random choices of the buffer's direct samplers.
+	Seed uint64
+}
+
+// column is one field's ring storage: numEnvs*capacity steps.
+type column struct {
+	Field
+	stepBytes int64
+	arena     Arena
+	pad       []byte // pad step pattern; nil = zeros
+	builtin   bool
+}
+
+// Indices of the built-in columns, after the user fields.
+const (
+	colStepType = iota
+	colNextStepType
+	colReward
+	colDiscount
+	numBuiltin
+)
+
+// Bits of the host metadata mirror kept for every stored step.
+const (
+	metaStepMask  = 0x3 // step_type
+	metaNextShift = 2   // next_step_type << 2
+	metaNextMask  = 0x3 << metaNextShift
+	metaDiscZero  = 1 << 4 // discount == 0
+)
+
+// Buffer is a ring buffer of trajectory steps, one time axis per env row,
+// stored as one contiguous arena per field shaped [numEnvs, capacity, ...].
+//
+// A Buffer is safe for concurrent use: writers that own disjoint rows may
+// add at the same time as tables insert items and samplers read.
+type Buffer struct {
+	mu       sync.RWMutex
+	be       Backend
+	numEnvs  int
+	capacity int64
+	cols     []column
+	ring     []Column // the rings as Scatter columns; immutable after New
+	byName   map[string]int
+	nUser    int
+
+	cursor []int64 // steps ever written, per row
+	meta   []uint8 // host mirror of step types and discount==0, per step
+	owner  []*Writer
+
+	tables    map[string]*Table
+	tableList []*Table
+	closed    bool
+	// closedFlag mirrors closed for readers that must not take mu.
+	closedFlag atomic.Bool
+
+	rngMu sync.Mutex
+	rng   *rand.Rand
+}
+
+// New allocates a buffer. It returns an error wrapping ErrConfig for an
+// invalid configuration, or ErrBackend when the backend cannot allocate.
+func New(cfg Config) (*Buffer, error) {
+	if cfg.NumEnvs <= 0 || cfg.Capacity <= 0 {
+		return nil, fmt.Errorf("%w: NumEnvs %d and Capacity %d must be positive", ErrConfig, cfg.NumEnvs, cfg.Capacity)
+	}
+	be := cfg.Backend
+	if be == nil {
+		var err error
+		if be, err = DefaultBackend(); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBackend, err)
+		}
+	}
+	b := &Buffer{
+		be:       be,
+		numEnvs:  cfg.NumEnvs,
+		capacity: int64(cfg.Capacity),
+		byName:   make(map[string]int),
+		nUser:    len(cfg.Fields),
+		cursor:   make([]int64, cfg.NumEnvs),
+		meta:     make([]uint8, cfg.NumEnvs*cfg.Capacity),
+		owner:    make([]*Writer, cfg.NumEnvs),
+		tables:   make(map[string]*Table),
+		rng:      rand.New(rand.NewPCG(cfg.Seed, 0x7472616a72696e67)),
+	}
+	for _, f := range cfg.Fields {
+		if err := validField(f); err != nil {
+			return nil, err
+		}
+		if _, dup := b.byName[f.Name]; dup || isBuiltin(f.Name) {
+			return nil, fmt.Errorf("%w: duplicate field name %q", ErrConfig, f.Name)
+		}
+		b.byName[f.Name] = len(b.cols)
+		f.Shape = slices.Clone(f.Shape)
+		b.cols = append(b.cols, column{Field: f, stepBytes: int64(f.StepBytes())})
+	}
+	last, first := int32(Last), int32(First)
+	for _, c := range []column{
+		{Field: Field{Name: StepTypeName, DType: Int32}, pad: (*[4]byte)(unsafe.Pointer(&last))[:]},
+		{Field: Field{Name: NextStepTypeName, DType: Int32}, pad: (*[4]byte)(unsafe.Pointer(&first))[:]},
+		{Field: Field{Name: RewardName, DType: Float32}},
+		{Field: Field{Name: DiscountName, DType: Float32}},
+	} {
+		c.builtin = true
+		c.stepBytes = int64(c.DType.Size())
+		if c.pad != nil {
+			c.pad = slices.Clone(c.pad)
+		}
+		b.byName[c.Name] = len(b.cols)
+		b.cols = append(b.cols, c)
+	}
+	steps := int64(cfg.NumEnvs) * b.capacity
+	for i := range b.cols {
+		a, err := be.Alloc(steps * b.cols[i].stepBytes)
+		if err != nil {
+			b.freeArenas()
+			return nil, fmt.Errorf("%w: allocating %q (%d bytes): %w", ErrBackend, b.cols[i].Name, steps*b.cols[i].stepBytes, err)
+		}
+		b.cols[i].arena = a
+		b.ring = append(b.ring, Column{Ring: a, StepBytes: b.cols[i].stepBytes})
+	}
+	return b, nil
+}
+
+func isBuiltin(name string) bool {
+	switch name {
+	case StepTypeName, NextStepTypeName, RewardName, DiscountName, MaskName:
+		return true
+	}
+	return false
+}
+
+func validField(f Field) error {
+	if f.Name == "" {
+		return fmt.Errorf("%w: field with no name", ErrConfig)
+	}
+	if !f.DType.valid() {
+		return fmt.Errorf("%w: field %q: invalid dtype %v", ErrConfig, f.Name, f.DType)
+	}
+	if f.Role < Observation || f.Role > PolicyInfo {
+		return fmt.Errorf("%w: field %q: invalid role %v", ErrConfig, f.Name, f.Role)
+	}
+	for _, d := range f.Shape {
+		if d <= 0 {
+			return fmt.Errorf("%w: field %q: shape %v", ErrConfig, f.Name, f.Shape)
+		}
+	}
+	return nil
+}
+
+func (b *Buffer) freeArenas() {
+	for i := range b.cols {
+		if b.cols[i].arena != nil {
+			_ = b.be.Free(b.cols[i].arena)
+			b.cols[i].arena = nil
+		}
+	}
+}
+
+// Close frees the buffer's memory. Every later call on the buffer, its
+// writers and its tables returns an error wrapping ErrClosed; tables'
+// blocked samplers and inserters are woken with it.
+func (b *Buffer) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return fmt.Errorf("%w: buffer closed twice", ErrClosed)
+	}
+	b.closed = true
+	b.closedFlag.Store(true)
+	b.freeArenas()
+	tables := b.tableList
+	b.mu.Unlock()
+	for _, t := range tables {
+		t.mu.Lock()
+		t.notifyLocked()
+		t.mu.Unlock()
+	}
+	return nil
+}
+
+// Backend returns the buffer's backend.
+func (b *Buffer) Backend() Backend { return b.be }
+
+// NumEnvs returns the number of env rows.
+func (b *Buffer) NumEnvs() int { return b.numEnvs }
+
+// Capacity returns the number of steps each row keeps.
+func (b *Buffer) Capacity() int { return int(b.capacity) }
+
+// Fields returns the user fields (not the built-in columns), in order.
+func (b *Buffer) Fields() []Field {
+	out := make([]Field, b.nUser)
+	for i := range out {
+		out[i] = b.cols[i].Field
+		out[i].Shape = slices.Clone(out[i].Shape)
+	}
+	return out
+}
+
+// StepBytes returns the bytes one stored step takes, over all columns.
+func (b *Buffer) StepBytes() int64 {
+	var s int64
+	for i := range b.cols {
+		s += b.cols[i].stepBytes
+	}
+	return s
+}
+
+// Cursor returns the number of steps ever written to a row; the newest
+// stored step of the row is Cursor-1. It returns -1 for a row out of range.
+func (b *Buffer) Cursor(row int) int64 {
+	if row < 0 || row >= b.numEnvs {
+		return -1
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.cursor[row]
+}
+
+// Oldest returns the oldest step still stored in a row (-1 for a row out
+// of range).
+func (b *Buffer) Oldest(row int) int64 {
+	if row < 0 || row >= b.numEnvs {
+		return -1
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.oldest(row)
+}
+
+func (b *Buffer) oldest(row int) int64 { return max(0, b.cursor[row]-b.capacity) }
+
+// Size returns the number of steps stored over all rows.
+func (b *Buffer) Size() int64 {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	var n int64
+	for r := range b.cursor {
+		n += b.cursor[r] - b.oldest(r)
+	}
+	return n
+}
+
+// StepTypeAt returns the step type and next step type stored at absolute
+// step pos of a row, from the host mirror. ok is false when the step is
+// not stored.
+func (b *Buffer) StepTypeAt(row int, pos int64) (st, next StepType, ok bool) {
+	if row < 0 || row >= b.numEnvs {
+		return 0, 0, false
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if pos < b.oldest(row) || pos >= b.cursor[row] {
+		return 0, 0, false
+	}
+	m := b.metaAt(row, pos)
+	return StepType(m & metaStepMask), StepType((m & metaNextMask) >> metaNextShift), true
+}
+
+func (b *Buffer) metaAt(row int, pos int64) uint8 {
+	return b.meta[int64(row)*b.capacity+pos%b.capacity]
+}
+
+func (b *Buffer) slot(row int, pos int64) int64 { return int64(row)*b.capacity + pos%b.capacity }
+
+func (b *Buffer) randN(n int64) int64 {
+	b.rngMu.Lock()
+	v := b.rng.Int64N(n)
+	b.rngMu.Unlock()
+	return v
+}

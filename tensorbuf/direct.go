@@ -1,0 +1,138 @@
+package tensorbuf
+
+import (
+	"fmt"
+	"sort"
+)
+
+// SequenceOptions configure the buffer's direct sequence sampler.
+type SequenceOptions struct {
+	// EpisodeAware cuts each window after its episode's boundary step (the
+	// step whose step_type is Last) and pads the rest, as an episode-end
+	// padded item is; windows then never start at a boundary step.
+	EpisodeAware bool
+}
+
+// maxRejections bounds the redraws of a start that lands on a boundary
+// step before the sampler enumerates the valid starts instead.
+const maxRejections = 64
+
+// SampleSequences samples n windows of l consecutive steps uniformly over
+// every stored window that lies wholly between a row's oldest step and its
+// write cursor (TFUniformReplayBuffer's and Flashbax's sampling, without
+// tables). See SampleSequencesInto.
+func (b *Buffer) SampleSequences(n, l int, opt SequenceOptions) (*Batch, error) {
+	bt := new(Batch)
+	if err := b.SampleSequencesInto(bt, n, l, opt); err != nil {
+		return nil, err
+	}
+	return bt, nil
+}
+
+// SampleSequencesInto is SampleSequences reusing bt's memory. It fails
+// with ErrInvalidArg for n or l below 1, ErrSequenceLen for l above the
+// capacity, and ErrEmpty when no row holds a valid window.
+func (b *Buffer) SampleSequencesInto(bt *Batch, n, l int, opt SequenceOptions) error {
+	if n <= 0 || l <= 0 || bt == nil {
+		return fmt.Errorf("%w: sample of %d sequences of %d steps", ErrInvalidArg, n, l)
+	}
+	if int64(l) > b.capacity {
+		return fmt.Errorf("%w: sequence of %d steps, capacity %d", ErrSequenceLen, l, b.capacity)
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return fmt.Errorf("%w: SampleSequences", ErrClosed)
+	}
+	prefix, total := b.windowCounts(&bt.prefix, int64(l))
+	if total == 0 {
+		return fmt.Errorf("%w: no row holds %d steps", ErrEmpty, l)
+	}
+	realloc, err := b.prepare(bt, n, l)
+	if err != nil {
+		return err
+	}
+	bt.wins, bt.Items = bt.wins[:0], bt.Items[:0]
+	bt.Keys, bt.Probabilities, bt.Weights = bt.Keys[:0], bt.Probabilities[:0], bt.Weights[:0]
+	bt.TableSize = 0
+	var valid []Window // enumerated only when rejection keeps failing
+	for range n {
+		var w Window
+		found := false
+		for try := 0; try < maxRejections && !found; try++ {
+			w = b.drawStart(prefix, total)
+			found = !opt.EpisodeAware || !b.isBoundary(int(w.Row), w.Start)
+		}
+		if !found {
+			if valid == nil {
+				valid = b.validStarts(int64(l))
+				if len(valid) == 0 {
+					return fmt.Errorf("%w: every window of %d steps starts at a boundary", ErrEmpty, l)
+				}
+			}
+			w = valid[b.randN(int64(len(valid)))]
+		}
+		w.Len = int64(l)
+		if opt.EpisodeAware {
+			w.Len = b.episodeLen(int(w.Row), w.Start, int64(l))
+		}
+		bt.wins = append(bt.wins, w)
+		bt.Items = append(bt.Items, Item{Row: int(w.Row), Start: w.Start, Len: int(w.Len), Pad: l - int(w.Len)})
+		bt.Weights = append(bt.Weights, 1)
+	}
+	return b.gather(bt, n, l, realloc)
+}
+
+// windowCounts fills *scratch with the prefix sums over rows of the
+// number of windows of l steps each row holds, and returns it and the
+// total.
+func (b *Buffer) windowCounts(scratch *[]int64, l int64) ([]int64, int64) {
+	p := (*scratch)[:0]
+	var total int64
+	for r := range b.numEnvs {
+		total += max(0, b.cursor[r]-b.oldest(r)-l+1)
+		p = append(p, total)
+	}
+	*scratch = p
+	return p, total
+}
+
+// drawStart picks a window start uniformly from the prefix sums.
+func (b *Buffer) drawStart(prefix []int64, total int64) Window {
+	u := b.randN(total)
+	r := sort.Search(len(prefix), func(i int) bool { return prefix[i] > u })
+	before := int64(0)
+	if r > 0 {
+		before = prefix[r-1]
+	}
+	return Window{Row: int64(r), Start: b.oldest(r) + u - before}
+}
+
+func (b *Buffer) isBoundary(row int, pos int64) bool {
+	return StepType(b.metaAt(row, pos)&metaStepMask) == Last
+}
+
+// episodeLen returns how many of the l steps from start belong to the
+// start's episode, its boundary step included.
+func (b *Buffer) episodeLen(row int, start, l int64) int64 {
+	for t := int64(0); t < l; t++ {
+		if b.isBoundary(row, start+t) {
+			return t + 1
+		}
+	}
+	return l
+}
+
+// validStarts enumerates the windows of l steps that do not start at a
+// boundary step.
+func (b *Buffer) validStarts(l int64) []Window {
+	var out []Window
+	for r := range b.numEnvs {
+		for s := b.oldest(r); s+l <= b.cursor[r]; s++ {
+			if !b.isBoundary(r, s) {
+				out = append(out, Window{Row: int64(r), Start: s})
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,488 @@
+package tensorbuf
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Selector chooses which item a table returns on each sample.
+type Selector int
+
+// The selectors of Reverb.
+const (
+	// Uniform picks every item with the same probability.
+	Uniform Selector = iota
+	// Prioritized picks item i with probability p_i^a / sum_j p_j^a
+	// (a = TableConfig.PriorityExponent), from a sum tree.
+	Prioritized
+	// FIFO picks the oldest item.
+	FIFO
+	// LIFO picks the newest item.
+	LIFO
+)
+
+func (s Selector) String() string {
+	switch s {
+	case Uniform:
+		return "uniform"
+	case Prioritized:
+		return "prioritized"
+	case FIFO:
+		return "fifo"
+	case LIFO:
+		return "lifo"
+	}
+	return fmt.Sprintf("Selector(%d)", int(s))
+}
+
+// RateLimiter paces samplers and inserters of a table as Reverb's
+// SampleToInsertRatio limiter does. Let diff = inserts*SamplesPerInsert -
+// samples. Sampling waits until the table holds MinSize items and, when
+// SamplesPerInsert > 0, until diff-1 >= MinSize*SamplesPerInsert -
+// ErrorBuffer; inserting waits while the table holds at least MinSize
+// items and diff+SamplesPerInsert > MinSize*SamplesPerInsert + ErrorBuffer.
+type RateLimiter struct {
+	MinSize          int
+	SamplesPerInsert float64
+	ErrorBuffer      float64
+	// Timeout bounds each wait; 0 waits until the context is done.
+	Timeout time.Duration
+}
+
+// TableConfig configures a Table.
+type TableConfig struct {
+	Name     string
+	Selector Selector
+	// PriorityExponent is the a of Prioritized; 0 is taken as 1.
+	PriorityExponent float64
+	// Beta is the importance-weight exponent of Prioritized samples
+	// (Batch.Weights); 0 leaves the weights at 1.
+	Beta float64
+	// MaxSize bounds the items held; inserting into a full table removes
+	// the oldest item first. 0 means unbounded.
+	MaxSize int
+	// MaxTimesSampled removes an item once it has been sampled that many
+	// times. 0 means never.
+	MaxTimesSampled int
+	// RateLimiter, when set, makes samplers and inserters wait; without
+	// one, sampling a table that cannot serve the request fails with
+	// ErrEmpty.
+	RateLimiter *RateLimiter
+	// Seed seeds the table's selector.
+	Seed uint64
+}
+
+// Item is a sequence of steps of one env row: Len real steps from
+// absolute step Start, followed by Pad pad steps when sampled.
+type Item struct {
+	Row      int
+	Start    int64
+	Len      int
+	Pad      int
+	Priority float64
+}
+
+type item struct {
+	Item
+	key          uint64
+	timesSampled int
+	live         bool
+	pos          int   // index in Table.live
+	prev, next   int32 // insertion order, oldest first; -1 ends
+}
+
+// Table holds items over a Buffer's steps and samples them (Reverb's
+// model). Several tables can share one buffer. A Table is safe for
+// concurrent use.
+type Table struct {
+	b   *Buffer
+	cfg TableConfig
+	a   float64
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every change
+	items   []item
+	free    []int32
+	live    []int32
+	byKey   map[uint64]int32
+	head    int32
+	tail    int32
+	tree    sumTree
+	starts  []startHeap // per row: items by start, for eviction
+	nextKey uint64
+	maxLen  int
+	budget  int64 // samples left before MaxTimesSampled removes all
+	inserts int64
+	samples int64
+	rng     *rand.Rand
+}
+
+// NewTable adds a table to the buffer.
+func (b *Buffer) NewTable(cfg TableConfig) (*Table, error) {
+	if cfg.Name == "" || cfg.Selector < Uniform || cfg.Selector > LIFO || cfg.MaxSize < 0 || cfg.MaxTimesSampled < 0 ||
+		cfg.PriorityExponent < 0 || cfg.Beta < 0 || math.IsNaN(cfg.PriorityExponent) || math.IsNaN(cfg.Beta) {
+		return nil, fmt.Errorf("%w: table %+v", ErrConfig, cfg)
+	}
+	if rl := cfg.RateLimiter; rl != nil && (rl.MinSize < 0 || rl.SamplesPerInsert < 0 || rl.ErrorBuffer < 0 || rl.Timeout < 0) {
+		return nil, fmt.Errorf("%w: table %q: rate limiter %+v", ErrConfig, cfg.Name, *rl)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, fmt.Errorf("%w: NewTable", ErrClosed)
+	}
+	if _, ok := b.tables[cfg.Name]; ok {
+		return nil, fmt.Errorf("%w: %q", ErrTableExists, cfg.Name)
+	}
+	if cfg.RateLimiter != nil {
+		rl := *cfg.RateLimiter
+		cfg.RateLimiter = &rl
+	}
+	t := &Table{
+		b:       b,
+		cfg:     cfg,
+		a:       cfg.PriorityExponent,
+		changed: make(chan struct{}),
+		byKey:   make(map[uint64]int32),
+		head:    -1,
+		tail:    -1,
+		starts:  make([]startHeap, b.numEnvs),
+		rng:     rand.New(rand.NewPCG(cfg.Seed, 0x7461626c65)),
+	}
+	if t.a == 0 {
+		t.a = 1
+	}
+	b.tables[cfg.Name] = t
+	b.tableList = append(b.tableList, t)
+	return t, nil
+}
+
+// Table returns the named table, or an error wrapping ErrUnknownTable.
+func (b *Buffer) Table(name string) (*Table, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	t, ok := b.tables[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownTable, name)
+	}
+	return t, nil
+}
+
+// Name returns the table's name.
+func (t *Table) Name() string { return t.cfg.Name }
+
+// Size returns the number of items in the table.
+func (t *Table) Size() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.live)
+}
+
+// Insert adds an item and returns its key, waiting for the rate limiter
+// up to its Timeout. See InsertContext.
+func (t *Table) Insert(it Item) (uint64, error) { return t.InsertContext(context.Background(), it) }
+
+// InsertContext adds an item and returns its key. The item's steps must
+// be stored: Start at or after the row's oldest step, Start+Len at or
+// before its cursor (ErrItem); Len >= 1, Pad >= 0 and Len+Pad no more
+// than the capacity (ErrSequenceLen); a finite Priority >= 0. With a rate
+// limiter it waits until inserting is allowed, or fails with
+// ErrRateLimited or the context's error.
+func (t *Table) InsertContext(ctx context.Context, it Item) (uint64, error) {
+	b := t.b
+	if it.Len < 1 || it.Pad < 0 || math.IsNaN(it.Priority) || math.IsInf(it.Priority, 0) || it.Priority < 0 {
+		return 0, fmt.Errorf("%w: item %+v", ErrInvalidArg, it)
+	}
+	if int64(it.Len)+int64(it.Pad) > b.capacity {
+		return 0, fmt.Errorf("%w: item of %d+%d steps, capacity %d", ErrSequenceLen, it.Len, it.Pad, b.capacity)
+	}
+	if it.Row < 0 || it.Row >= b.numEnvs {
+		return 0, fmt.Errorf("%w: item row %d of %d", ErrRows, it.Row, b.numEnvs)
+	}
+	for {
+		if err := t.wait(ctx, t.canInsertLocked); err != nil {
+			return 0, err
+		}
+		key, again, err := t.insert(it)
+		if !again {
+			return key, err
+		}
+	}
+}
+
+// insert adds the item if the rate limiter still allows it (again is
+// true when it no longer does).
+func (t *Table) insert(it Item) (key uint64, again bool, err error) {
+	b := t.b
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return 0, false, fmt.Errorf("%w: Insert", ErrClosed)
+	}
+	if it.Start < b.oldest(it.Row) || it.Start+int64(it.Len) > b.cursor[it.Row] {
+		return 0, false, fmt.Errorf("%w: item %+v, row %d holds [%d, %d)", ErrItem, it, it.Row, b.oldest(it.Row), b.cursor[it.Row])
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.canInsertLocked(0) {
+		return 0, true, nil
+	}
+	if t.cfg.MaxSize > 0 && len(t.live) >= t.cfg.MaxSize {
+		t.remove(t.head)
+	}
+	t.nextKey++
+	key = t.nextKey
+	s := t.alloc()
+	t.items[s] = item{Item: it, key: key, live: true, pos: len(t.live), prev: t.tail, next: -1}
+	t.live = append(t.live, s)
+	if t.tail >= 0 {
+		t.items[t.tail].next = s
+	} else {
+		t.head = s
+	}
+	t.tail = s
+	t.byKey[key] = s
+	if t.cfg.Selector == Prioritized {
+		t.tree.grow(len(t.items))
+		t.tree.set(int(s), math.Pow(it.Priority, t.a))
+	}
+	t.starts[it.Row].push(startEntry{start: it.Start, slot: s, key: key})
+	t.maxLen = max(t.maxLen, it.Len+it.Pad)
+	if t.cfg.MaxTimesSampled > 0 {
+		t.budget += int64(t.cfg.MaxTimesSampled)
+	}
+	t.inserts++
+	t.notifyLocked()
+	return key, false, nil
+}
+
+func (t *Table) alloc() int32 {
+	if n := len(t.free); n > 0 {
+		s := t.free[n-1]
+		t.free = t.free[:n-1]
+		return s
+	}
+	t.items = append(t.items, item{})
+	return int32(len(t.items) - 1)
+}
+
+// remove takes a live item out of every structure.
+func (t *Table) remove(s int32) {
+	it := &t.items[s]
+	if !it.live {
+		return
+	}
+	last := t.live[len(t.live)-1]
+	t.live[it.pos] = last
+	t.items[last].pos = it.pos
+	t.live = t.live[:len(t.live)-1]
+	if it.prev >= 0 {
+		t.items[it.prev].next = it.next
+	} else {
+		t.head = it.next
+	}
+	if it.next >= 0 {
+		t.items[it.next].prev = it.prev
+	} else {
+		t.tail = it.prev
+	}
+	if t.cfg.Selector == Prioritized {
+		t.tree.set(int(s), 0)
+	}
+	if t.cfg.MaxTimesSampled > 0 {
+		t.budget -= int64(t.cfg.MaxTimesSampled - it.timesSampled)
+	}
+	delete(t.byKey, it.key)
+	it.live = false
+	t.free = append(t.free, s)
+	t.notifyLocked()
+}
+
+// evict removes the row's items that start before minStart: their first
+// step has been overwritten. The caller holds the buffer's write lock.
+func (t *Table) evict(row int, minStart int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := &t.starts[row]
+	for len(*h) > 0 && (*h)[0].start < minStart {
+		e := h.pop()
+		if it := &t.items[e.slot]; it.live && it.key == e.key {
+			t.remove(e.slot)
+		}
+	}
+}
+
+// UpdatePriorities sets the priorities of items by key (Prioritized
+// tables keep them in the sum tree; other selectors store them). It fails
+// with ErrUnknownKey, changing nothing, if any key is not in the table.
+func (t *Table) UpdatePriorities(keys []uint64, priorities []float64) error {
+	if len(keys) != len(priorities) {
+		return fmt.Errorf("%w: %d keys, %d priorities", ErrInvalidArg, len(keys), len(priorities))
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, k := range keys {
+		if _, ok := t.byKey[k]; !ok {
+			return fmt.Errorf("%w: %d", ErrUnknownKey, k)
+		}
+		if p := priorities[i]; math.IsNaN(p) || math.IsInf(p, 0) || p < 0 {
+			return fmt.Errorf("%w: priority %v", ErrInvalidArg, p)
+		}
+	}
+	for i, k := range keys {
+		s := t.byKey[k]
+		t.items[s].Priority = priorities[i]
+		if t.cfg.Selector == Prioritized {
+			t.tree.set(int(s), math.Pow(priorities[i], t.a))
+		}
+	}
+	return nil
+}
+
+// SetBeta changes the importance-weight exponent of later samples.
+func (t *Table) SetBeta(beta float64) error {
+	if beta < 0 || math.IsNaN(beta) {
+		return fmt.Errorf("%w: beta %v", ErrInvalidArg, beta)
+	}
+	t.mu.Lock()
+	t.cfg.Beta = beta
+	t.mu.Unlock()
+	return nil
+}
+
+// Delete removes items by key; unknown keys are skipped.
+func (t *Table) Delete(keys ...uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, k := range keys {
+		if s, ok := t.byKey[k]; ok {
+			t.remove(s)
+		}
+	}
+}
+
+func (t *Table) notifyLocked() {
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
+func (t *Table) canInsertLocked(int) bool {
+	rl := t.cfg.RateLimiter
+	if rl == nil || rl.SamplesPerInsert == 0 || len(t.live) < rl.MinSize {
+		return true
+	}
+	diff := float64(t.inserts)*rl.SamplesPerInsert - float64(t.samples)
+	return diff+rl.SamplesPerInsert <= float64(rl.MinSize)*rl.SamplesPerInsert+rl.ErrorBuffer
+}
+
+func (t *Table) canSampleLocked(n int) bool {
+	if len(t.live) == 0 || (t.cfg.MaxTimesSampled > 0 && t.budget < int64(n)) {
+		return false
+	}
+	rl := t.cfg.RateLimiter
+	if rl == nil {
+		return true
+	}
+	if len(t.live) < max(rl.MinSize, 1) {
+		return false
+	}
+	if rl.SamplesPerInsert == 0 {
+		return true
+	}
+	diff := float64(t.inserts)*rl.SamplesPerInsert - float64(t.samples)
+	return diff-float64(n) >= float64(rl.MinSize)*rl.SamplesPerInsert-rl.ErrorBuffer
+}
+
+// wait blocks until ok holds (checked under the table's lock), the
+// context is done, the limiter's timeout passes or the buffer closes.
+// Without a rate limiter it never blocks: it fails with ErrEmpty for a
+// sampler that cannot be served.
+func (t *Table) wait(ctx context.Context, ok func(n int) bool) error { return t.waitN(ctx, ok, 0) }
+
+func (t *Table) waitN(ctx context.Context, ok func(n int) bool, n int) error {
+	var timeout <-chan time.Time
+	for {
+		t.mu.Lock()
+		if t.b.closedFlag.Load() {
+			t.mu.Unlock()
+			return fmt.Errorf("%w: table %q", ErrClosed, t.cfg.Name)
+		}
+		if ok(n) {
+			t.mu.Unlock()
+			return nil
+		}
+		rl := t.cfg.RateLimiter
+		if rl == nil {
+			size, budget := len(t.live), t.budget
+			t.mu.Unlock()
+			return fmt.Errorf("%w: table %q holds %d items (%d samples left), asked for %d", ErrEmpty, t.cfg.Name, size, budget, n)
+		}
+		ch := t.changed
+		t.mu.Unlock()
+		if timeout == nil && rl.Timeout > 0 {
+			timer := time.NewTimer(rl.Timeout)
+			defer timer.Stop()
+			timeout = timer.C
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("table %q: %w", t.cfg.Name, ctx.Err())
+		case <-timeout:
+			return fmt.Errorf("%w: table %q after %v", ErrRateLimited, t.cfg.Name, rl.Timeout)
+		}
+	}
+}
+
+// startEntry is an item in a row's eviction heap; entries of removed
+// items stay until popped and are recognised by their key.
+type startEntry struct {
+	start int64
+	slot  int32
+	key   uint64
+}
+
+// startHeap is a binary min-heap of entries by start (hand-written rather
+// than container/heap, whose interface boxes every pushed entry).
+type startHeap []startEntry
+
+func (h *startHeap) push(e startEntry) {
+	*h = append(*h, e)
+	a := *h
+	for i := len(a) - 1; i > 0; {
+		p := (i - 1) / 2
+		if a[p].start <= a[i].start {
+			break
+		}
+		a[p], a[i] = a[i], a[p]
+		i = p
+	}
+}
+
+func (h *startHeap) pop() startEntry {
+	a := *h
+	top := a[0]
+	n := len(a) - 1
+	a[0] = a[n]
+	a = a[:n]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < n && a[l].start < a[m].start {
+			m = l
+		}
+		if l+1 < n && a[l+1].start < a[m].start {
+			m = l + 1
+		}
+		if m == i {
+			break
+		}
+		a[i], a[m] = a[m], a[i]
+		i = m
+	}
+	*h = a
+	return top
+}

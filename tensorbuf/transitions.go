@@ -1,0 +1,354 @@
+package tensorbuf
+
+import (
+	"fmt"
+	"sort"
+
+	"gorgonia.org/tensor"
+)
+
+// IsDone values of a transition, as MATLAB's experiences report them.
+const (
+	Running    uint8 = 0 // the episode goes on after the transition
+	Terminated uint8 = 1 // the next step is Last with discount 0
+	Truncated  uint8 = 2 // the next step is Last with discount > 0 (time limit)
+)
+
+// Transitions are experiences (MATLAB's term): for each stored step t that
+// is not a boundary step and whose successor t+1 is stored, the fields at
+// t, the observation fields at t+1 (NextObservation), the reward and
+// discount stored with t (which come from t+1) and IsDone. They are derived
+// from consecutive steps, never stored twice.
+//
+// Sampled transitions are shaped [n, ...shape] (rewards [n]); exported
+// ones follow the export mode (see ExportMode). Tensors live in the
+// buffer's backend memory; Host returns a host copy. Not safe for
+// concurrent use.
+type Transitions struct {
+	// Observation, Action and PolicyInfo hold the user fields at t by role.
+	Observation, Action, PolicyInfo map[string]*tensor.Dense
+	// NextObservation holds the observation fields at t+1.
+	NextObservation map[string]*tensor.Dense
+	// Reward and Discount (float32) are stored with step t.
+	Reward, Discount *tensor.Dense
+	// IsDone (uint8) is Running, Terminated or Truncated.
+	IsDone *tensor.Dense
+	// Rows and Steps locate each transition: env row and absolute step t.
+	Rows  []int
+	Steps []int64
+
+	out    *outArena
+	specs  []outSpec
+	roles  []Role // per spec: the role of user fields
+	nUser  int
+	nObs   int
+	shape  []int // leading dims of the current views
+	first  int64 // step of the arena where the views start
+	cols   []Column
+	idx    []int64
+	next   []int64
+	done   []byte
+	prefix []int64
+}
+
+// transitionSpecs lays out transitions: user fields, the next observation
+// fields, reward, discount, is_done.
+func (b *Buffer) transitionSpecs(tr *Transitions) {
+	tr.specs, tr.roles = tr.specs[:0], tr.roles[:0]
+	tr.nUser, tr.nObs = b.nUser, 0
+	for i := range b.nUser {
+		c := &b.cols[i]
+		tr.specs = append(tr.specs, outSpec{name: c.Name, dtype: c.DType, shape: c.Shape, stepBytes: c.stepBytes})
+		tr.roles = append(tr.roles, c.Role)
+	}
+	for i := range b.nUser {
+		if c := &b.cols[i]; c.Role == Observation {
+			tr.specs = append(tr.specs, outSpec{name: c.Name, dtype: c.DType, shape: c.Shape, stepBytes: c.stepBytes})
+			tr.nObs++
+		}
+	}
+	tr.specs = append(tr.specs,
+		outSpec{name: RewardName, dtype: Float32, stepBytes: 4},
+		outSpec{name: DiscountName, dtype: Float32, stepBytes: 4},
+		outSpec{name: "is_done", dtype: Uint8, stepBytes: 1})
+}
+
+// isDone returns the IsDone value of the transition at a stored step.
+func (b *Buffer) isDone(row int, pos int64) uint8 {
+	m := b.metaAt(row, pos)
+	if StepType((m&metaNextMask)>>metaNextShift) != Last {
+		return Running
+	}
+	if m&metaDiscZero != 0 {
+		return Terminated
+	}
+	return Truncated
+}
+
+// materialise gathers the transitions at tr.idx (successors tr.next) into
+// tr's arena and uploads IsDone; len(tr.idx) steps in all.
+func (b *Buffer) materialise(tr *Transitions) error {
+	n := int64(len(tr.idx))
+	if tr.out == nil {
+		tr.out = new(outArena)
+	}
+	if tr.specs == nil || tr.nUser != b.nUser {
+		b.transitionSpecs(tr)
+	}
+	realloc, err := tr.out.ensure(b.be, tr.specs, n)
+	if err != nil {
+		return err
+	}
+	if realloc {
+		tr.shape = nil // views must be rebuilt
+	}
+	tr.cols = tr.cols[:0]
+	nextSpec := b.nUser
+	for i := range b.nUser {
+		c := &b.cols[i]
+		col := Column{Ring: c.arena, StepBytes: c.stepBytes, Out: tr.out.arena, OutOff: tr.out.offs[i]}
+		if c.Role == Observation {
+			col.NextOut, col.NextOff = tr.out.arena, tr.out.offs[nextSpec]
+			nextSpec++
+		}
+		tr.cols = append(tr.cols, col)
+	}
+	k := b.nUser + tr.nObs
+	for j, ci := range []int{colReward, colDiscount} {
+		c := &b.cols[b.nUser+ci]
+		tr.cols = append(tr.cols, Column{Ring: c.arena, StepBytes: c.stepBytes, Out: tr.out.arena, OutOff: tr.out.offs[k+j]})
+	}
+	if err := b.be.Concat(tr.cols, tr.idx, tr.next); err != nil {
+		return fmt.Errorf("%w: concat: %w", ErrBackend, err)
+	}
+	tr.done = tr.done[:0]
+	for i, r := range tr.Rows {
+		tr.done = append(tr.done, b.isDone(r, tr.Steps[i]))
+	}
+	if err := b.be.Upload(tr.out.arena, tr.out.offs[k+2], tr.done); err != nil {
+		return fmt.Errorf("%w: upload: %w", ErrBackend, err)
+	}
+	return nil
+}
+
+// views sets tr's tensors over its arena with leading dims lead (view
+// offset at step first), rebuilding them only when lead changed.
+func (tr *Transitions) views(be Backend, first int64, lead ...int) error {
+	if first == 0 && sameInts(tr.shape, lead) {
+		return nil
+	}
+	if tr.Observation == nil {
+		tr.Observation = make(map[string]*tensor.Dense)
+		tr.Action = make(map[string]*tensor.Dense)
+		tr.PolicyInfo = make(map[string]*tensor.Dense)
+		tr.NextObservation = make(map[string]*tensor.Dense)
+	}
+	clear(tr.Observation)
+	clear(tr.Action)
+	clear(tr.PolicyInfo)
+	clear(tr.NextObservation)
+	for i, s := range tr.specs {
+		shape := append(append(make([]int, 0, len(lead)+len(s.shape)), lead...), s.shape...)
+		d, err := be.Tensor(tr.out.arena, tr.out.offs[i]+first*s.stepBytes, s.dtype.Tensor(), shape...)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrBackend, err)
+		}
+		switch k := i - tr.nUser - tr.nObs; {
+		case i < tr.nUser && tr.roles[i] == Observation:
+			tr.Observation[s.name] = d
+		case i < tr.nUser && tr.roles[i] == Action:
+			tr.Action[s.name] = d
+		case i < tr.nUser:
+			tr.PolicyInfo[s.name] = d
+		case i < tr.nUser+tr.nObs:
+			tr.NextObservation[s.name] = d
+		case k == 0:
+			tr.Reward = d
+		case k == 1:
+			tr.Discount = d
+		default:
+			tr.IsDone = d
+		}
+	}
+	tr.shape = append(tr.shape[:0], lead...)
+	return nil
+}
+
+func sameInts(a, b []int) bool {
+	if len(a) != len(b) || a == nil {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Release frees the transitions' backend memory (shared by every
+// Transitions of one export); tensors are invalid afterwards.
+func (tr *Transitions) Release() error {
+	if tr.out == nil {
+		return nil
+	}
+	tr.shape = nil
+	return tr.out.release()
+}
+
+// Host returns a copy of the transitions in host memory.
+func (tr *Transitions) Host() (*Transitions, error) {
+	if tr.out == nil || tr.out.arena == nil || tr.shape == nil {
+		return nil, fmt.Errorf("%w: empty transitions", ErrInvalidArg)
+	}
+	ho, h, err := tr.out.hostCopy()
+	if err != nil {
+		return nil, err
+	}
+	c := &Transitions{
+		Rows: append([]int(nil), tr.Rows...), Steps: append([]int64(nil), tr.Steps...),
+		out: ho, specs: tr.specs, roles: tr.roles, nUser: tr.nUser, nObs: tr.nObs,
+	}
+	c.first = tr.first
+	if err := c.views(h, tr.first, tr.shape...); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// SampleTransitions samples n transitions uniformly over every stored
+// transition (TFUniformReplayBuffer with two-step sequences, SB3's and
+// MATLAB's sample). See SampleTransitionsInto.
+func (b *Buffer) SampleTransitions(n int) (*Transitions, error) {
+	tr := new(Transitions)
+	if err := b.SampleTransitionsInto(tr, n); err != nil {
+		return nil, err
+	}
+	return tr, nil
+}
+
+// SampleTransitionsInto samples n transitions into tr, reusing its memory.
+// It fails with ErrInvalidArg for n below 1 and ErrEmpty when the buffer
+// holds no transition.
+func (b *Buffer) SampleTransitionsInto(tr *Transitions, n int) error {
+	if n <= 0 || tr == nil {
+		return fmt.Errorf("%w: sample of %d transitions", ErrInvalidArg, n)
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return fmt.Errorf("%w: SampleTransitions", ErrClosed)
+	}
+	prefix, total := b.windowCounts(&tr.prefix, 2)
+	if total == 0 {
+		return fmt.Errorf("%w: no row holds two steps", ErrEmpty)
+	}
+	tr.Rows, tr.Steps, tr.idx, tr.next = tr.Rows[:0], tr.Steps[:0], tr.idx[:0], tr.next[:0]
+	var valid []Window
+	for range n {
+		var w Window
+		found := false
+		for try := 0; try < maxRejections && !found; try++ {
+			w = b.drawStart(prefix, total)
+			found = !b.isBoundary(int(w.Row), w.Start)
+		}
+		if !found {
+			if valid == nil {
+				if valid = b.validStarts(2); len(valid) == 0 {
+					return fmt.Errorf("%w: the buffer holds only boundary steps", ErrEmpty)
+				}
+			}
+			w = valid[b.randN(int64(len(valid)))]
+		}
+		r := int(w.Row)
+		tr.Rows = append(tr.Rows, r)
+		tr.Steps = append(tr.Steps, w.Start)
+		tr.idx = append(tr.idx, b.slot(r, w.Start))
+		tr.next = append(tr.next, b.slot(r, w.Start+1))
+	}
+	if err := b.materialise(tr); err != nil {
+		return err
+	}
+	return tr.views(b.be, 0, n)
+}
+
+// ExportMode says how AllExperiences concatenates experiences (MATLAB's
+// ConcatenateMode).
+type ExportMode int
+
+// The export modes.
+const (
+	// ExportNone returns N experiences, each shaped [1, 1, ...].
+	ExportNone ExportMode = iota
+	// ExportBatch returns one experience batch shaped [N, 1, ...].
+	ExportBatch
+	// ExportSequence returns one experience sequence shaped [1, N, ...].
+	ExportSequence
+)
+
+// AllExperiences returns every stored transition, oldest first: ordered
+// by absolute step t, then by env row (time-major, env-minor), as MATLAB's
+// allExperiences does. In ExportNone mode the N results share one arena
+// (Release on any frees it for all); in the other modes the slice holds
+// one Transitions. It fails with ErrEmpty when there is no transition.
+func (b *Buffer) AllExperiences(mode ExportMode) ([]*Transitions, error) {
+	if mode < ExportNone || mode > ExportSequence {
+		return nil, fmt.Errorf("%w: export mode %d", ErrInvalidArg, mode)
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return nil, fmt.Errorf("%w: AllExperiences", ErrClosed)
+	}
+	tr := new(Transitions)
+	type pos struct {
+		t   int64
+		row int
+	}
+	var all []pos
+	for r := range b.numEnvs {
+		for t := b.oldest(r); t+1 < b.cursor[r]; t++ {
+			if !b.isBoundary(r, t) {
+				all = append(all, pos{t, r})
+			}
+		}
+	}
+	if len(all) == 0 {
+		return nil, fmt.Errorf("%w: the buffer holds no transition", ErrEmpty)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].t != all[j].t {
+			return all[i].t < all[j].t
+		}
+		return all[i].row < all[j].row
+	})
+	for _, p := range all {
+		tr.Rows = append(tr.Rows, p.row)
+		tr.Steps = append(tr.Steps, p.t)
+		tr.idx = append(tr.idx, b.slot(p.row, p.t))
+		tr.next = append(tr.next, b.slot(p.row, p.t+1))
+	}
+	if err := b.materialise(tr); err != nil {
+		return nil, err
+	}
+	n := len(all)
+	switch mode {
+	case ExportBatch:
+		return []*Transitions{tr}, tr.views(b.be, 0, n, 1)
+	case ExportSequence:
+		return []*Transitions{tr}, tr.views(b.be, 0, 1, n)
+	}
+	out := make([]*Transitions, n)
+	for i := range out {
+		e := &Transitions{
+			Rows: tr.Rows[i : i+1 : i+1], Steps: tr.Steps[i : i+1 : i+1],
+			out: tr.out, specs: tr.specs, roles: tr.roles, nUser: tr.nUser, nObs: tr.nObs, first: int64(i),
+		}
+		if err := e.views(b.be, int64(i), 1, 1); err != nil {
+			_ = tr.Release()
+			return nil, err
+		}
+		out[i] = e
+	}
+	return out, nil
+}

@@ -1,0 +1,237 @@
+package tensorbuf
+
+import (
+	"fmt"
+	"unsafe"
+
+	"gorgonia.org/tensor"
+)
+
+// Step is one batched trajectory step for some env rows, in TF-Agents'
+// Trajectory layout: the observation, action and policy info at t with
+// StepType at t, and NextStepType, Reward and Discount from t+1.
+type Step struct {
+	// Rows are the env rows written, in the order of the data; nil means
+	// all of the writer's rows in the writer's order. A subset is a
+	// partial add, as asynchronous collectors produce.
+	Rows []int
+	// StepType, NextStepType, Reward and Discount hold one value per row.
+	StepType     []StepType
+	NextStepType []StepType
+	Reward       []float32
+	Discount     []float32
+	// Values holds every user field by name, shaped [len(rows), ...shape],
+	// contiguous, in host memory.
+	Values map[string]*tensor.Dense
+}
+
+// Writer adds steps to the env rows it owns. Rows are never shared by
+// two writers, so several collectors can fill one buffer at once, each
+// with its own writer. A Writer is not safe for concurrent use; different
+// writers of one buffer are.
+type Writer struct {
+	b      *Buffer
+	rows   []int
+	own    []bool // own[row] for rows of the buffer
+	closed bool
+
+	idx  []int64
+	src  [][]byte
+	seen []int // scratch: row -> add number, for duplicate detection
+	gen  int
+}
+
+// NewWriter returns a writer owning the given rows (all rows when none are
+// given). It fails with ErrRowOwned if another open writer owns one of
+// them, or ErrRows for a row out of range or repeated.
+func (b *Buffer) NewWriter(rows ...int) (*Writer, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, fmt.Errorf("%w: NewWriter", ErrClosed)
+	}
+	if len(rows) == 0 {
+		rows = make([]int, b.numEnvs)
+		for i := range rows {
+			rows[i] = i
+		}
+	}
+	own := make([]bool, b.numEnvs)
+	for _, r := range rows {
+		if r < 0 || r >= b.numEnvs {
+			return nil, fmt.Errorf("%w: row %d of %d", ErrRows, r, b.numEnvs)
+		}
+		if own[r] {
+			return nil, fmt.Errorf("%w: row %d given twice", ErrRows, r)
+		}
+		if b.owner[r] != nil {
+			return nil, fmt.Errorf("%w: row %d", ErrRowOwned, r)
+		}
+		own[r] = true
+	}
+	w := &Writer{
+		b:    b,
+		rows: append([]int(nil), rows...),
+		own:  own,
+		idx:  make([]int64, 0, len(rows)),
+		src:  make([][]byte, len(b.cols)),
+		seen: make([]int, b.numEnvs),
+	}
+	for _, r := range rows {
+		b.owner[r] = w
+	}
+	return w, nil
+}
+
+// Rows returns the rows the writer owns.
+func (w *Writer) Rows() []int { return append([]int(nil), w.rows...) }
+
+// Close releases the writer's rows for another writer.
+func (w *Writer) Close() error {
+	w.b.mu.Lock()
+	defer w.b.mu.Unlock()
+	if w.closed {
+		return fmt.Errorf("%w: writer closed twice", ErrClosed)
+	}
+	w.closed = true
+	for _, r := range w.rows {
+		if w.b.owner[r] == w {
+			w.b.owner[r] = nil
+		}
+	}
+	return nil
+}
+
+// Add writes one batched step: every field of every given row in one
+// backend call. Each row's cursor advances by one; in a full row the
+// oldest step is overwritten, and items of the buffer's tables that start
+// at the overwritten step are removed first.
+//
+// Add validates everything before writing: on error nothing is written.
+func (w *Writer) Add(s *Step) error {
+	b := w.b
+	if s == nil {
+		return fmt.Errorf("%w: nil step", ErrInvalidArg)
+	}
+	rows := s.Rows
+	if rows == nil {
+		rows = w.rows
+	}
+	n := len(rows)
+	if n == 0 {
+		return fmt.Errorf("%w: step with no rows", ErrRows)
+	}
+	w.gen++
+	for _, r := range rows {
+		if r < 0 || r >= b.numEnvs || !w.own[r] {
+			return fmt.Errorf("%w: row %d is not the writer's", ErrRows, r)
+		}
+		if w.seen[r] == w.gen {
+			return fmt.Errorf("%w: row %d given twice", ErrRows, r)
+		}
+		w.seen[r] = w.gen
+	}
+	if len(s.StepType) != n || len(s.NextStepType) != n || len(s.Reward) != n || len(s.Discount) != n {
+		return fmt.Errorf("%w: %d rows but %d step types, %d next step types, %d rewards, %d discounts",
+			ErrRows, n, len(s.StepType), len(s.NextStepType), len(s.Reward), len(s.Discount))
+	}
+	for i := range n {
+		if !validStepType(s.StepType[i]) || !validStepType(s.NextStepType[i]) {
+			return fmt.Errorf("%w: row %d: step types %d, %d", ErrInvalidArg, rows[i], s.StepType[i], s.NextStepType[i])
+		}
+	}
+	if len(s.Values) != b.nUser {
+		for name := range s.Values {
+			if i, ok := b.byName[name]; !ok || b.cols[i].builtin {
+				return fmt.Errorf("%w: %q", ErrUnknownField, name)
+			}
+		}
+	}
+	for i := range b.nUser {
+		c := &b.cols[i]
+		d, ok := s.Values[c.Name]
+		if !ok || d == nil {
+			return fmt.Errorf("%w: step lacks field %q", ErrMissingField, c.Name)
+		}
+		raw, err := hostBytes(d, c.Field, n)
+		if err != nil {
+			return err
+		}
+		w.src[i] = raw
+	}
+	w.src[b.nUser+colStepType] = int32Bytes(s.StepType)
+	w.src[b.nUser+colNextStepType] = int32Bytes(s.NextStepType)
+	w.src[b.nUser+colReward] = f32Bytes(s.Reward)
+	w.src[b.nUser+colDiscount] = f32Bytes(s.Discount)
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || w.closed {
+		return fmt.Errorf("%w: Add", ErrClosed)
+	}
+	w.idx = w.idx[:0]
+	for _, r := range rows {
+		w.idx = append(w.idx, b.slot(r, b.cursor[r]))
+	}
+	if err := b.be.Scatter(b.ring, w.src, w.idx); err != nil {
+		return fmt.Errorf("%w: scatter: %w", ErrBackend, err)
+	}
+	for i, r := range rows {
+		pos := b.cursor[r]
+		if pos >= b.capacity {
+			for _, t := range b.tableList {
+				t.evict(r, pos+1-b.capacity)
+			}
+		}
+		m := uint8(s.StepType[i]) | uint8(s.NextStepType[i])<<metaNextShift
+		if s.Discount[i] == 0 {
+			m |= metaDiscZero
+		}
+		b.meta[w.idx[i]] = m
+		b.cursor[r] = pos + 1
+	}
+	clear(w.src)
+	return nil
+}
+
+func validStepType(s StepType) bool { return s == First || s == Mid || s == Last }
+
+// hostBytes returns the bytes of a contiguous host tensor after checking
+// its dtype and shape against a field for n rows.
+func hostBytes(d *tensor.Dense, f Field, n int) ([]byte, error) {
+	if d.Dtype() != f.DType.Tensor() {
+		return nil, fmt.Errorf("%w: field %q is %v, got %v", ErrDType, f.Name, f.DType, d.Dtype())
+	}
+	shape := d.Shape()
+	if len(shape) != len(f.Shape)+1 || shape[0] != n {
+		return nil, fmt.Errorf("%w: field %q wants [%d %v], got %v", ErrShape, f.Name, n, f.Shape, shape)
+	}
+	for i, v := range f.Shape {
+		if shape[i+1] != v {
+			return nil, fmt.Errorf("%w: field %q wants [%d %v], got %v", ErrShape, f.Name, n, f.Shape, shape)
+		}
+	}
+	if d.RequiresIterator() {
+		return nil, fmt.Errorf("%w: field %q: tensor is a non-contiguous view", ErrShape, f.Name)
+	}
+	want := n * f.StepBytes()
+	raw := d.Header.Raw
+	if len(raw) < want {
+		return nil, fmt.Errorf("%w: field %q: %d bytes for %d", ErrShape, f.Name, len(raw), want)
+	}
+	return raw[:want], nil
+}
+
+func int32Bytes(s []StepType) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), 4*len(s))
+}
+
+func f32Bytes(s []float32) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), 4*len(s))
+}
