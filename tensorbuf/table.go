@@ -45,6 +45,10 @@ func (s Selector) String() string {
 // SamplesPerInsert > 0, until diff-1 >= MinSize*SamplesPerInsert -
 // ErrorBuffer; inserting waits while the table holds at least MinSize
 // items and diff+SamplesPerInsert > MinSize*SamplesPerInsert + ErrorBuffer.
+// So once the table holds MinSize items, samplers may run ErrorBuffer
+// samples behind the ratio and inserters ErrorBuffer samples ahead of it;
+// ErrorBuffer must be at least SamplesPerInsert, or neither side could
+// ever move.
 type RateLimiter struct {
 	MinSize          int
 	SamplesPerInsert float64
@@ -104,7 +108,7 @@ type Table struct {
 	a   float64
 
 	mu      sync.Mutex
-	changed chan struct{} // closed and replaced on every change
+	changed chan struct{} // closed on the next change; nil while nobody waits
 	items   []item
 	free    []int32
 	live    []int32
@@ -127,7 +131,8 @@ func (b *Buffer) NewTable(cfg TableConfig) (*Table, error) {
 		cfg.PriorityExponent < 0 || cfg.Beta < 0 || math.IsNaN(cfg.PriorityExponent) || math.IsNaN(cfg.Beta) {
 		return nil, fmt.Errorf("%w: table %+v", ErrConfig, cfg)
 	}
-	if rl := cfg.RateLimiter; rl != nil && (rl.MinSize < 0 || rl.SamplesPerInsert < 0 || rl.ErrorBuffer < 0 || rl.Timeout < 0) {
+	if rl := cfg.RateLimiter; rl != nil && (rl.MinSize < 0 || rl.SamplesPerInsert < 0 || rl.ErrorBuffer < 0 || rl.Timeout < 0 ||
+		rl.SamplesPerInsert > 0 && rl.ErrorBuffer < rl.SamplesPerInsert) {
 		return nil, fmt.Errorf("%w: table %q: rate limiter %+v", ErrConfig, cfg.Name, *rl)
 	}
 	b.mu.Lock()
@@ -146,7 +151,6 @@ func (b *Buffer) NewTable(cfg TableConfig) (*Table, error) {
 		b:       b,
 		cfg:     cfg,
 		a:       cfg.PriorityExponent,
-		changed: make(chan struct{}),
 		byKey:   make(map[uint64]int32),
 		head:    -1,
 		tail:    -1,
@@ -365,9 +369,14 @@ func (t *Table) Delete(keys ...uint64) {
 	}
 }
 
+// notifyLocked wakes the goroutines waiting for a change of the table.
+// The channel is made only when somebody waits, so changes without
+// waiters allocate nothing.
 func (t *Table) notifyLocked() {
-	close(t.changed)
-	t.changed = make(chan struct{})
+	if t.changed != nil {
+		close(t.changed)
+		t.changed = nil
+	}
 }
 
 func (t *Table) canInsertLocked(int) bool {
@@ -420,6 +429,9 @@ func (t *Table) waitN(ctx context.Context, ok func(n int) bool, n int) error {
 			size, budget := len(t.live), t.budget
 			t.mu.Unlock()
 			return fmt.Errorf("%w: table %q holds %d items (%d samples left), asked for %d", ErrEmpty, t.cfg.Name, size, budget, n)
+		}
+		if t.changed == nil {
+			t.changed = make(chan struct{})
 		}
 		ch := t.changed
 		t.mu.Unlock()
