@@ -12,3 +12,46 @@ vet:
 
 test-go:
 	$(GO) test -race -count=1 ./...
+
+# --- CUDA build (issue 4). `make test` above needs neither nvcc nor a GPU;
+# the targets below need the CUDA toolkit (scripts/install-cuda.sh).
+NVCC ?= nvcc
+CC ?= cc
+CUDA_ARCH ?= compute_80
+KERNEL_SRCS := $(wildcard kernels/*.cu)
+KERNEL_PTX := $(patsubst kernels/%.cu,kernels/ptx/%.ptx,$(KERNEL_SRCS))
+KERNEL_HDRS := $(wildcard kernels/host/*.h)
+STANDIN_DIR := build/standin
+STANDIN := $(STANDIN_DIR)/libcuda.so.1
+# Link cuda builds against the toolkit's stub libcuda.so; at run time the
+# loader finds the stand-in (or, on a GPU machine, the real driver).
+CUDA_STUBS ?= /usr/lib/x86_64-linux-gnu/stubs
+
+.PHONY: kernels standin test-cuda
+
+# kernels compiles every kernels/*.cu to PTX for $(CUDA_ARCH), JIT-able on
+# sm_80 and later (sm_90: H100/H200). Comment lines (nvcc's version banner)
+# are stripped so the output depends only on the sources and the compiler.
+kernels: $(KERNEL_PTX)
+
+kernels/ptx/%.ptx: kernels/%.cu $(KERNEL_HDRS)
+	@mkdir -p kernels/ptx
+	$(NVCC) -ptx -arch=$(CUDA_ARCH) -O3 -o $@.tmp $<
+	sed -e '/^[[:space:]]*\/\//d' $@.tmp | cat -s | sed -e '/./,$$!d' > $@
+	@rm -f $@.tmp
+
+# standin builds the stand-in driver library (gpu/standin), which runs the
+# host build of our kernels on cuLaunchKernel.
+standin: $(STANDIN)
+
+$(STANDIN): gpu/standin/standin.c gpu/standin/gen-stubs.sh $(KERNEL_HDRS)
+	@mkdir -p $(STANDIN_DIR)
+	sh gpu/standin/gen-stubs.sh > $(STANDIN_DIR)/stubs.c
+	$(CC) -O2 -fPIC -shared -Wall -Wextra -Wno-unused-parameter -Wno-unused-function \
+		-Ikernels/host -o $@ gpu/standin/standin.c $(STANDIN_DIR)/stubs.c -Wl,-soname,libcuda.so.1 -lpthread
+
+# test-cuda runs every package's tests in the cuda build against the
+# stand-in driver: no GPU needed.
+test-cuda: standin
+	CGO_LDFLAGS="-L$(CUDA_STUBS)" LD_LIBRARY_PATH=$(CURDIR)/$(STANDIN_DIR) \
+		$(GO) test -tags cuda -count=1 ./...

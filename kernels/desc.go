@@ -1,0 +1,39 @@
+package kernels
+
+// ColDesc is the device-side descriptor of one column of a multi-column
+// launch, laid out as tr_col in kernels.h: six 8-byte words. A launch
+// passes the device address of an array of them, so every field moves in
+// one launch and every kernel argument stays 8 bytes wide.
+type ColDesc struct {
+	Ring uint64 // address of the ring arena's first byte
+	Out  uint64 // address of the first output step (offset applied)
+	Next uint64 // Concat: address of the first successor step; 0 = none
+	Aux  uint64 // Scatter: first source step; GatherWindows: pad step, 0 = zeros
+	Step int64  // bytes per step
+	_    int64  // reserved, zero
+}
+
+// WinDesc is the device-side form of a Window (tr_win in kernels.h): Start
+// is reduced to the slot Start % capacity before the launch.
+type WinDesc struct {
+	Row   int64
+	Start int64
+	Len   int64
+}
+
+// Sizes in bytes of the device-side descriptors.
+const (
+	ColDescSize = 48
+	WinDescSize = 24
+)
+
+// Arguments, in order, of every kernel (each 8 bytes wide):
+//
+//	trajring_scatter(cols, ncols, idx, n)
+//	trajring_gather_rows(cols, ncols, idx, n)
+//	trajring_concat(cols, ncols, idx, next, n)
+//	trajring_gather_windows(cols, ncols, wins, nwin, seqLen, capacity, mask)
+//
+// Launch grid: x strides over steps, y over columns (GatherWindows writes
+// the mask as column ncols when mask != 0); any grid and block size is
+// correct, none needs shared memory or block-level synchronisation.

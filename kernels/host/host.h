@@ -1,0 +1,113 @@
+/*
+ * host.h: the host build of every trajring kernel, launched the way the
+ * driver launches the PTX: by name, with an array of pointers to 8-byte
+ * arguments (cuLaunchKernel's kernelParams) and a grid of gx*gy blocks of
+ * bx threads. Each simulated thread runs its grid-stride share of the work
+ * with the same element functions the device runs, one thread after
+ * another. Used by package kernels/host (tests) and by the stand-in driver
+ * (gpu/standin), so both exercise exactly the argument decoding and loops
+ * of the device kernels.
+ */
+#ifndef TRAJRING_HOST_H
+#define TRAJRING_HOST_H
+
+#include <string.h>
+
+#include "concat.h"
+#include "gather_rows.h"
+#include "window_gather.h"
+#include "scatter.h"
+
+#define TR_ARG_U64(p, i) (*(const tr_u64 *)(p)[i])
+#define TR_ARG_I64(p, i) (*(const tr_i64 *)(p)[i])
+#define TR_ARG_PTR(T, p, i) ((T)(uintptr_t)TR_ARG_U64(p, i))
+
+static void tr_host_scatter(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx)
+{
+	const tr_col *cols = TR_ARG_PTR(const tr_col *, p, 0);
+	tr_i64 ncols = TR_ARG_I64(p, 1);
+	const tr_i64 *idx = TR_ARG_PTR(const tr_i64 *, p, 2);
+	tr_i64 n = TR_ARG_I64(p, 3);
+	tr_i64 nt = gx * bx, y, tid, c;
+	for (y = 0; y < gy; y++)
+		for (tid = 0; tid < nt; tid++)
+			for (c = y; c < ncols; c += gy)
+				tr_scatter_run(&cols[c], idx, n, tid, nt);
+}
+
+static void tr_host_gather_rows(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx)
+{
+	const tr_col *cols = TR_ARG_PTR(const tr_col *, p, 0);
+	tr_i64 ncols = TR_ARG_I64(p, 1);
+	const tr_i64 *idx = TR_ARG_PTR(const tr_i64 *, p, 2);
+	tr_i64 n = TR_ARG_I64(p, 3);
+	tr_i64 nt = gx * bx, y, tid, c;
+	for (y = 0; y < gy; y++)
+		for (tid = 0; tid < nt; tid++)
+			for (c = y; c < ncols; c += gy)
+				tr_gather_rows_run(&cols[c], idx, n, tid, nt);
+}
+
+static void tr_host_concat(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx)
+{
+	const tr_col *cols = TR_ARG_PTR(const tr_col *, p, 0);
+	tr_i64 ncols = TR_ARG_I64(p, 1);
+	const tr_i64 *idx = TR_ARG_PTR(const tr_i64 *, p, 2);
+	const tr_i64 *nidx = TR_ARG_PTR(const tr_i64 *, p, 3);
+	tr_i64 n = TR_ARG_I64(p, 4);
+	tr_i64 nt = gx * bx, y, tid, c;
+	for (y = 0; y < gy; y++)
+		for (tid = 0; tid < nt; tid++)
+			for (c = y; c < ncols; c += gy)
+				tr_concat_run(&cols[c], idx, nidx, n, tid, nt);
+}
+
+static void tr_host_gather_windows(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx)
+{
+	const tr_col *cols = TR_ARG_PTR(const tr_col *, p, 0);
+	tr_i64 ncols = TR_ARG_I64(p, 1);
+	const tr_win *wins = TR_ARG_PTR(const tr_win *, p, 2);
+	tr_i64 nwin = TR_ARG_I64(p, 3);
+	tr_i64 seqlen = TR_ARG_I64(p, 4);
+	tr_i64 capacity = TR_ARG_I64(p, 5);
+	tr_u64 mask = TR_ARG_U64(p, 6);
+	tr_i64 ny = ncols + (mask != 0 ? 1 : 0);
+	tr_i64 nt = gx * bx, y, tid, c;
+	for (y = 0; y < gy; y++)
+		for (tid = 0; tid < nt; tid++)
+			for (c = y; c < ny; c += gy) {
+				if (c == ncols)
+					tr_window_mask_run(mask, wins, nwin, seqlen, tid, nt);
+				else
+					tr_gather_windows_run(&cols[c], wins, nwin, seqlen, capacity, tid, nt);
+			}
+}
+
+typedef void (*tr_host_fn)(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx);
+
+/* tr_host_lookup returns the host build of the kernel with the given entry
+ * name and its number of arguments, or NULL. */
+static tr_host_fn tr_host_lookup(const char *name, int *nargs)
+{
+	static const struct {
+		const char *name;
+		tr_host_fn fn;
+		int nargs;
+	} table[] = {
+		{"trajring_scatter", tr_host_scatter, 4},
+		{"trajring_gather_rows", tr_host_gather_rows, 4},
+		{"trajring_concat", tr_host_concat, 5},
+		{"trajring_gather_windows", tr_host_gather_windows, 7},
+	};
+	size_t i;
+	for (i = 0; i < sizeof table / sizeof table[0]; i++) {
+		if (strcmp(table[i].name, name) == 0) {
+			if (nargs)
+				*nargs = table[i].nargs;
+			return table[i].fn;
+		}
+	}
+	return NULL;
+}
+
+#endif /* TRAJRING_HOST_H */

@@ -1,0 +1,174 @@
+/*
+ * kernels.h: what every trajring kernel shares, for nvcc (device code) and
+ * for a host C compiler (the host build used by tests and by the stand-in
+ * driver). Element functions are TR_HD: __host__ __device__ under nvcc,
+ * static inline C elsewhere.
+ *
+ * A kernel is written once as a "run" function that executes the work of
+ * one thread of a grid-stride loop: thread tid of nthreads, for column c
+ * (blockIdx.y on the device). The __global__ wrappers in the .cu files call
+ * it with the CUDA thread index; the host build calls it for every tid in
+ * turn. There is no block-level synchronisation anywhere, so running the
+ * threads one after another on the host computes the same bytes.
+ *
+ * All addresses are carried as 64-bit integers and all sizes as int64, so
+ * the same layout is read by Go (package kernels, desc.go), by the device
+ * and by the host.
+ */
+#ifndef TRAJRING_KERNELS_H
+#define TRAJRING_KERNELS_H
+
+#ifdef __CUDACC__
+#define TR_HD __host__ __device__ __forceinline__
+typedef unsigned long long tr_u64;
+typedef long long tr_i64;
+typedef unsigned int tr_u32;
+typedef unsigned short tr_u16;
+typedef unsigned char tr_u8;
+typedef uint4 tr_v16; /* 16-byte vector: ld/st.global.v4.u32 */
+/* Loads through the read-only path and write-back stores, both in the
+ * global space (plain dereferences of addresses read from a descriptor
+ * would compile to generic ld/st). Nothing a kernel reads is written by
+ * the same launch. */
+#define TR_LD(T, p) __ldg((const T *)(p))
+#define TR_ST(T, p, v) __stwb((T *)(p), (v))
+#else
+#include <stdint.h>
+#define TR_HD static inline
+typedef uint64_t tr_u64;
+typedef int64_t tr_i64;
+typedef uint32_t tr_u32;
+typedef uint16_t tr_u16;
+typedef uint8_t tr_u8;
+typedef struct {
+	uint64_t lo, hi;
+} __attribute__((aligned(16))) tr_v16;
+#define TR_LD(T, p) (*(const T *)(p))
+#define TR_ST(T, p, v) (*(T *)(p) = (v))
+#endif
+
+/*
+ * tr_col describes one column (field) of a multi-column launch. The launch
+ * passes a device pointer to an array of them, so all fields move in one
+ * launch. Layout must match kernels.ColDesc in desc.go (6 x 8 bytes).
+ */
+typedef struct {
+	tr_u64 ring; /* ring arena base: step k is at ring + k*step */
+	tr_u64 out;  /* first output step (offset already applied) */
+	tr_u64 next; /* concat: first successor output step; 0 = none */
+	tr_u64 aux;  /* scatter: first source step; windows: pad step, 0 = zeros */
+	tr_i64 step; /* bytes per step, > 0 */
+	tr_i64 rsv;  /* reserved, 0 */
+} tr_col;
+
+/* tr_win is one window of gather_windows; matches kernels.Window. The slot
+ * of its first step (start % capacity) is computed before the launch. */
+typedef struct {
+	tr_i64 row;
+	tr_i64 start; /* slot of the first step, in [0, capacity) */
+	tr_i64 len;   /* real steps, in [0, seqLen] */
+} tr_win;
+
+/* tr_width returns the widest word (16, 8, 4, 2 or 1 bytes) that divides
+ * every address and size OR-ed into m, so whole steps move as aligned words. */
+TR_HD int tr_width(tr_u64 m)
+{
+	if ((m & 15) == 0)
+		return 16;
+	if ((m & 7) == 0)
+		return 8;
+	if ((m & 3) == 0)
+		return 4;
+	if ((m & 1) == 0)
+		return 2;
+	return 1;
+}
+
+/* tr_log2 returns log2 of a power of two up to 32. */
+TR_HD int tr_log2(tr_i64 g)
+{
+	int l = 0;
+	while ((1LL << l) < g)
+		l++;
+	return l;
+}
+
+/*
+ * tr_group picks how many consecutive threads share one step: the largest
+ * power of two no greater than 32 and the step's word count that divides
+ * nthreads. A group computes the step's addresses once and its lanes move
+ * consecutive words (coalesced). Returns log2 of the group size.
+ */
+TR_HD int tr_group(tr_i64 words, tr_i64 nthreads)
+{
+	tr_i64 g = 32;
+	while (g > 1 && (g > words || nthreads % g != 0))
+		g >>= 1;
+	return tr_log2(g);
+}
+
+/* tr_copy moves words k0, k0+G, ... < words of one step, w bytes each. */
+TR_HD void tr_copy(tr_u64 dst, tr_u64 src, int w, tr_i64 k0, tr_i64 words, tr_i64 g)
+{
+	tr_i64 k;
+	switch (w) {
+	case 16:
+		for (k = k0; k < words; k += g)
+			TR_ST(tr_v16, (tr_v16 *)dst + k, TR_LD(tr_v16, (const tr_v16 *)src + k));
+		break;
+	case 8:
+		for (k = k0; k < words; k += g)
+			TR_ST(tr_u64, (tr_u64 *)dst + k, TR_LD(tr_u64, (const tr_u64 *)src + k));
+		break;
+	case 4:
+		for (k = k0; k < words; k += g)
+			TR_ST(tr_u32, (tr_u32 *)dst + k, TR_LD(tr_u32, (const tr_u32 *)src + k));
+		break;
+	case 2:
+		for (k = k0; k < words; k += g)
+			TR_ST(tr_u16, (tr_u16 *)dst + k, TR_LD(tr_u16, (const tr_u16 *)src + k));
+		break;
+	default:
+		for (k = k0; k < words; k += g)
+			TR_ST(tr_u8, (tr_u8 *)dst + k, TR_LD(tr_u8, (const tr_u8 *)src + k));
+		break;
+	}
+}
+
+/* tr_zero clears words k0, k0+G, ... < words of one step, w bytes each. */
+TR_HD void tr_zero(tr_u64 dst, int w, tr_i64 k0, tr_i64 words, tr_i64 g)
+{
+	tr_i64 k;
+	switch (w) {
+	case 16:
+		for (k = k0; k < words; k += g) {
+			tr_v16 z;
+#ifdef __CUDACC__
+			z = make_uint4(0, 0, 0, 0);
+#else
+			z.lo = 0;
+			z.hi = 0;
+#endif
+			TR_ST(tr_v16, (tr_v16 *)dst + k, z);
+		}
+		break;
+	case 8:
+		for (k = k0; k < words; k += g)
+			TR_ST(tr_u64, (tr_u64 *)dst + k, (tr_u64)0);
+		break;
+	case 4:
+		for (k = k0; k < words; k += g)
+			TR_ST(tr_u32, (tr_u32 *)dst + k, (tr_u32)0);
+		break;
+	case 2:
+		for (k = k0; k < words; k += g)
+			TR_ST(tr_u16, (tr_u16 *)dst + k, (tr_u16)0);
+		break;
+	default:
+		for (k = k0; k < words; k += g)
+			TR_ST(tr_u8, (tr_u8 *)dst + k, (tr_u8)0);
+		break;
+	}
+}
+
+#endif /* TRAJRING_KERNELS_H */

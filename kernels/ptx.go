@@ -1,0 +1,39 @@
+package kernels
+
+import (
+	"embed"
+	"fmt"
+)
+
+//go:embed ptx/*.ptx
+var ptxFS embed.FS
+
+// Kernel names one CUDA kernel: the PTX module (one per .cu file) that
+// holds it, and its entry point.
+type Kernel struct {
+	Module string // file name under ptx/, without ".ptx"
+	Entry  string // extern "C" entry point
+	Args   int    // number of 8-byte arguments
+}
+
+// The kernels, one per .cu file.
+var (
+	Scatter       = Kernel{Module: "scatter", Entry: "trajring_scatter", Args: 4}
+	GatherRows    = Kernel{Module: "gather_rows", Entry: "trajring_gather_rows", Args: 4}
+	Concat        = Kernel{Module: "concat", Entry: "trajring_concat", Args: 5}
+	GatherWindows = Kernel{Module: "window_gather", Entry: "trajring_gather_windows", Args: 7}
+)
+
+// All lists every kernel.
+var All = []Kernel{Scatter, GatherRows, Concat, GatherWindows}
+
+// PTX returns the PTX text of the kernel's module, compiled by `make
+// kernels` for compute_80 and embedded in the binary. It is safe for
+// concurrent use.
+func (k Kernel) PTX() (string, error) {
+	b, err := ptxFS.ReadFile("ptx/" + k.Module + ".ptx")
+	if err != nil {
+		return "", fmt.Errorf("kernels: no PTX for %s: %w", k.Module, err)
+	}
+	return string(b), nil
+}
