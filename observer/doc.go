@@ -1,0 +1,33 @@
+// Package observer holds the observers a driver feeds with batched
+// trajectories: observers that write every step into a tensorbuf.Buffer
+// and create items in its tables, with the semantics of TF-Agents' Reverb
+// observers, and metric observers with those of TF-Agents' tf_metrics.
+//
+//   - TrajectorySequence (ReverbTrajectorySequenceObserver): fixed-length
+//     windows every Stride steps that run across episode boundaries;
+//     padding happens in Reset.
+//   - AddTrajectory (ReverbAddTrajectoryObserver): fixed-length windows
+//     within an episode, for several tables with their own lengths and
+//     strides; every boundary step resets the row, padding its cache or
+//     dropping it.
+//   - AddEpisode (ReverbAddEpisodeObserver): one item per whole episode,
+//     boundary step included, up to a maximum length.
+//   - EnvironmentSteps, NumberOfEpisodes, AverageReturn and
+//     AverageEpisodeLength: counts and averages over the last K episodes,
+//     cumulative and per run.
+//
+// Every item-writing observer keeps its state per env row, writes the
+// steps through one tensorbuf.Writer that owns its rows (two observers on
+// the same rows are refused with tensorbuf.ErrRowOwned), and inserts
+// items that reference only stored steps: a sequence length above the
+// buffer's capacity is refused at construction. Pad steps are never
+// stored; an item records how many follow its real steps, and sampling
+// writes them (zeros, step type Last, next step type First, reward and
+// discount 0, mask false).
+//
+// Where TF-Agents is silent or inconsistent, this package decides:
+// Reset(true) without padding writes nothing more (TF-Agents writes the
+// last window a second time, or raises when the cache holds no full
+// window); an AddEpisode episode that overflows at its boundary step does
+// not also drop the next episode.
+package observer
