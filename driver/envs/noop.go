@@ -31,11 +31,7 @@ func NewNoop(numEnvs int) (*Noop, error) {
 	if numEnvs < 1 {
 		return nil, fmt.Errorf("%w: number of environments %d < 1", driver.ErrConfig, numEnvs)
 	}
-	e := &Noop{
-		n:   numEnvs,
-		obs: []tensorbuf.Field{{Name: NoopObservationName, Role: tensorbuf.Observation, DType: tensorbuf.Float32}},
-		act: []tensorbuf.Field{{Name: NoopActionName, Role: tensorbuf.Action, DType: tensorbuf.Int32, Min: []float64{0}, Max: []float64{1}}},
-	}
+	e := &Noop{n: numEnvs, obs: noopObs, act: noopAct}
 	var err error
 	if e.b, err = newBuffers(e.obs, numEnvs); err != nil {
 		return nil, err
@@ -77,4 +73,30 @@ func (e *Noop) fill(ts *driver.TimeStep, st tensorbuf.StepType) {
 	for r := range ts.StepType {
 		ts.StepType[r], ts.Reward[r], ts.Discount[r] = st, 0, 1
 	}
+}
+
+// NoopEnv is the single (unbatched) Noop, a driver.Env for measuring the
+// overhead of driver.Parallel: Reset and Step only write the observation
+// 0, and episodes never end. It is safe for concurrent use.
+type NoopEnv struct{}
+
+var noopObs = []tensorbuf.Field{{Name: NoopObservationName, Role: tensorbuf.Observation, DType: tensorbuf.Float32}}
+var noopAct = []tensorbuf.Field{{Name: NoopActionName, Role: tensorbuf.Action, DType: tensorbuf.Int32, Min: []float64{0}, Max: []float64{1}}}
+
+// ObservationSpec returns "obs", a scalar float32.
+func (NoopEnv) ObservationSpec() []tensorbuf.Field { return noopObs }
+
+// ActionSpec returns "action", a scalar int32 in [0, 1].
+func (NoopEnv) ActionSpec() []tensorbuf.Field { return noopAct }
+
+// Reset writes the observation 0.
+func (NoopEnv) Reset(obs map[string]*tensor.Dense) error {
+	obs[NoopObservationName].Float32s()[0] = 0
+	return nil
+}
+
+// Step writes the observation 0 and returns reward 0, Running.
+func (NoopEnv) Step(_, obs map[string]*tensor.Dense) (float32, driver.Status, error) {
+	obs[NoopObservationName].Float32s()[0] = 0
+	return 0, driver.Running, nil
 }
