@@ -1,0 +1,250 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/trajring/trajring/tensorbuf"
+)
+
+// The Go benchmarks share one pixels buffer of 256 rows x 4096 steps
+// (1,048,576 steps of 3,092 bytes: 3.2 GB) and one ceiling of the same
+// size, built on first use and freed after the run.
+const (
+	benchEnvs     = 256
+	benchCapacity = 4096
+	benchB        = 256
+)
+
+var fixture struct {
+	once sync.Once
+	buf  *tensorbuf.Buffer
+	ceil Ceiling
+	err  error
+}
+
+func pixelsFixture(b *testing.B) (*tensorbuf.Buffer, Ceiling) {
+	fixture.once.Do(func() {
+		l := Pixels()
+		fixture.buf, fixture.err = Filled(l, benchEnvs, benchCapacity, nil)
+		if fixture.err != nil {
+			return
+		}
+		fixture.ceil, fixture.err = NewCeiling(fixture.buf.Backend(), CeilingConfig{
+			Layout: l, NumEnvs: benchEnvs, Capacity: benchCapacity,
+			OutSteps: 4 * benchB, PlainBytes: 2 * 4 * benchB * l.StepBytes(),
+		})
+	})
+	if fixture.err != nil {
+		b.Fatal(fixture.err)
+	}
+	return fixture.buf, fixture.ceil
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if fixture.ceil != nil {
+		fixture.ceil.Close()
+	}
+	if fixture.buf != nil {
+		fixture.buf.Close()
+	}
+	os.Exit(code)
+}
+
+// reportGBps reports the effective bandwidth of moving bytes per op.
+func reportGBps(b *testing.B, bytes int64) {
+	b.ReportMetric(float64(bytes)*float64(b.N)/float64(b.Elapsed().Nanoseconds()), "GB/s")
+}
+
+// BenchmarkSample samples sequences of B=256 from the 1M-step pixels
+// buffer (ours), next to a plain copy of the same bytes and a copy()
+// gather of the same random rows from arenas of the same page kind.
+// GB/s is 2·B·L·S/t with S the step bytes plus the mask byte.
+func BenchmarkSample(b *testing.B) {
+	for _, l := range []int{1, 4} {
+		name := fmt.Sprintf("pixels/B=%d/L=%d", benchB, l)
+		s := Pixels().StepBytes() + 1
+		moved := 2 * int64(benchB*l) * s
+		b.Run(name+"/ours", func(b *testing.B) {
+			buf, _ := pixelsFixture(b)
+			var bt tensorbuf.Batch
+			defer bt.Release()
+			if err := buf.SampleSequencesInto(&bt, benchB, l, tensorbuf.SequenceOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if err := buf.SampleSequencesInto(&bt, benchB, l, tensorbuf.SequenceOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportGBps(b, moved)
+		})
+		b.Run(name+"/plain-copy", func(b *testing.B) {
+			_, ceil := pixelsFixture(b)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := ceil.Plain(moved / 2); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportGBps(b, moved)
+		})
+		b.Run(name+"/gather-copy", func(b *testing.B) {
+			buf, ceil := pixelsFixture(b)
+			d, err := SequenceDraws(buf, drawCount(benchB*l), benchB, l, tensorbuf.SequenceOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			i := 0
+			for b.Loop() {
+				if err := ceil.Windows(d.Windows[i%len(d.Windows)], int64(l)); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+			reportGBps(b, moved)
+		})
+	}
+}
+
+// BenchmarkSampleTransitions samples B=256 transitions (obs, next obs,
+// action, reward, discount, is_done) from the pixels buffer.
+func BenchmarkSampleTransitions(b *testing.B) {
+	l := Pixels()
+	moved := 2 * int64(benchB) * transitionBytes(l)
+	b.Run("pixels/B=256/ours", func(b *testing.B) {
+		buf, _ := pixelsFixture(b)
+		var tr tensorbuf.Transitions
+		defer tr.Release()
+		if err := buf.SampleTransitionsInto(&tr, benchB); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for b.Loop() {
+			if err := buf.SampleTransitionsInto(&tr, benchB); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportGBps(b, moved)
+	})
+	b.Run("pixels/B=256/gather-copy", func(b *testing.B) {
+		buf, ceil := pixelsFixture(b)
+		d, err := TransitionDraws(buf, drawCount(2*benchB), benchB)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		i := 0
+		for b.Loop() {
+			k := i % len(d.Idx)
+			if err := ceil.Transitions(d.Idx[k], d.Next[k]); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+		reportGBps(b, moved)
+	})
+}
+
+// BenchmarkTableSample samples B=256 one-step items through a uniform
+// table (Reverb's path) from the pixels buffer.
+func BenchmarkTableSample(b *testing.B) {
+	moved := 2 * int64(benchB) * (Pixels().StepBytes() + 1)
+	b.Run("pixels/uniform/B=256/L=1/ours", func(b *testing.B) {
+		buf, _ := pixelsFixture(b)
+		t, err := buf.Table("bench-uniform")
+		if err != nil {
+			if t, err = buf.NewTable(tensorbuf.TableConfig{Name: "bench-uniform", Selector: tensorbuf.Uniform, Seed: 3}); err != nil {
+				b.Fatal(err)
+			}
+			// One item per stored step of the first 64 rows (262,144 items).
+			for r := range 64 {
+				for s := int64(0); s < benchCapacity; s++ {
+					if _, err := t.Insert(tensorbuf.Item{Row: r, Start: buf.Oldest(r) + s, Len: 1, Priority: 1}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		}
+		var bt tensorbuf.Batch
+		defer bt.Release()
+		ctx := context.Background()
+		if err := t.SampleInto(ctx, &bt, benchB); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for b.Loop() {
+			if err := t.SampleInto(ctx, &bt, benchB); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportGBps(b, moved)
+	})
+}
+
+// BenchmarkAdd adds batched steps of 256 rows to the pixels buffer (its
+// rows wrap, overwriting the oldest steps), next to a scatter of the same
+// bytes to the same ring slots and a plain copy of them.
+func BenchmarkAdd(b *testing.B) {
+	l := Pixels()
+	moved := 2 * int64(benchEnvs) * l.StepBytes()
+	b.Run("pixels/W=256/ours", func(b *testing.B) {
+		buf, _ := pixelsFixture(b)
+		w, err := buf.NewWriter()
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer w.Close()
+		st := newStepper(l, w.Rows())
+		t := buf.Cursor(0)
+		if err := w.Add(st.at(t)); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for b.Loop() {
+			t++
+			if err := w.Add(st.at(t)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportGBps(b, moved)
+	})
+	b.Run("pixels/W=256/plain-copy", func(b *testing.B) {
+		_, ceil := pixelsFixture(b)
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := ceil.Plain(moved / 2); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportGBps(b, moved)
+	})
+	b.Run("pixels/W=256/scatter-copy", func(b *testing.B) {
+		_, ceil := pixelsFixture(b)
+		idx := make([]int64, benchEnvs)
+		b.ReportAllocs()
+		t := int64(0)
+		for b.Loop() {
+			for r := range idx {
+				idx[r] = int64(r)*benchCapacity + t%benchCapacity
+			}
+			t++
+			if err := ceil.Scatter(idx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportGBps(b, moved)
+	})
+}
