@@ -197,6 +197,14 @@ func (l *loop) step(ctx context.Context, ts *TimeStep, state any, active []bool)
 	return next, ps.State, nil
 }
 
+func (l *loop) setMaxIterations(n int) error {
+	if n < 0 {
+		return fmt.Errorf("%w: maximum iterations %d < 0", ErrConfig, n)
+	}
+	l.maxIter = int64(n)
+	return nil
+}
+
 func (l *loop) more() bool { return l.maxIter == 0 || l.stats.Iterations < l.maxIter }
 
 // StepDriver steps a batched environment with a policy until a number of
@@ -251,6 +259,21 @@ func (d *StepDriver) Run(ctx context.Context, ts *TimeStep, state any) (*TimeSte
 
 // Stats returns the counts of the latest run.
 func (d *StepDriver) Stats() RunStats { return d.l.stats }
+
+// SetNumSteps sets the number of steps of the following runs (> 0), like
+// the num_steps argument of TF-Agents' run. A bad value returns ErrConfig
+// and changes nothing.
+func (d *StepDriver) SetNumSteps(n int) error {
+	if n <= 0 {
+		return fmt.Errorf("%w: number of steps %d <= 0", ErrConfig, n)
+	}
+	d.numSteps = int64(n)
+	return nil
+}
+
+// SetMaxIterations sets the maximum iterations of the following runs (0:
+// no bound). A negative value returns ErrConfig and changes nothing.
+func (d *StepDriver) SetMaxIterations(n int) error { return d.l.setMaxIterations(n) }
 
 // EpisodeDriver steps a batched environment with a policy until a number of
 // episodes has ended (TF-Agents' DynamicEpisodeDriver), or, with
@@ -361,3 +384,18 @@ func (d *EpisodeDriver) Run(ctx context.Context, ts *TimeStep, state any) (*Time
 
 // Stats returns the counts of the latest run.
 func (d *EpisodeDriver) Stats() RunStats { return d.l.stats }
+
+// SetNumEpisodes sets the number of episodes (per row with EpisodesPerRow)
+// of the following runs (> 0), like the num_episodes argument of
+// TF-Agents' run. A bad value returns ErrConfig and changes nothing.
+func (d *EpisodeDriver) SetNumEpisodes(n int) error {
+	if n <= 0 {
+		return fmt.Errorf("%w: number of episodes %d <= 0", ErrConfig, n)
+	}
+	d.numEpisodes = int64(n)
+	return nil
+}
+
+// SetMaxIterations sets the maximum iterations of the following runs (0:
+// no bound). A negative value returns ErrConfig and changes nothing.
+func (d *EpisodeDriver) SetMaxIterations(n int) error { return d.l.setMaxIterations(n) }

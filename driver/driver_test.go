@@ -485,3 +485,49 @@ func TestBadConfig(t *testing.T) {
 		t.Errorf("bad time step: got %v after %d policy calls", err, pol.calls)
 	}
 }
+
+func TestSetTargets(t *testing.T) {
+	ctx := context.Background()
+	env := mustCounting(1, 2, 3)
+	sd, err := driver.NewStepDriver(env, newCountPolicy(env), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ed, err := driver.NewEpisodeDriver(env, newCountPolicy(env), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range []error{sd.SetNumSteps(0), sd.SetMaxIterations(-1), ed.SetNumEpisodes(-2), ed.SetMaxIterations(-1)} {
+		if !errors.Is(err, driver.ErrConfig) {
+			t.Errorf("bad target: %v", err)
+		}
+	}
+	// The refused values changed nothing: 1 step takes 1 iteration.
+	if _, _, err := sd.Run(ctx, nil, nil); err != nil || sd.Stats().Iterations != 1 {
+		t.Fatalf("%v %+v", err, sd.Stats())
+	}
+	if err := sd.SetNumSteps(9); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := sd.Run(ctx, nil, nil); err != nil || sd.Stats() != (driver.RunStats{Iterations: 5, Steps: 11, Episodes: 4}) {
+		t.Errorf("9 steps: %v %+v", err, sd.Stats())
+	}
+	if err := sd.SetMaxIterations(3); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := sd.Run(ctx, nil, nil); err != nil || sd.Stats().Iterations != 3 {
+		t.Errorf("max 3: %v %+v", err, sd.Stats())
+	}
+	if err := ed.SetNumEpisodes(5); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ed.Run(ctx, nil, nil); err != nil || ed.Stats() != (driver.RunStats{Iterations: 6, Steps: 12, Episodes: 6}) {
+		t.Errorf("5 episodes: %v %+v", err, ed.Stats())
+	}
+	if err := ed.SetMaxIterations(2); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ed.Run(ctx, nil, nil); err != nil || ed.Stats().Iterations != 2 {
+		t.Errorf("max 2: %v %+v", err, ed.Stats())
+	}
+}
