@@ -7,7 +7,8 @@ import (
 	"github.com/trajring/trajring/tensorbuf"
 )
 
-// Option configures a StepDriver or an EpisodeDriver.
+// Option configures a StepDriver or an EpisodeDriver. Options are
+// functions without shared state, safe for concurrent use.
 type Option func(*config) error
 
 type config struct {
@@ -64,7 +65,7 @@ func EpisodesPerRow() Option {
 	return func(c *config) error { c.perRow = true; return nil }
 }
 
-// RunStats counts what one run collected.
+// RunStats counts what one run collected (a plain value).
 type RunStats struct {
 	// Iterations is the number of batched environment steps taken.
 	Iterations int64

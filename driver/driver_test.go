@@ -531,3 +531,35 @@ func TestSetTargets(t *testing.T) {
 		t.Errorf("max 2: %v %+v", err, ed.Stats())
 	}
 }
+
+// TestClone: clones are deep copies that later steps do not change.
+func TestClone(t *testing.T) {
+	env := mustCounting(2, 3)
+	var kept []*driver.Trajectory
+	var keptTS []*driver.TimeStep
+	obs := driver.ObserverFunc(func(tr *driver.Trajectory) error { kept = append(kept, tr.Clone()); return nil })
+	tobs := driver.TransitionObserverFunc(func(ts *driver.TimeStep, _ *driver.PolicyStep, _ *driver.TimeStep) error {
+		keptTS = append(keptTS, ts.Clone())
+		return nil
+	})
+	d, err := driver.NewStepDriver(env, newCountPolicy(env), 10, driver.WithObservers(obs), driver.WithTransitionObservers(tobs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := d.Run(context.Background(), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	wantTypes := [][]tensorbuf.StepType{{F, F}, {M, M}, {L, M}, {F, L}, {M, F}, {L, M}, {F, M}}
+	if len(kept) != len(wantTypes) {
+		t.Fatalf("%d trajectories", len(kept))
+	}
+	for i, tr := range kept {
+		if tr.BatchSize() != 2 || !slices.Equal(tr.StepType, wantTypes[i]) || !slices.Equal(tr.Observation["count"].Int64s(), []int64{int64(i), int64(i)}) ||
+			!slices.Equal(tr.Action["action"].Int64s(), []int64{int64(i), int64(10 + i)}) || tr.Active != nil {
+			t.Errorf("kept trajectory %d: %v %v %v", i, tr.StepType, tr.Observation["count"], tr.Action["action"])
+		}
+		if ts := keptTS[i]; ts.BatchSize() != 2 || !slices.Equal(ts.StepType, wantTypes[i]) || !slices.Equal(countOf(ts), []int64{int64(i), int64(i)}) {
+			t.Errorf("kept time step %d: %v %v", i, ts.StepType, countOf(ts))
+		}
+	}
+}

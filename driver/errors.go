@@ -29,7 +29,8 @@ var (
 
 // RowError is an error that belongs to one row of a batch. Environments
 // (Parallel, for example), policies and observers may return it, or wrap
-// it, so that a driver can report the row.
+// it, so that a driver can report the row. Errors are immutable once
+// returned and safe for concurrent reads.
 type RowError struct {
 	Row int
 	Err error
@@ -40,7 +41,8 @@ func (e *RowError) Error() string { return fmt.Sprintf("row %d: %v", e.Row, e.Er
 // Unwrap returns the row's error.
 func (e *RowError) Unwrap() error { return e.Err }
 
-// Stage names the part of a driver step that failed.
+// Stage names the part of a driver step that failed. It is a plain value,
+// safe for concurrent use.
 type Stage int
 
 // The stages of a driver step, in the order they run.
@@ -71,7 +73,8 @@ func (s Stage) String() string {
 	return fmt.Sprintf("Stage(%d)", int(s))
 }
 
-// StepError is the error a driver run returns when it stops early. It
+// StepError is the error a driver run returns when it stops early
+// (immutable, safe for concurrent reads). It
 // unwraps to the stage's sentinel (ErrEnv for StageReset and StageEnv,
 // ErrPolicy, ErrObserver, or the context's error for StageCanceled) and
 // to the underlying cause.

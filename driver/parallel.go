@@ -12,7 +12,7 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// Status is how a single environment's step ended.
+// Status is how a single environment's step ended (a plain value).
 type Status int
 
 // The outcomes of Env.Step.
@@ -86,7 +86,8 @@ type Parallel struct {
 // stepped by at most workers goroutines (workers <= 0: GOMAXPROCS). All
 // envs must have the same specs (names, roles, dtypes and shapes; bounds
 // are taken from envs[0]). With one worker, rows are stepped on the
-// caller's goroutine.
+// caller's goroutine. The envs must not be used elsewhere while the
+// Parallel is open.
 func NewParallel(envs []Env, workers int) (*Parallel, error) {
 	if len(envs) == 0 {
 		return nil, fmt.Errorf("%w: no environments", ErrConfig)

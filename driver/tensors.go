@@ -42,7 +42,7 @@ func checkSpec(fields []tensorbuf.Field) error {
 
 // NewTensors allocates one zeroed host tensor of shape [batch, ...shape] per
 // field. It returns an error wrapping ErrSpec for an invalid spec or a
-// non-positive batch.
+// non-positive batch. It is safe for concurrent use.
 func NewTensors(fields []tensorbuf.Field, batch int) (map[string]*tensor.Dense, error) {
 	if batch <= 0 {
 		return nil, fmt.Errorf("%w: batch size %d", ErrSpec, batch)
@@ -64,6 +64,7 @@ func newTensor(f tensorbuf.Field, batch int) *tensor.Dense {
 
 // NewTimeStep allocates a zeroed TimeStep of batch rows for an observation
 // spec. It returns an error wrapping ErrSpec for an invalid spec or batch.
+// It is safe for concurrent use.
 func NewTimeStep(obsSpec []tensorbuf.Field, batch int) (*TimeStep, error) {
 	obs, err := NewTensors(obsSpec, batch)
 	if err != nil {
@@ -119,7 +120,8 @@ func bound(b []float64, i int, def float64) float64 {
 }
 
 // Bounds returns the lower and upper bound of element i of f (per-element
-// Min/Max, or the shared single value), and ±Inf where f has none.
+// Min/Max, or the shared single value), and ±Inf where f has none. It is
+// safe for concurrent use.
 func Bounds(f tensorbuf.Field, i int) (lo, hi float64) {
 	return bound(f.Min, i, math.Inf(-1)), bound(f.Max, i, math.Inf(1))
 }

@@ -38,7 +38,8 @@ func (ts *TimeStep) Clone() *TimeStep {
 // PolicyStep is what a policy returns for a TimeStep: actions for every row,
 // optional policy info, and the policy state to pass to the next call.
 // Tensors have shape [B, ...field shape]. A PolicyStep may be reused by its
-// policy: it stays valid until the policy's next Action call.
+// policy: it stays valid until the policy's next Action call. Like
+// TimeStep it is plain data: concurrent reads are safe, mutation is not.
 type PolicyStep struct {
 	Action map[string]*tensor.Dense // [B, ...]
 	Info   map[string]*tensor.Dense // policy info, [B, ...]; may be nil or empty
@@ -53,7 +54,8 @@ type PolicyStep struct {
 //
 // Drivers reuse one Trajectory and alias the environment's and policy's
 // memory: a Trajectory passed to Observe is valid only during that call.
-// Observers must copy (Clone) what they keep.
+// Observers must copy (Clone) what they keep. Concurrent reads are safe,
+// mutation is not.
 type Trajectory struct {
 	StepType, NextStepType []tensorbuf.StepType
 	Observation            map[string]*tensor.Dense
@@ -129,7 +131,10 @@ type Policy interface {
 }
 
 // Observer receives every batched trajectory a driver collects. The
-// trajectory is only valid during the call (see Trajectory).
+// trajectory is only valid during the call (see Trajectory). A driver calls
+// its observers from the goroutine running Run, one call at a time, so an
+// observer used by one driver need not be safe for concurrent use; one
+// shared by drivers running at once must be.
 type Observer interface {
 	Observe(traj *Trajectory) error
 }
@@ -137,18 +142,20 @@ type Observer interface {
 // TransitionObserver receives (time step, policy step, next time step) for
 // every batched step a driver takes, before the Observers see the
 // trajectory built from the same step. The arguments are only valid
-// during the call.
+// during the call. Calls come one at a time, as for Observer.
 type TransitionObserver interface {
 	ObserveTransition(ts *TimeStep, ps *PolicyStep, next *TimeStep) error
 }
 
-// ObserverFunc adapts a function to an Observer.
+// ObserverFunc adapts a function to an Observer; it is as safe for
+// concurrent use as the function.
 type ObserverFunc func(traj *Trajectory) error
 
 // Observe calls f(traj).
 func (f ObserverFunc) Observe(traj *Trajectory) error { return f(traj) }
 
-// TransitionObserverFunc adapts a function to a TransitionObserver.
+// TransitionObserverFunc adapts a function to a TransitionObserver; it is
+// as safe for concurrent use as the function.
 type TransitionObserverFunc func(ts *TimeStep, ps *PolicyStep, next *TimeStep) error
 
 // ObserveTransition calls f(ts, ps, next).
