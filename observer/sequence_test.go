@@ -166,7 +166,7 @@ func TestMultiRowAddTrajectory(t *testing.T) {
 			"0@2 [2F 3L]", // iteration 3
 		}},
 		{"length 3 padded", 3, true, false, []string{
-			"0@0 [0F 1L P]", // iteration 1: row 0's boundary
+			"0@0 [0F 1L P]",  // iteration 1: row 0's boundary
 			"1@0 [0F 1M 2L]", // iteration 2: full window, no pad needed
 			"0@2 [2F 3L P]",  // iteration 3
 		}},
