@@ -326,3 +326,8 @@ func (p *Parallel) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+var (
+	_ Environment = (*Parallel)(nil)
+	_ Policy      = (*RandomPolicy)(nil)
+)

@@ -41,3 +41,11 @@ func (b *buffers) advance() *driver.TimeStep {
 	b.cur = 1 - max(b.cur, 0)
 	return b.bufs[b.cur]
 }
+
+var (
+	_ driver.Environment = (*CartPole)(nil)
+	_ driver.Environment = (*Counting)(nil)
+	_ driver.Environment = (*Noop)(nil)
+	_ driver.Env         = (*CartPoleEnv)(nil)
+	_ driver.Env         = NoopEnv{}
+)
