@@ -55,7 +55,9 @@
 // EpisodeDriver of 4 episodes collects four 1-step episodes and none of 9
 // steps. Running N > 1 batched environments for k episodes is therefore not
 // the same as running one environment for k episodes (seed 004's note on
-// TF-Agents' DynamicEpisodeDriver).
+// TF-Agents' DynamicEpisodeDriver). Measured with 64 CartPoles under
+// the random policy, over 20 seeds: 64 episodes summed over rows have a
+// mean length of 17.0 steps, one episode per row (EpisodesPerRow) 22.7.
 //
 // The EpisodesPerRow option removes the bias: each row contributes exactly
 // k complete episodes. A row is collected from a First step through its
