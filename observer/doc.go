@@ -25,6 +25,18 @@
 // writes them (zeros, step type Last, next step type First, reward and
 // discount 0, mask false).
 //
+// The metric observers follow TF-Agents' tf_metrics: a step is a
+// trajectory that is not a boundary (StepType not Last); an episode ends at
+// the trajectory whose NextStepType is Last (TF-Agents' is_last), one step
+// before its boundary trajectory, where drivers count it. Each metric
+// keeps a cumulative result (since creation or Reset) and a per-run result
+// (since the latest StartRun). Rows a driver marks inactive
+// (driver.Trajectory.Active) are ignored by every observer here.
+//
+// All observers are safe for concurrent use: a learner may read results
+// and statistics while a driver observes, and calls on one observer are
+// serialised.
+//
 // Where TF-Agents is silent or inconsistent, this package decides:
 // Reset(true) without padding writes nothing more (TF-Agents writes the
 // last window a second time, or raises when the cache holds no full

@@ -11,7 +11,8 @@ import (
 )
 
 // AddEpisodeConfig configures an AddEpisode observer (the arguments of
-// TF-Agents' ReverbAddEpisodeObserver).
+// TF-Agents' ReverbAddEpisodeObserver). The constructor copies what it
+// needs.
 type AddEpisodeConfig struct {
 	// Tables names the tables that receive every episode (at least one).
 	Tables []string

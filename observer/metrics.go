@@ -8,15 +8,6 @@ import (
 	"github.com/trajring/trajring/tensorbuf"
 )
 
-// The metric observers follow TF-Agents' tf_metrics: a step is a
-// trajectory that is not a boundary (StepType not Last); an episode ends
-// at the trajectory whose NextStepType is Last (is_last), one step before
-// its boundary trajectory. Each metric keeps a cumulative result (since
-// creation or Reset) and a per-run result (since the latest StartRun).
-// Rows a driver marks inactive (Trajectory.Active) are ignored. Metrics
-// are safe for concurrent use: a learner may read results while a driver
-// observes.
-
 // counter is a cumulative count and a per-run count.
 type counter struct{ total, run int64 }
 

@@ -202,7 +202,7 @@ func TestConcurrentCollectAndLearn(t *testing.T) {
 			samples++
 		}
 	})
-	stats := runSteps(t, env, 2000, append(m.observers(), o)...)
+	stats := runSteps(t, env, 40000, append(m.observers(), o)...)
 	cancel()
 	wg.Wait()
 	if learnErr != nil {
@@ -210,6 +210,8 @@ func TestConcurrentCollectAndLearn(t *testing.T) {
 	}
 	if samples == 0 {
 		t.Log("the learner never got a sample (machine too slow); the collection side was still checked")
+	} else {
+		t.Logf("the learner checked %d batches of 8", samples)
 	}
 	if s := o.Stats(); s.Steps != 4*stats.Iterations || m.steps.Result() != stats.Steps {
 		t.Errorf("observer stats %+v, metric steps %d; driver %+v", s, m.steps.Result(), stats)

@@ -165,7 +165,8 @@ func (s *sequencer) cachedSteps() []int64 {
 }
 
 // SequenceConfig configures a TrajectorySequence observer (the arguments
-// of TF-Agents' ReverbTrajectorySequenceObserver).
+// of TF-Agents' ReverbTrajectorySequenceObserver). The constructor copies
+// what it needs; the config is not retained.
 type SequenceConfig struct {
 	// Tables names the tables that receive every item (at least one).
 	Tables []string
@@ -304,7 +305,7 @@ func (o *TrajectorySequence) Stats() Stats { return o.s.stats() }
 func (o *TrajectorySequence) Cached() []int64 { return o.s.cachedSteps() }
 
 // TableSequence is one table of an AddTrajectory observer with its own
-// window.
+// window (a plain value).
 type TableSequence struct {
 	// Table names the table.
 	Table string
@@ -318,7 +319,7 @@ type TableSequence struct {
 
 // AddTrajectoryConfig configures an AddTrajectory observer (the arguments
 // of TF-Agents' ReverbAddTrajectoryObserver, with a sequence length and
-// stride per table).
+// stride per table). The constructor copies what it needs.
 type AddTrajectoryConfig struct {
 	// Tables lists the tables and their windows (at least one).
 	Tables []TableSequence
