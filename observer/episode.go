@@ -178,8 +178,9 @@ func (o *AddEpisode) Flush() error {
 	return o.c.flush()
 }
 
-// Close inserts pending items, drops the episode caches and releases the
-// observer's rows. Closing a closed observer does nothing; Observe, Flush
+// Close inserts pending items (those that still cannot be inserted are
+// dropped and reported with ErrInsert), drops the episode caches and
+// releases the observer's rows. Closing a closed observer does nothing; Observe, Flush
 // and Reset fail with ErrClosed until Open.
 func (o *AddEpisode) Close() error {
 	o.mu.Lock()

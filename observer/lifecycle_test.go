@@ -1,6 +1,7 @@
 package observer_test
 
 import (
+	"context"
 	"errors"
 	"math"
 	"slices"
@@ -327,5 +328,79 @@ func TestRateLimitedInsertsStayPending(t *testing.T) {
 	}
 	if !slices.Equal(starts, []int64{0, 1, 2, 3}) {
 		t.Fatalf("item starts %v, want [0 1 2 3]", starts)
+	}
+}
+
+// TestCanceledContextKeepsItemsPending: an insertion that must wait for
+// the rate limiter under a canceled context stays pending; Close reports
+// and drops it, and releases the rows all the same.
+func TestCanceledContextKeepsItemsPending(t *testing.T) {
+	buf := newBuffer(t, 1, 16)
+	if _, err := buf.NewTable(tensorbuf.TableConfig{Name: "q", Selector: tensorbuf.FIFO,
+		RateLimiter: &tensorbuf.RateLimiter{MinSize: 1, SamplesPerInsert: 1, ErrorBuffer: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	o, err := observer.NewTrajectorySequence(buf, observer.SequenceConfig{Tables: []string{"q"}, SequenceLength: 1, Context: ctx})
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed(t, o, []tensorbuf.StepType{F, M}, 0) // two inserts need no wait
+	err = o.Observe(trajectory([]tensorbuf.StepType{M}, []tensorbuf.StepType{M}, []int64{2}))
+	if !errors.Is(err, observer.ErrInsert) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v, want ErrInsert wrapping context.Canceled", err)
+	}
+	if s := o.Stats(); s.Items != 2 || s.Pending != 1 || s.Steps != 3 {
+		t.Fatalf("stats %+v, want 3 steps, 2 items, 1 pending", s)
+	}
+	if err := o.Close(); !errors.Is(err, observer.ErrInsert) {
+		t.Fatalf("Close: err %v, want ErrInsert for the pending item", err)
+	}
+	if s := o.Stats(); s.Pending != 0 || s.Dropped != 1 {
+		t.Fatalf("stats after Close %+v, want 0 pending, 1 dropped", s)
+	}
+	w, err := buf.NewWriter()
+	if err != nil {
+		t.Fatalf("rows not released: %v", err)
+	}
+	w.Close()
+}
+
+// TestSequenceTablesAndPriority: every item goes to every table of a
+// TrajectorySequence with the configured priority (1 by default);
+// SetPriority applies to later items, 0 included.
+func TestSequenceTablesAndPriority(t *testing.T) {
+	for _, prio := range []float64{0, 2.5} {
+		buf := newBuffer(t, 1, 16, "a", "b")
+		o, err := observer.NewTrajectorySequence(buf, observer.SequenceConfig{Tables: []string{"a", "b"}, SequenceLength: 2, Priority: prio})
+		if err != nil {
+			t.Fatal(err)
+		}
+		feed(t, o, []tensorbuf.StepType{F, M, M}, 0)
+		if err := o.SetPriority(0); err != nil {
+			t.Fatal(err)
+		}
+		feed(t, o, []tensorbuf.StepType{L}, 3)
+		want := prio
+		if want == 0 {
+			want = 1
+		}
+		for _, table := range []string{"a", "b"} {
+			got := items(t, buf, table)
+			var ps []float64
+			for _, v := range got {
+				ps = append(ps, v.Priority)
+			}
+			if !slices.Equal(strs(got), []string{"0@0 [0F 1M]", "0@1 [1M 2M]", "0@2 [2M 3L]"}) || !slices.Equal(ps, []float64{want, want, 0}) {
+				t.Errorf("priority %v: table %s: items %q priorities %v", prio, table, strs(got), ps)
+			}
+		}
+		if err := o.SetPriority(math.Inf(1)); !errors.Is(err, observer.ErrConfig) {
+			t.Errorf("SetPriority(+Inf): err %v, want ErrConfig", err)
+		}
+		if err := o.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

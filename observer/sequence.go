@@ -263,8 +263,9 @@ func NewTrajectorySequence(buf *tensorbuf.Buffer, cfg SequenceConfig) (*Trajecto
 }
 
 // Observe writes one batched trajectory step (rows marked inactive are
-// skipped and keep their state) and inserts the items it completes. A
-// malformed trajectory changes nothing. If an insertion fails after the
+// skipped and keep their state; trajectory fields the buffer does not
+// store are ignored) and inserts the items it completes. A malformed
+// trajectory changes nothing. If an insertion fails after the
 // step was written, the step stays written and the error wraps
 // ErrInsert (see Flush).
 func (o *TrajectorySequence) Observe(t *driver.Trajectory) error { return o.s.observe(t) }
@@ -281,8 +282,9 @@ func (o *TrajectorySequence) Flush() error { return o.s.flush() }
 // meant for the end of collection: windows run across episodes.
 func (o *TrajectorySequence) Reset(writeCachedSteps bool) error { return o.s.reset(writeCachedSteps) }
 
-// Close inserts pending items, drops the caches without padding and
-// releases the observer's rows to other writers. Closing a closed
+// Close inserts pending items (those that still cannot be inserted are
+// dropped and reported with ErrInsert), drops the caches without padding
+// and releases the observer's rows to other writers. Closing a closed
 // observer does nothing. Observe, Flush and Reset fail with ErrClosed
 // until Open.
 func (o *TrajectorySequence) Close() error { return o.s.close() }
