@@ -166,9 +166,18 @@ func items(t testing.TB, b *tensorbuf.Buffer, table string) []view {
 // views copies a batch to the host and splits it into items.
 func views(t testing.TB, bt *tensorbuf.Batch) []view {
 	t.Helper()
-	h, err := bt.Host()
+	vs, err := hostViews(bt)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return vs
+}
+
+// hostViews is views for goroutines other than the test's.
+func hostViews(bt *tensorbuf.Batch) ([]view, error) {
+	h, err := bt.Host()
+	if err != nil {
+		return nil, err
 	}
 	defer h.Release()
 	n, l := h.Len()
@@ -194,7 +203,7 @@ func views(t testing.TB, bt *tensorbuf.Batch) []view {
 		}
 		out[i] = v
 	}
-	return out
+	return out, nil
 }
 
 func strs(vs []view) []string {

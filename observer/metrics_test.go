@@ -191,7 +191,16 @@ func TestConcurrentCollectAndLearn(t *testing.T) {
 				learnErr = err
 				return
 			}
-			for _, v := range views(t, &bt) {
+			vs, err := hostViews(&bt)
+			if err != nil {
+				learnErr = err
+				return
+			}
+			for _, v := range vs {
+				if v.Len != 4 || v.Pad != 0 || v.Count[0] != v.Start {
+					learnErr = errors.New("sampled item " + v.String() + " is not a stored window of 4 steps")
+					return
+				}
 				for k := 1; k < 4; k++ {
 					if v.Count[k] != v.Count[k-1]+1 {
 						learnErr = errors.New("sampled window " + v.String() + " is not consecutive")

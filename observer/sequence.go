@@ -231,6 +231,10 @@ func seqTables(kind string, buf *tensorbuf.Buffer, names []string, lengths, stri
 // steps (Len) and its number of pad steps (Pad), and a sample writes the
 // pad steps (zeros, step type Last, next step type First, mask false).
 //
+// Drivers count steps without boundary steps: a step driver of n steps
+// may feed more than n trajectories per row, so to get exactly one item
+// per run of SequenceLength n set Stride to n as well (seed 000's note).
+//
 // The observer owns its buffer rows through one tensorbuf.Writer while it
 // is open: a second observer on any of the same rows is refused with an
 // error wrapping tensorbuf.ErrRowOwned.
