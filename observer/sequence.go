@@ -356,7 +356,8 @@ type AddTrajectoryConfig struct {
 // PadEndOfEpisodes the cache is first padded as TrajectorySequence.Reset
 // does (L-cached pad steps, or L-1 with TileEndOfEpisodes, the rule
 // applied after each), otherwise it is dropped. A 3-step episode F, M, L
-// (L being the boundary) with L = 4 gives [F M L P] untiled and
+// (its L being the boundary step) with a sequence length of 4 gives
+// [F M L P] untiled and
 // [F M L P] [M L P P] [L P P P] tiled.
 //
 // Rows are owned as for TrajectorySequence. An AddTrajectory is safe for
