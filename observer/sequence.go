@@ -357,8 +357,7 @@ type AddTrajectoryConfig struct {
 // does (L-cached pad steps, or L-1 with TileEndOfEpisodes, the rule
 // applied after each), otherwise it is dropped. A 3-step episode F, M, L
 // (its L being the boundary step) with a sequence length of 4 gives
-// [F M L P] untiled and
-// [F M L P] [M L P P] [L P P P] tiled.
+// [F M L P] untiled and [F M L P] [M L P P] [L P P P] tiled.
 //
 // Rows are owned as for TrajectorySequence. An AddTrajectory is safe for
 // concurrent use; its calls are serialised.
