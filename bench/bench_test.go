@@ -19,7 +19,7 @@ const (
 	benchB        = 256
 )
 
-var fixture struct {
+var benchFixture struct {
 	once sync.Once
 	buf  *tensorbuf.Buffer
 	ceil Ceiling
@@ -27,30 +27,30 @@ var fixture struct {
 }
 
 func pixelsFixture(b *testing.B) (*tensorbuf.Buffer, Ceiling) {
-	fixture.once.Do(func() {
+	benchFixture.once.Do(func() {
 		l := Pixels()
-		fixture.buf, fixture.err = Filled(l, benchEnvs, benchCapacity, nil)
-		if fixture.err != nil {
+		benchFixture.buf, benchFixture.err = Filled(l, benchEnvs, benchCapacity, nil)
+		if benchFixture.err != nil {
 			return
 		}
-		fixture.ceil, fixture.err = NewCeiling(fixture.buf.Backend(), CeilingConfig{
+		benchFixture.ceil, benchFixture.err = NewCeiling(benchFixture.buf.Backend(), CeilingConfig{
 			Layout: l, NumEnvs: benchEnvs, Capacity: benchCapacity,
 			OutSteps: 4 * benchB, PlainBytes: 2 * 4 * benchB * l.StepBytes(),
 		})
 	})
-	if fixture.err != nil {
-		b.Fatal(fixture.err)
+	if benchFixture.err != nil {
+		b.Fatal(benchFixture.err)
 	}
-	return fixture.buf, fixture.ceil
+	return benchFixture.buf, benchFixture.ceil
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if fixture.ceil != nil {
-		fixture.ceil.Close()
+	if benchFixture.ceil != nil {
+		benchFixture.ceil.Close()
 	}
-	if fixture.buf != nil {
-		fixture.buf.Close()
+	if benchFixture.buf != nil {
+		benchFixture.buf.Close()
 	}
 	os.Exit(code)
 }

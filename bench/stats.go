@@ -144,3 +144,5 @@ func (r *recorder) stats() (Stats, error) {
 	s.BytesPerOp = float64(r.bytes) / float64(r.ops)
 	return s, nil
 }
+
+func isErr(err, target error) bool { return errors.Is(err, target) }

@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""Peers of trajring's benchmark: NumPy fancy indexing and PyTorch
+index_select over the same layout as the Go scenarios.
+
+Reads a JSON job list on stdin and writes one JSON object on stdout:
+{"versions": {...}, "skipped": [{"what", "reason"}], "results":
+[{"id", "peer", "ns": [...]}]}. Progress goes to stderr. Each job says
+the layout (fields with dtype and shape, plus the built-in columns), the
+number of rows and steps per row, the operation and its size. Arrays are
+laid out [rows * capacity, ...] per field, as trajring's rings are, and
+written once so that no page is the shared zero page.
+
+Operations (each timed per call, index drawing included, as a Python
+buffer's sample() does):
+  windows      gather B windows of L steps (L=1: rows) from every column;
+               with episode_aware, cut each window after its episode's
+               boundary step, zero the rest and build the mask
+  transitions  obs[t], obs[t+1], other fields at t, reward, discount and
+               done from next_step_type (SB3's ReplayBuffer._get_samples)
+  scatter      write W rows at each row's cursor (add)
+  export       every transition, time-major then env (allExperiences)
+"""
+import json
+import os
+import sys
+import time
+
+DTYPES = {"float32": "float32", "float64": "float64", "int32": "int32",
+          "int64": "int64", "uint8": "uint8", "bool": "bool"}
+
+
+def log(msg):
+    print("peers.py: " + msg, file=sys.stderr, flush=True)
+
+
+def build(np, job):
+    n = job["num_envs"] * job["capacity"]
+    cols = {}
+    for f in job["fields"]:
+        a = np.empty((n,) + tuple(f["shape"]), dtype=DTYPES[f["dtype"]])
+        a.fill(1)
+        cols[f["name"]] = a
+    t = np.arange(job["capacity"], dtype=np.int64)
+    phase = (t[None, :] + 7 * np.arange(job["num_envs"], dtype=np.int64)[:, None]) % job["episode_len"]
+    st = np.where(phase == 0, 0, np.where(phase == job["episode_len"] - 1, 2, 1)).astype(np.int32).ravel()
+    nphase = (phase + 1) % job["episode_len"]
+    nst = np.where(nphase == 0, 0, np.where(nphase == job["episode_len"] - 1, 2, 1)).astype(np.int32).ravel()
+    cols["step_type"] = st
+    cols["next_step_type"] = nst
+    cols["reward"] = np.ones(n, dtype=np.float32)
+    cols["discount"] = np.ones(n, dtype=np.float32)
+    return cols
+
+
+def draw(np, rng, job, b, l):
+    rows = rng.integers(0, job["num_envs"], size=b)
+    starts = rng.integers(0, job["capacity"] - l + 1, size=b)
+    return rows * job["capacity"] + starts
+
+
+def numpy_op(np, rng, job, cols):
+    kind, b, l = job["kind"], job["b"], job["l"]
+    obs_names = [f["name"] for f in job["fields"] if f.get("role") == "observation"]
+    if kind == "windows":
+        ar = np.arange(l, dtype=np.int64)
+
+        def op():
+            idx = draw(np, rng, job, b, l)
+            if l > 1:
+                idx = (idx[:, None] + ar[None, :]).ravel()
+            out = {k: v[idx] for k, v in cols.items()}
+            if job.get("episode_aware"):
+                ends = (out["step_type"].reshape(b, l) == 2)
+                after = (np.cumsum(ends, axis=1) - ends) > 0
+                mask = ~after
+                pad = after.ravel()
+                for k, v in out.items():
+                    v[pad] = 0
+                out["mask"] = mask
+            else:
+                out["mask"] = np.ones((b, l), dtype=bool)
+            return out
+        return op
+    if kind == "transitions":
+        def op():
+            idx = draw(np, rng, job, b, 2)
+            out = {k: v[idx] for k, v in cols.items() if k not in ("step_type",)}
+            for k in obs_names:
+                out["next_" + k] = cols[k][idx + 1]
+            out["done"] = (out.pop("next_step_type") == 2)
+            return out
+        return op
+    if kind == "scatter":
+        w = b
+        src = {k: v[:w].copy() for k, v in cols.items()}
+        state = {"t": 0}
+
+        def op():
+            t = state["t"] % job["capacity"]
+            state["t"] += 1
+            idx = np.arange(w, dtype=np.int64) * job["capacity"] + t
+            for k, v in cols.items():
+                v[idx] = src[k]
+        return op
+    if kind == "export":
+        cap, ne = job["capacity"], job["num_envs"]
+
+        def op():
+            idx = (np.arange(cap - 1, dtype=np.int64)[:, None] + np.arange(ne, dtype=np.int64)[None, :] * cap).ravel()
+            idx = idx[cols["step_type"][idx] != 2]
+            out = {k: v[idx] for k, v in cols.items() if k != "step_type"}
+            for k in obs_names:
+                out["next_" + k] = cols[k][idx + 1]
+            return out
+        return op
+    return None
+
+
+def torch_op(np, torch, rng, job, cols):
+    kind, b, l = job["kind"], job["b"], job["l"]
+    tcols = {k: torch.from_numpy(v) for k, v in cols.items()}
+    obs_names = [f["name"] for f in job["fields"] if f.get("role") == "observation"]
+    if kind == "windows":
+        ar = torch.arange(l, dtype=torch.int64)
+
+        def op():
+            idx = torch.from_numpy(draw(np, rng, job, b, l))
+            if l > 1:
+                idx = (idx[:, None] + ar[None, :]).reshape(-1)
+            out = {k: v.index_select(0, idx) for k, v in tcols.items()}
+            if job.get("episode_aware"):
+                ends = (out["step_type"].view(b, l) == 2).to(torch.int32)
+                after = (torch.cumsum(ends, dim=1) - ends) > 0
+                pad = torch.nonzero(after.reshape(-1)).squeeze(1)
+                for k, v in out.items():
+                    v.index_fill_(0, pad, 0)
+                out["mask"] = ~after
+            else:
+                out["mask"] = torch.ones((b, l), dtype=torch.bool)
+            return out
+        return op
+    if kind == "transitions":
+        def op():
+            idx = torch.from_numpy(draw(np, rng, job, b, 2))
+            out = {k: v.index_select(0, idx) for k, v in tcols.items() if k != "step_type"}
+            nidx = idx + 1
+            for k in obs_names:
+                out["next_" + k] = tcols[k].index_select(0, nidx)
+            out["done"] = out.pop("next_step_type") == 2
+            return out
+        return op
+    if kind == "scatter":
+        w = b
+        src = {k: v[:w].clone() for k, v in tcols.items()}
+        state = {"t": 0}
+
+        def op():
+            t = state["t"] % job["capacity"]
+            state["t"] += 1
+            idx = torch.arange(w, dtype=torch.int64) * job["capacity"] + t
+            for k, v in tcols.items():
+                v.index_copy_(0, idx, src[k])
+        return op
+    if kind == "export":
+        cap, ne = job["capacity"], job["num_envs"]
+        st = tcols["step_type"]
+
+        def op():
+            idx = (torch.arange(cap - 1, dtype=torch.int64)[:, None] + torch.arange(ne, dtype=torch.int64)[None, :] * cap).reshape(-1)
+            idx = idx.index_select(0, torch.nonzero(st.index_select(0, idx) != 2).squeeze(1))
+            out = {k: v.index_select(0, idx) for k, v in tcols.items() if k != "step_type"}
+            for k in obs_names:
+                out["next_" + k] = tcols[k].index_select(0, idx + 1)
+            return out
+        return op
+    return None
+
+
+def measure(op, budget_s, min_ops, max_ops, rounds):
+    for _ in range(2):
+        op()
+    ns = []
+    for _ in range(rounds):
+        t_end = time.perf_counter() + budget_s / rounds
+        n = 0
+        while len(ns) < max_ops and (n < max(1, min_ops // rounds) or time.perf_counter() < t_end):
+            t0 = time.perf_counter_ns()
+            op()
+            ns.append(time.perf_counter_ns() - t0)
+            n += 1
+    return ns
+
+
+def main():
+    spec = json.load(sys.stdin)
+    out = {"versions": {"python": sys.version.split()[0]}, "skipped": [], "results": [],
+           "env": {"OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE", "")}}
+    try:
+        import numpy as np
+        out["versions"]["numpy"] = np.__version__
+    except Exception as e:  # noqa: BLE001 - any import failure means no peer
+        out["skipped"].append({"what": "numpy and torch peers", "reason": "import numpy: %s" % e})
+        json.dump(out, sys.stdout)
+        return
+    torch = None
+    try:
+        import torch
+        out["versions"]["torch"] = torch.__version__
+        default_threads = torch.get_num_threads()
+        out["versions"]["torch_default_threads"] = str(default_threads)
+    except Exception as e:  # noqa: BLE001
+        out["skipped"].append({"what": "torch peers", "reason": "import torch: %s" % e})
+    rng = np.random.default_rng(7)
+    budget, min_ops, max_ops, rounds = spec["budget_s"], spec["min_ops"], spec["max_ops"], spec.get("rounds", 1)
+    cache_key, cols = None, None
+    for job in spec["jobs"]:
+        key = (json.dumps(job["fields"]), job["num_envs"], job["capacity"])
+        if key != cache_key:
+            cols = None
+            log("building %s arrays: %d x %d steps" % (job.get("layout", "?"), job["num_envs"], job["capacity"]))
+            cols = build(np, job)
+            cache_key = key
+        log(job["id"])
+        op = numpy_op(np, rng, job, cols)
+        if op is None:
+            continue
+        out["results"].append({"id": job["id"], "peer": "numpy", "ns": measure(op, budget, min_ops, max_ops, rounds)})
+        if torch is not None:
+            top = torch_op(np, torch, rng, job, cols)
+            torch.set_num_threads(1)
+            out["results"].append({"id": job["id"], "peer": "torch-1thread", "ns": measure(top, budget, min_ops, max_ops, rounds)})
+            torch.set_num_threads(default_threads)
+            out["results"].append({"id": job["id"], "peer": "torch", "ns": measure(top, budget, min_ops, max_ops, rounds)})
+    json.dump(out, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

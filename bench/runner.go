@@ -1,0 +1,272 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"runtime"
+	"runtime/debug"
+	"time"
+
+	"github.com/trajring/trajring/tensorbuf"
+)
+
+// Mode selects the sizes and time budgets of a run.
+type Mode string
+
+// The modes of a run.
+const (
+	// Quick is the CI subset: smaller pixel buffers, no 10M capacity,
+	// short budgets; it finishes in under two minutes on two cores.
+	Quick Mode = "quick"
+	// Full is every scenario at its full size, for humans.
+	Full Mode = "full"
+)
+
+// Options configure a run.
+type Options struct {
+	Mode Mode
+	// Backend is the engine's backend; nil selects
+	// tensorbuf.DefaultBackend() (the gpu backend in cuda builds).
+	Backend tensorbuf.Backend
+	// Progress receives one progress line per scenario; nil discards.
+	Progress io.Writer
+	// Python is the interpreter for the NumPy and PyTorch peers; "" finds
+	// Debian's /usr/bin/python3 (then python3 on PATH), "none" skips them.
+	Python string
+	// NoGoPeer skips the slice-of-structs Go peer.
+	NoGoPeer bool
+	// Filter, when set, runs only the scenarios whose name matches.
+	Filter *regexp.Regexp
+}
+
+// budget returns the per-contestant budget of a mode and the number of
+// interleaved rounds it is split into.
+func (m Mode) budget() (Budget, int) {
+	if m == Full {
+		return Budget{Time: 1500 * time.Millisecond, MinOps: 10, MaxOps: 200000, Warmup: 5}, 5
+	}
+	return Budget{Time: 150 * time.Millisecond, MinOps: 3, MaxOps: 20000, Warmup: 2}, 3
+}
+
+func (m Mode) valid() bool { return m == Quick || m == Full }
+
+// ErrMode reports an unknown mode.
+var ErrMode = errors.New("bench: unknown mode")
+
+// op is one timed operation.
+type op struct {
+	name string
+	fn   func() error
+}
+
+// scenario is one row to measure: the engine's operation, the ceilings
+// and the Go peers, and the Python peers' job.
+type scenario struct {
+	row    Row
+	ours   func() error
+	plain  func() error
+	gather func() error
+	peers  []op
+	py     *pyJob
+	// budget overrides the mode's budget when MinOps > 0.
+	budget Budget
+}
+
+// runner carries one run's state.
+type runner struct {
+	opt     Options
+	be      tensorbuf.Backend
+	rep     *Report
+	bud     Budget
+	rounds  int
+	jobs    []pyJob
+	start   time.Time
+	done    int
+	syncErr error
+}
+
+// Run measures every scenario of the mode and returns the report. The
+// Python peers run after the Go measurements, in one subprocess.
+func Run(ctx context.Context, opt Options) (*Report, error) {
+	if !opt.Mode.valid() {
+		return nil, fmt.Errorf("%w: %q (want quick or full)", ErrMode, opt.Mode)
+	}
+	be := opt.Backend
+	if be == nil {
+		var err error
+		if be, err = tensorbuf.DefaultBackend(); err != nil {
+			return nil, fmt.Errorf("bench: backend: %w", err)
+		}
+	}
+	if opt.Progress == nil {
+		opt.Progress = io.Discard
+	}
+	r := &runner{
+		opt:   opt,
+		be:    be,
+		start: time.Now(),
+		rep: &Report{
+			Date:     time.Now().UTC(),
+			Mode:     string(opt.Mode),
+			Backend:  be.Name(),
+			Machine:  DescribeMachine(),
+			Versions: map[string]string{},
+		},
+	}
+	r.bud, r.rounds = opt.Mode.budget()
+	if be.Name() != "cpu" {
+		r.note("ceilings on the %s backend: %s", be.Name(), ceilingNote(be))
+	}
+	groups := []func(context.Context) error{r.pixelGroup, r.lowDimGroup, r.capacityGroup, r.addGroup, r.driverGroup}
+	for _, g := range groups {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := g(ctx); err != nil {
+			return nil, err
+		}
+		releaseMemory()
+	}
+	if err := r.pythonPeers(ctx); err != nil {
+		return nil, err
+	}
+	for i := range r.rep.Rows {
+		r.rep.Rows[i].finish()
+	}
+	fmt.Fprintf(opt.Progress, "\rbench: %d scenarios in %s%s\n", len(r.rep.Rows), time.Since(r.start).Round(time.Second), clearEOL)
+	return r.rep, nil
+}
+
+const clearEOL = "\033[K"
+
+func ceilingNote(be tensorbuf.Backend) string {
+	if _, ok := ceilingFactories[be.Name()]; ok {
+		return "device-to-device copies of the same bytes"
+	}
+	return "not implemented yet, fractions left blank"
+}
+
+func releaseMemory() {
+	runtime.GC()
+	debug.FreeOSMemory()
+}
+
+func (r *runner) note(format string, args ...any) {
+	r.rep.Notes = append(r.rep.Notes, fmt.Sprintf(format, args...))
+}
+
+func (r *runner) skip(what, format string, args ...any) {
+	r.rep.Skipped = append(r.rep.Skipped, Skip{What: what, Reason: fmt.Sprintf(format, args...)})
+	fmt.Fprintf(r.opt.Progress, "\rbench: skipped %s: %s%s\n", what, fmt.Sprintf(format, args...), clearEOL)
+}
+
+func (r *runner) want(name string) bool { return r.opt.Filter == nil || r.opt.Filter.MatchString(name) }
+
+func (r *runner) progress(name string) {
+	r.done++
+	fmt.Fprintf(r.opt.Progress, "\rbench: [%d] %s (%s)%s", r.done, name, time.Since(r.start).Round(100*time.Millisecond), clearEOL)
+}
+
+// syncOp wraps an engine operation so that its time includes finishing
+// the backend's work (a no-op on the cpu backend).
+func (r *runner) syncOp(fn func() error) func() error {
+	return func() error {
+		if err := fn(); err != nil {
+			return err
+		}
+		return r.be.Sync()
+	}
+}
+
+// launchCounter is implemented by device backends that count kernel
+// launches.
+type launchCounter interface{ Launches() int64 }
+
+// measure runs a scenario: ours and the ceilings interleaved in rounds,
+// then the Go peers, and appends its row.
+func (r *runner) measure(sc *scenario) error {
+	if !r.want(sc.row.Scenario) {
+		return nil
+	}
+	r.progress(sc.row.Scenario)
+	bud := r.bud
+	if sc.budget.MinOps > 0 {
+		bud = sc.budget
+	}
+	per := bud
+	per.Time = bud.Time / time.Duration(r.rounds)
+	per.MinOps = max(1, bud.MinOps/r.rounds)
+	per.MaxOps = max(1, bud.MaxOps/r.rounds)
+	type contestant struct {
+		fn  func() error
+		rec recorder
+		dst **Stats
+	}
+	sc.row.Backend = r.be.Name()
+	cs := []*contestant{{fn: sc.ours}}
+	if sc.plain != nil {
+		cs = append(cs, &contestant{fn: sc.plain, dst: &sc.row.Plain})
+	}
+	if sc.gather != nil {
+		cs = append(cs, &contestant{fn: sc.gather, dst: &sc.row.Gather})
+	}
+	lc, counts := r.be.(launchCounter)
+	var launches int64
+	releaseMemory()
+	for round := range r.rounds {
+		for i, c := range cs {
+			b := per
+			if round > 0 {
+				b.Warmup = 0
+			}
+			var l0 int64
+			if i == 0 && counts {
+				l0 = lc.Launches()
+			}
+			if err := c.rec.run(c.fn, b); err != nil {
+				return fmt.Errorf("bench: %s: %w", sc.row.Scenario, err)
+			}
+			if i == 0 && counts {
+				launches += lc.Launches() - l0
+			}
+		}
+	}
+	for i, c := range cs {
+		s, err := c.rec.stats()
+		if err != nil {
+			return fmt.Errorf("bench: %s: %w", sc.row.Scenario, err)
+		}
+		if i == 0 {
+			sc.row.Ours = s
+			if counts {
+				// Warm-up launches are counted too: divide by every call.
+				sc.row.LaunchesPerOp = float64(launches) / float64(s.Ops+per.Warmup)
+			}
+			continue
+		}
+		*c.dst = &s
+	}
+	for _, p := range sc.peers {
+		releaseMemory()
+		var rec recorder
+		b := bud
+		b.Warmup = min(b.Warmup, 2)
+		if err := rec.run(p.fn, b); err != nil {
+			return fmt.Errorf("bench: %s: peer %s: %w", sc.row.Scenario, p.name, err)
+		}
+		s, err := rec.stats()
+		if err != nil {
+			return err
+		}
+		sc.row.Peers = append(sc.row.Peers, PeerResult{Name: p.name, Stats: s})
+	}
+	if sc.py != nil {
+		sc.py.ID = fmt.Sprintf("%d", len(r.rep.Rows))
+		r.jobs = append(r.jobs, *sc.py)
+	}
+	r.rep.Rows = append(r.rep.Rows, sc.row)
+	return nil
+}

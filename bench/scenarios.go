@@ -1,0 +1,387 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/trajring/trajring/tensorbuf"
+)
+
+// fixture is one filled buffer with its ceiling and Go peer.
+type fixture struct {
+	layout   Layout
+	numEnvs  int
+	capacity int
+	buf      *tensorbuf.Buffer
+	ceil     Ceiling
+	peer     goPeer
+}
+
+// newFixture fills a buffer and builds the ceiling sized for outSteps
+// output steps and plainBytes of plain copy.
+func (r *runner) newFixture(l Layout, numEnvs, capacity int, outSteps, plainBytes int64) (*fixture, error) {
+	fmt.Fprintf(r.opt.Progress, "\rbench: filling %s buffer %d x %d steps%s", l.Name, numEnvs, capacity, clearEOL)
+	f := &fixture{layout: l, numEnvs: numEnvs, capacity: capacity}
+	var err error
+	if f.buf, err = Filled(l, numEnvs, capacity, r.be); err != nil {
+		return nil, err
+	}
+	f.ceil, err = NewCeiling(r.be, CeilingConfig{Layout: l, NumEnvs: numEnvs, Capacity: capacity, OutSteps: outSteps, PlainBytes: plainBytes})
+	if err != nil && !errorsIsNoCeiling(err) {
+		f.close()
+		return nil, err
+	}
+	if !r.opt.NoGoPeer {
+		f.peer = newGoPeer(l, numEnvs, capacity)
+	}
+	return f, nil
+}
+
+func (f *fixture) close() {
+	if f.ceil != nil {
+		f.ceil.Close()
+	}
+	if f.peer != nil {
+		f.peer.release()
+	}
+	if f.buf != nil {
+		f.buf.Close()
+	}
+}
+
+func (f *fixture) steps() int64 { return int64(f.numEnvs) * int64(f.capacity) }
+
+// cycle returns a function that walks k draws round-robin.
+func cycle(k int) func() int {
+	i := -1
+	return func() int {
+		i++
+		if i == k {
+			i = 0
+		}
+		return i
+	}
+}
+
+// sequenceScenario samples n sequences of l steps directly from the
+// buffer (SampleSequencesInto).
+func (r *runner) sequenceScenario(f *fixture, group, name string, n, l int, opt tensorbuf.SequenceOptions) (*scenario, func(), error) {
+	sc := &scenario{row: Row{Scenario: name, Group: group, Layout: f.layout.Name, B: n, L: l, S: f.layout.StepBytes() + 1, Capacity: f.steps()}}
+	bt := new(tensorbuf.Batch)
+	sc.ours = r.syncOp(func() error { return f.buf.SampleSequencesInto(bt, n, l, opt) })
+	if f.ceil != nil {
+		d, err := SequenceDraws(f.buf, drawCount(n*l), n, l, opt)
+		if err != nil {
+			return nil, nil, err
+		}
+		next := cycle(len(d.Windows))
+		moved := int64(n*l) * sc.row.S
+		sc.plain = func() error { return f.ceil.Plain(moved) }
+		sc.gather = func() error { return f.ceil.Windows(d.Windows[next()], int64(l)) }
+	}
+	if f.peer != nil {
+		sc.peers = []op{
+			{PeerGoPerm, func() error { f.peer.samplePerm(n, l); return nil }},
+			{PeerGoIntN, func() error { f.peer.sampleIntN(n, l); return nil }},
+		}
+	}
+	sc.py = newPyJob(f.layout, f.numEnvs, f.capacity, "windows", n, l)
+	sc.py.EpisodeAware = opt.EpisodeAware
+	return sc, func() { bt.Release() }, nil
+}
+
+// run measures a scenario and releases what it holds.
+func (r *runner) run(sc *scenario, release func(), err error) error {
+	if err != nil {
+		return err
+	}
+	defer release()
+	return r.measure(sc)
+}
+
+// transitionScenario samples n transitions (SampleTransitionsInto).
+func (r *runner) transitionScenario(f *fixture, group, name string, n int) (*scenario, func(), error) {
+	sc := &scenario{row: Row{Scenario: name, Group: group, Layout: f.layout.Name, B: n, L: 1, S: transitionBytes(f.layout), Capacity: f.steps()}}
+	tr := new(tensorbuf.Transitions)
+	sc.ours = r.syncOp(func() error { return f.buf.SampleTransitionsInto(tr, n) })
+	if f.ceil != nil {
+		d, err := TransitionDraws(f.buf, drawCount(2*n), n)
+		if err != nil {
+			return nil, nil, err
+		}
+		next := cycle(len(d.Idx))
+		moved := int64(n) * sc.row.S
+		sc.plain = func() error { return f.ceil.Plain(moved) }
+		sc.gather = func() error { k := next(); return f.ceil.Transitions(d.Idx[k], d.Next[k]) }
+	}
+	if f.peer != nil {
+		sc.peers = []op{
+			{PeerGoPerm, func() error { f.peer.sampleTransitionsPerm(n); return nil }},
+			{PeerGoIntN, func() error { f.peer.sampleTransitionsIntN(n); return nil }},
+		}
+	}
+	sc.py = newPyJob(f.layout, f.numEnvs, f.capacity, "transitions", n, 1)
+	return sc, func() { tr.Release() }, nil
+}
+
+// tableScenario samples n one-step items through a table holding one
+// item per stored step (uniform or prioritized).
+func (r *runner) tableScenario(f *fixture, t *tensorbuf.Table, group, name string, n int) (*scenario, func(), error) {
+	sc := &scenario{row: Row{Scenario: name, Group: group, Layout: f.layout.Name, B: n, L: 1, S: f.layout.StepBytes() + 1, Capacity: f.steps()}}
+	bt := new(tensorbuf.Batch)
+	ctx := context.Background()
+	sc.ours = r.syncOp(func() error { return t.SampleInto(ctx, bt, n) })
+	if f.ceil != nil {
+		var d [][]tensorbuf.Window
+		for range drawCount(n) {
+			if err := t.SampleInto(ctx, bt, n); err != nil {
+				bt.Release()
+				return nil, nil, err
+			}
+			d = append(d, windowsOf(bt.Items))
+		}
+		next := cycle(len(d))
+		moved := int64(n) * sc.row.S
+		sc.plain = func() error { return f.ceil.Plain(moved) }
+		sc.gather = func() error { return f.ceil.Windows(d[next()], 1) }
+	}
+	return sc, func() { bt.Release() }, nil
+}
+
+// fillTable inserts one item of one step per stored step of the
+// buffer, with priorities 1..16 cycling when prioritized.
+func fillTable(f *fixture, cfg tensorbuf.TableConfig) (*tensorbuf.Table, error) {
+	t, err := f.buf.NewTable(cfg)
+	if err != nil {
+		return nil, err
+	}
+	k := 0
+	for row := range f.numEnvs {
+		for s := f.buf.Oldest(row); s < f.buf.Cursor(row); s++ {
+			k++
+			if _, err := t.Insert(tensorbuf.Item{Row: row, Start: s, Len: 1, Priority: float64(1 + k%16)}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return t, nil
+}
+
+// pixelGroup: the 3,092-byte steps of Flashbax's and TorchRL's published
+// benchmarks.
+func (r *runner) pixelGroup(ctx context.Context) error {
+	const numEnvs, n = 256, 256
+	capacity := 4096 // 1,048,576 steps
+	if r.opt.Mode == Quick {
+		capacity = 512 // 131,072 steps
+	}
+	names := []string{"sample pixels L=1", "transitions pixels", "table uniform pixels", "sample pixels L=64 padded"}
+	if !r.anyWanted(names) {
+		return nil
+	}
+	l := Pixels()
+	f, err := r.newFixture(l, numEnvs, capacity, 32*64, 2*32*64*l.StepBytes())
+	if err != nil {
+		return err
+	}
+	defer f.close()
+	suffix := fmt.Sprintf(" (%s steps)", fmtRate(float64(f.steps())))
+	if err := r.run(r.sequenceScenario(f, "sample", "sample pixels L=1 B=256"+suffix, n, 1, tensorbuf.SequenceOptions{})); err != nil {
+		return err
+	}
+	if err := r.run(r.transitionScenario(f, "sample", "transitions pixels B=256"+suffix, n)); err != nil {
+		return err
+	}
+	if err := r.run(r.sequenceScenario(f, "sample", "sample pixels L=64 padded B=32"+suffix, 32, 64, tensorbuf.SequenceOptions{EpisodeAware: true})); err != nil {
+		return err
+	}
+	if r.want("table uniform pixels B=256" + suffix) {
+		t, err := fillTable(f, tensorbuf.TableConfig{Name: "uniform", Selector: tensorbuf.Uniform, Seed: 11})
+		if err != nil {
+			return err
+		}
+		if err := r.run(r.tableScenario(f, t, "sample", "table uniform pixels B=256"+suffix, n)); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+func (r *runner) anyWanted(prefixes []string) bool {
+	if r.opt.Filter == nil {
+		return true
+	}
+	for _, p := range prefixes {
+		if r.opt.Filter.MatchString(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// lowDimGroup: 108-byte steps, 1,000,000 of them: L=4 sequences, the
+// batch-size sweep, prioritized tables and the export.
+func (r *runner) lowDimGroup(ctx context.Context) error {
+	const numEnvs, capacity = 16, 62500
+	l := LowDim()
+	if !r.anyWanted([]string{"sample lowdim L=4 B=256 (1M steps)", "sample lowdim L=1 B=16 (1M steps)", "sample lowdim L=1 B=256 (1M steps)",
+		"sample lowdim L=1 B=4096 (1M steps)", "sample lowdim L=1 B=65536 (1M steps)", "prioritized lowdim B=256 (1M items)",
+		"prioritized lowdim B=65536 (1M items)", "export lowdim batch (1.00M transitions)"}) {
+		return nil
+	}
+	export := int64(numEnvs * capacity)
+	f, err := r.newFixture(l, numEnvs, capacity, export, export*transitionBytes(l))
+	if err != nil {
+		return err
+	}
+	defer f.close()
+	if err := r.run(r.sequenceScenario(f, "sample", "sample lowdim L=4 B=256 (1M steps)", 256, 4, tensorbuf.SequenceOptions{})); err != nil {
+		return err
+	}
+	for _, b := range []int{16, 256, 4096, 65536} {
+		if err := r.run(r.sequenceScenario(f, "batch-sweep", fmt.Sprintf("sample lowdim L=1 B=%d (1M steps)", b), b, 1, tensorbuf.SequenceOptions{})); err != nil {
+			return err
+		}
+	}
+	if r.anyWanted([]string{"prioritized lowdim B=256 (1M items)", "prioritized lowdim B=65536 (1M items)"}) {
+		fmt.Fprintf(r.opt.Progress, "\rbench: inserting %d prioritized items%s", f.steps(), clearEOL)
+		t, err := fillTable(f, tensorbuf.TableConfig{Name: "prioritized", Selector: tensorbuf.Prioritized, PriorityExponent: 0.6, Beta: 0.4, Seed: 13})
+		if err != nil {
+			return err
+		}
+		for _, b := range []int{256, 65536} {
+			if err := r.run(r.tableScenario(f, t, "prioritized", fmt.Sprintf("prioritized lowdim B=%d (1M items)", b), b)); err != nil {
+				return err
+			}
+		}
+	}
+	if r.want("export lowdim batch (1.00M transitions)") {
+		if err := r.run(r.exportScenario(f)); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// exportScenario exports every transition in batch mode
+// (AllExperiences), MATLAB's allExperiences.
+func (r *runner) exportScenario(f *fixture) (*scenario, func(), error) {
+	name := fmt.Sprintf("export lowdim batch (%s transitions)", fmtRate(float64(f.steps())))
+	first, err := f.buf.AllExperiences(tensorbuf.ExportBatch)
+	if err != nil {
+		return nil, nil, err
+	}
+	n := len(first[0].Rows)
+	idx, next := transitionIdx(first[0].Rows, first[0].Steps, int64(f.capacity))
+	first[0].Release()
+	sc := &scenario{row: Row{Scenario: name, Group: "export", Layout: f.layout.Name, B: n, L: 1, S: transitionBytes(f.layout), Capacity: f.steps()}}
+	sc.budget = Budget{Time: r.bud.Time, MinOps: 3, MaxOps: 50, Warmup: 1}
+	sc.ours = r.syncOp(func() error {
+		out, err := f.buf.AllExperiences(tensorbuf.ExportBatch)
+		if err != nil {
+			return err
+		}
+		return out[0].Release()
+	})
+	if f.ceil != nil {
+		moved := int64(n) * sc.row.S
+		sc.plain = func() error { return f.ceil.Plain(moved) }
+		sc.gather = func() error { return f.ceil.Transitions(idx, next) }
+	}
+	sc.py = newPyJob(f.layout, f.numEnvs, f.capacity, "export", n, 1)
+	return sc, func() {}, nil
+}
+
+// capacityGroup: B=256, L=1 low-dimensional samples from 10k to 10M
+// steps (10M only in full mode); the time per sample must stay flat.
+func (r *runner) capacityGroup(ctx context.Context) error {
+	const numEnvs, n = 16, 256
+	caps := []int{625, 6250, 62500}
+	if r.opt.Mode == Full {
+		caps = append(caps, 625000)
+	}
+	for _, c := range caps {
+		name := fmt.Sprintf("sample lowdim L=1 B=256 capacity %s", fmtRate(float64(numEnvs*c)))
+		if !r.want(name) {
+			continue
+		}
+		f, err := r.newFixture(LowDim(), numEnvs, c, n, 2*n*LowDim().StepBytes())
+		if err != nil {
+			return err
+		}
+		err = r.run(r.sequenceScenario(f, "capacity-sweep", name, n, 1, tensorbuf.SequenceOptions{}))
+		f.close()
+		releaseMemory()
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addGroup: adds of one batched step to W rows (a buffer of W rows that
+// wrap, overwriting their oldest steps), pixels layout.
+func (r *runner) addGroup(ctx context.Context) error {
+	total := 1 << 20
+	if r.opt.Mode == Quick {
+		total = 1 << 16
+	}
+	l := Pixels()
+	for _, w := range []int{1, 16, 128, 1024} {
+		name := fmt.Sprintf("add pixels W=%d (%s steps)", w, fmtRate(float64(total)))
+		if !r.want(name) {
+			continue
+		}
+		capacity := total / w
+		f, err := r.newFixture(l, w, capacity, int64(w), 2*int64(w)*l.StepBytes())
+		if err != nil {
+			return err
+		}
+		err = r.run(r.addScenario(f, name))
+		f.close()
+		releaseMemory()
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *runner) addScenario(f *fixture, name string) (*scenario, func(), error) {
+	w := f.numEnvs
+	sc := &scenario{row: Row{Scenario: name, Group: "add", Layout: f.layout.Name, B: w, L: 1, S: f.layout.StepBytes(), Capacity: f.steps()}}
+	wr, err := f.buf.NewWriter()
+	if err != nil {
+		return nil, nil, err
+	}
+	st := newStepper(f.layout, wr.Rows())
+	t := f.buf.Cursor(0)
+	sc.ours = r.syncOp(func() error { t++; return wr.Add(st.at(t - 1)) })
+	if f.ceil != nil {
+		idx := make([]int64, w)
+		var ct int64
+		moved := int64(w) * sc.row.S
+		sc.plain = func() error { return f.ceil.Plain(moved) }
+		sc.gather = func() error {
+			for i := range idx {
+				idx[i] = int64(i)*int64(f.capacity) + ct%int64(f.capacity)
+			}
+			ct++
+			return f.ceil.Scatter(idx)
+		}
+	}
+	if f.peer != nil {
+		cur := 0
+		sc.peers = []op{{PeerGoIntN, func() error { f.peer.addRows(w, cur); cur++; return nil }}}
+	}
+	sc.py = newPyJob(f.layout, f.numEnvs, f.capacity, "scatter", w, 1)
+	return sc, func() { wr.Close() }, nil
+}
+
+func errorsIsNoCeiling(err error) bool { return err != nil && isErr(err, ErrNoCeiling) }
