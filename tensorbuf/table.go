@@ -413,6 +413,9 @@ func (t *Table) canSampleLocked(n int) bool {
 func (t *Table) wait(ctx context.Context, ok func(n int) bool) error { return t.waitN(ctx, ok, 0) }
 
 func (t *Table) waitN(ctx context.Context, ok func(n int) bool, n int) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("table %q: %w", t.cfg.Name, err)
+	}
 	var timeout <-chan time.Time
 	for {
 		t.mu.Lock()

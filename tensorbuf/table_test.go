@@ -374,3 +374,18 @@ func TestConcurrentCollectorsAndLearners(t *testing.T) {
 	cancel()
 	learners.Wait()
 }
+
+func TestSampleWithDoneContextFails(t *testing.T) {
+	_, tbl, _ := tableWith(t, tensorbuf.TableConfig{Name: "t"}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := tbl.Sample(ctx, 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("sample with a cancelled context: %v", err)
+	}
+	if _, err := tbl.InsertContext(ctx, tensorbuf.Item{Row: 0, Start: 1, Len: 1}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("insert with a cancelled context: %v", err)
+	}
+	if tbl.Size() != 1 {
+		t.Fatalf("size %d", tbl.Size())
+	}
+}
