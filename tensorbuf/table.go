@@ -148,14 +148,14 @@ func (b *Buffer) NewTable(cfg TableConfig) (*Table, error) {
 		cfg.RateLimiter = &rl
 	}
 	t := &Table{
-		b:       b,
-		cfg:     cfg,
-		a:       cfg.PriorityExponent,
-		byKey:   make(map[uint64]int32),
-		head:    -1,
-		tail:    -1,
-		starts:  make([]startHeap, b.numEnvs),
-		rng:     rand.New(rand.NewPCG(cfg.Seed, 0x7461626c65)),
+		b:      b,
+		cfg:    cfg,
+		a:      cfg.PriorityExponent,
+		byKey:  make(map[uint64]int32),
+		head:   -1,
+		tail:   -1,
+		starts: make([]startHeap, b.numEnvs),
+		rng:    rand.New(rand.NewPCG(cfg.Seed, 0x7461626c65)),
 	}
 	if t.a == 0 {
 		t.a = 1
