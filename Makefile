@@ -54,4 +54,4 @@ $(STANDIN): gpu/standin/standin.c gpu/standin/gen-stubs.sh $(KERNEL_HDRS)
 # stand-in driver: no GPU needed.
 test-cuda: standin
 	CGO_LDFLAGS="-L$(CUDA_STUBS)" LD_LIBRARY_PATH=$(CURDIR)/$(STANDIN_DIR) \
-		$(GO) test -tags cuda -count=1 ./...
+		sh -c '$(GO) vet -tags cuda ./... && $(GO) test -race -tags cuda -count=1 ./...'

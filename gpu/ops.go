@@ -1,0 +1,428 @@
+//go:build cuda
+
+package gpu
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/trajring/trajring/kernels"
+	"gorgonia.org/cu"
+)
+
+// Scatter writes one batched step into the ring of every column, all
+// columns in one kernel launch (kernels/scatter.cu):
+//
+//	for c := range cols {
+//		s := cols[c].StepBytes
+//		for i, ix := range idx {
+//			ring_c[ix*s : (ix+1)*s] = src[c][i*s : (i+1)*s]
+//		}
+//	}
+//
+// len(src) == len(cols), and len(src[c]) == len(idx)*StepBytes. The
+// sources are copied to pinned staging, which one asynchronous copy moves
+// to the device together with the descriptors and indices; src may be
+// reused as soon as Scatter returns. When an index repeats, the last
+// source step written to it wins, as in the loop above.
+func (b *Backend) Scatter(cols []kernels.Column, src [][]byte, idx []int64) error {
+	c := newCall(opScatter)
+	c.cols, c.src, c.idx = cols, src, idx
+	return b.run(c)
+}
+
+func (b *Backend) scatter(cols []kernels.Column, src [][]byte, idx []int64) error {
+	if len(src) != len(cols) {
+		return fmt.Errorf("%w: %d sources for %d columns", ErrBounds, len(src), len(cols))
+	}
+	rings := scratch(&b.rings, len(cols))
+	n := int64(len(idx))
+	var maxStep int64
+	for c := range cols {
+		ring, err := b.arena(cols[c].Ring)
+		if err != nil {
+			return fmt.Errorf("column %d ring: %w", c, err)
+		}
+		s := cols[c].StepBytes
+		if s <= 0 || int64(len(src[c])) != n*s {
+			return fmt.Errorf("%w: column %d: %d source bytes for %d steps of %d", ErrBounds, c, len(src[c]), n, s)
+		}
+		if err := checkIdx(idx, ring.size/s); err != nil {
+			return fmt.Errorf("column %d: %w", c, err)
+		}
+		rings[c] = ring
+		maxStep = max(maxStep, s)
+	}
+	if n == 0 || len(cols) == 0 {
+		return nil
+	}
+	var l layout
+	descOff := l.add(int64(len(cols)) * kernels.ColDescSize)
+	idxOff := l.add(n * 8)
+	srcOff := scratch(&b.offs, len(cols))
+	for c := range cols {
+		srcOff[c] = l.add(n * cols[c].StepBytes)
+	}
+	st, err := b.slot(l.n)
+	if err != nil {
+		return err
+	}
+	buf := st.bytes(l.n)
+	descs := descSlice(buf, descOff, len(cols))
+	for c := range cols {
+		copy(buf[srcOff[c]:], src[c])
+		descs[c] = kernels.ColDesc{Ring: uint64(rings[c].ptr), Aux: uint64(st.dev) + uint64(srcOff[c]), Step: cols[c].StepBytes}
+	}
+	lastWins(int64Slice(buf, idxOff, n), idx)
+	return b.launch(kernels.Scatter, st, l.n, n, maxStep, int64(len(cols)),
+		uint64(st.dev)+uint64(descOff), uint64(len(cols)), uint64(st.dev)+uint64(idxOff), uint64(n))
+}
+
+// GatherRows reads the steps idx of every column into its output, all
+// columns in one kernel launch (kernels/gather_rows.cu):
+//
+//	for c := range cols {
+//		s := cols[c].StepBytes
+//		for i, ix := range idx {
+//			out_c[OutOff+i*s : OutOff+(i+1)*s] = ring_c[ix*s : (ix+1)*s]
+//		}
+//	}
+func (b *Backend) GatherRows(cols []kernels.Column, idx []int64) error {
+	c := newCall(opGatherRows)
+	c.cols, c.idx = cols, idx
+	return b.run(c)
+}
+
+func (b *Backend) gatherRows(cols []kernels.Column, idx []int64) error {
+	rings, outs, _, maxStep, err := b.checkGather(cols, idx, int64(len(idx)), false)
+	if err != nil {
+		return err
+	}
+	n := int64(len(idx))
+	if n == 0 || len(cols) == 0 {
+		return nil
+	}
+	var l layout
+	descOff := l.add(int64(len(cols)) * kernels.ColDescSize)
+	idxOff := l.add(n * 8)
+	st, err := b.slot(l.n)
+	if err != nil {
+		return err
+	}
+	buf := st.bytes(l.n)
+	descs := descSlice(buf, descOff, len(cols))
+	for c := range cols {
+		descs[c] = kernels.ColDesc{
+			Ring: uint64(rings[c].ptr),
+			Out:  uint64(outs[c].ptr) + uint64(cols[c].OutOff),
+			Step: cols[c].StepBytes,
+		}
+	}
+	copy(int64Slice(buf, idxOff, n), idx)
+	return b.launch(kernels.GatherRows, st, l.n, n, maxStep, int64(len(cols)),
+		uint64(st.dev)+uint64(descOff), uint64(len(cols)), uint64(st.dev)+uint64(idxOff), uint64(n))
+}
+
+// Concat builds transitions in one kernel launch (kernels/concat.cu):
+// every column gets the steps idx, and columns with a NextOut also get the
+// steps next (their successors), each into a dense output run:
+//
+//	for c := range cols {
+//		s := cols[c].StepBytes
+//		for i := range idx {
+//			out_c[OutOff+i*s : OutOff+(i+1)*s] = ring_c[idx[i]*s : (idx[i]+1)*s]
+//			if NextOut != nil {
+//				next_c[NextOff+i*s : NextOff+(i+1)*s] = ring_c[next[i]*s : (next[i]+1)*s]
+//			}
+//		}
+//	}
+//
+// len(next) == len(idx).
+func (b *Backend) Concat(cols []kernels.Column, idx, next []int64) error {
+	c := newCall(opConcat)
+	c.cols, c.idx, c.next = cols, idx, next
+	return b.run(c)
+}
+
+func (b *Backend) concat(cols []kernels.Column, idx, next []int64) error {
+	if len(next) != len(idx) {
+		return fmt.Errorf("%w: %d successors for %d steps", ErrBounds, len(next), len(idx))
+	}
+	rings, outs, nexts, maxStep, err := b.checkGather(cols, idx, int64(len(idx)), true)
+	if err != nil {
+		return err
+	}
+	for c := range cols {
+		if nexts[c] != nil {
+			if err := checkIdx(next, rings[c].size/cols[c].StepBytes); err != nil {
+				return fmt.Errorf("column %d successors: %w", c, err)
+			}
+		}
+	}
+	n := int64(len(idx))
+	if n == 0 || len(cols) == 0 {
+		return nil
+	}
+	var l layout
+	descOff := l.add(int64(len(cols)) * kernels.ColDescSize)
+	idxOff := l.add(n * 8)
+	nextOff := l.add(n * 8)
+	st, err := b.slot(l.n)
+	if err != nil {
+		return err
+	}
+	buf := st.bytes(l.n)
+	descs := descSlice(buf, descOff, len(cols))
+	for c := range cols {
+		d := kernels.ColDesc{
+			Ring: uint64(rings[c].ptr),
+			Out:  uint64(outs[c].ptr) + uint64(cols[c].OutOff),
+			Step: cols[c].StepBytes,
+		}
+		if nexts[c] != nil {
+			d.Next = uint64(nexts[c].ptr) + uint64(cols[c].NextOff)
+		}
+		descs[c] = d
+	}
+	copy(int64Slice(buf, idxOff, n), idx)
+	copy(int64Slice(buf, nextOff, n), next)
+	return b.launch(kernels.Concat, st, l.n, n, maxStep, int64(len(cols)),
+		uint64(st.dev)+uint64(descOff), uint64(len(cols)), uint64(st.dev)+uint64(idxOff),
+		uint64(st.dev)+uint64(nextOff), uint64(n))
+}
+
+// GatherWindows reads sequences of seqLen steps in one kernel launch
+// (kernels/window_gather.cu), padding each window after its Len real steps
+// and writing a mask that is 1 on real steps and 0 on pad steps:
+//
+//	for c := range cols {
+//		s := cols[c].StepBytes
+//		for b, w := range wins {
+//			for t := int64(0); t < seqLen; t++ {
+//				j := int64(b)*seqLen + t
+//				if t < w.Len {
+//					ix := w.Row*capacity + (w.Start+t)%capacity
+//					out_c[OutOff+j*s : OutOff+(j+1)*s] = ring_c[ix*s : (ix+1)*s]
+//				} else {
+//					out_c[OutOff+j*s : OutOff+(j+1)*s] = Pad (zeros if nil)
+//				}
+//			}
+//		}
+//	}
+//	mask[maskOff+b*seqLen+t] = t < wins[b].Len
+//
+// The mask is skipped when mask is nil. Pad steps and mask are written by
+// the kernel; nothing is stored for them in the ring.
+func (b *Backend) GatherWindows(cols []kernels.Column, wins []kernels.Window, seqLen, capacity int64, mask kernels.Arena, maskOff int64) error {
+	c := newCall(opGatherWindows)
+	c.cols, c.wins, c.seqLen, c.capac, c.a, c.off = cols, wins, seqLen, capacity, mask, maskOff
+	return b.run(c)
+}
+
+func (b *Backend) gatherWindows(cols []kernels.Column, wins []kernels.Window, seqLen, capacity int64, mask kernels.Arena, maskOff int64) error {
+	if seqLen <= 0 || capacity <= 0 {
+		return fmt.Errorf("%w: sequence length %d, capacity %d", ErrBounds, seqLen, capacity)
+	}
+	n := int64(len(wins)) * seqLen
+	rings := scratch(&b.rings, len(cols))
+	outs := scratch(&b.outs, len(cols))
+	var maxStep int64
+	for c := range cols {
+		col := &cols[c]
+		ring, err := b.arena(col.Ring)
+		if err != nil {
+			return fmt.Errorf("column %d ring: %w", c, err)
+		}
+		out, err := b.arena(col.Out)
+		if err != nil {
+			return fmt.Errorf("column %d output: %w", c, err)
+		}
+		s := col.StepBytes
+		if s <= 0 || col.OutOff < 0 || col.OutOff > out.size || n*s > out.size-col.OutOff {
+			return fmt.Errorf("%w: column %d: %d steps of %d bytes at %d into %d", ErrBounds, c, n, s, col.OutOff, out.size)
+		}
+		if col.Pad != nil && int64(len(col.Pad)) != s {
+			return fmt.Errorf("%w: column %d: pad of %d bytes for steps of %d", ErrBounds, c, len(col.Pad), s)
+		}
+		rows := ring.size / s / capacity
+		for i, w := range wins {
+			if w.Row < 0 || w.Row >= rows || w.Start < 0 || w.Len < 0 || w.Len > seqLen || w.Len > capacity {
+				return fmt.Errorf("%w: column %d: window %d %+v (rows %d, capacity %d, length %d)", ErrBounds, c, i, w, rows, capacity, seqLen)
+			}
+		}
+		rings[c], outs[c] = ring, out
+		maxStep = max(maxStep, s)
+	}
+	var maskPtr uint64
+	if mask != nil {
+		m, err := b.arena(mask)
+		if err != nil {
+			return fmt.Errorf("mask: %w", err)
+		}
+		if maskOff < 0 || maskOff > m.size || n > m.size-maskOff {
+			return fmt.Errorf("%w: mask of %d at %d into %d", ErrBounds, n, maskOff, m.size)
+		}
+		maskPtr = uint64(m.ptr) + uint64(maskOff)
+	}
+	if n == 0 || (len(cols) == 0 && maskPtr == 0) {
+		return nil
+	}
+	var l layout
+	descOff := l.add(max(int64(len(cols)), 1) * kernels.ColDescSize)
+	winOff := l.add(int64(len(wins)) * kernels.WinDescSize)
+	padOff := scratch(&b.padOffs, len(cols))
+	for c := range cols {
+		if cols[c].Pad != nil {
+			padOff[c] = l.add(cols[c].StepBytes)
+		}
+	}
+	st, err := b.slot(l.n)
+	if err != nil {
+		return err
+	}
+	buf := st.bytes(l.n)
+	descs := descSlice(buf, descOff, len(cols))
+	for c := range cols {
+		d := kernels.ColDesc{
+			Ring: uint64(rings[c].ptr),
+			Out:  uint64(outs[c].ptr) + uint64(cols[c].OutOff),
+			Step: cols[c].StepBytes,
+		}
+		if cols[c].Pad != nil {
+			copy(buf[padOff[c]:], cols[c].Pad)
+			d.Aux = uint64(st.dev) + uint64(padOff[c])
+		}
+		descs[c] = d
+	}
+	wd := unsafe.Slice((*kernels.WinDesc)(unsafe.Pointer(&buf[winOff])), len(wins))
+	for i, w := range wins {
+		wd[i] = kernels.WinDesc{Row: w.Row, Start: w.Start % capacity, Len: w.Len}
+	}
+	gy := int64(len(cols))
+	if maskPtr != 0 {
+		gy++
+	}
+	return b.launch(kernels.GatherWindows, st, l.n, n, max(maxStep, 1), gy,
+		uint64(st.dev)+uint64(descOff), uint64(len(cols)), uint64(st.dev)+uint64(winOff), uint64(len(wins)),
+		uint64(seqLen), uint64(capacity), maskPtr)
+}
+
+// launch copies the parameter block staged in st to the device, launches
+// kernel k over n steps of up to maxStep bytes in gy columns, and marks st
+// busy until the kernel ends. Every argument is 8 bytes wide, as
+// cu.Function.Launch copies exactly 8 bytes per argument. It runs on the
+// worker.
+func (b *Backend) launch(k kernels.Kernel, st *slot, size, n, maxStep, gy int64, args ...uint64) error {
+	if len(args) != k.Args || len(args) > len(b.args) {
+		return fmt.Errorf("%w: %s takes %d arguments, got %d", ErrDriver, k.Entry, k.Args, len(args))
+	}
+	if err := cu.MemcpyHtoDAsync(st.dev, st.host, size, b.stream); err != nil {
+		return driverErr("cuMemcpyHtoDAsync", err)
+	}
+	lanes := min(32, max(1, (maxStep+15)/16))
+	gx := min(max((n*lanes+blockSize-1)/blockSize, 1), int64(b.blocks))
+	copy(b.args[:], args) // b.params point at b.args: no allocation per launch
+	err := b.fns[k.Entry].Launch(int(gx), int(min(gy, 65535)), 1, blockSize, 1, 1, 0, b.stream, b.params[:len(args)])
+	if rerr := st.record(b.stream); err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return driverErr("cuLaunchKernel("+k.Entry+")", err)
+	}
+	return nil
+}
+
+// checkGather validates the columns of a gather of n output steps (and of
+// their successor outputs when next is set) and returns their arenas and
+// largest step. It runs on the worker.
+func (b *Backend) checkGather(cols []kernels.Column, idx []int64, n int64, next bool) (rings, outs, nexts []*Arena, maxStep int64, err error) {
+	rings = scratch(&b.rings, len(cols))
+	outs = scratch(&b.outs, len(cols))
+	nexts = scratch(&b.nexts, len(cols))
+	for c := range cols {
+		col := &cols[c]
+		ring, err := b.arena(col.Ring)
+		if err != nil {
+			return nil, nil, nil, 0, fmt.Errorf("column %d ring: %w", c, err)
+		}
+		s := col.StepBytes
+		if s <= 0 {
+			return nil, nil, nil, 0, fmt.Errorf("%w: column %d: step of %d bytes", ErrBounds, c, s)
+		}
+		out, err := b.arena(col.Out)
+		if err != nil {
+			return nil, nil, nil, 0, fmt.Errorf("column %d output: %w", c, err)
+		}
+		if col.OutOff < 0 || col.OutOff > out.size || n*s > out.size-col.OutOff {
+			return nil, nil, nil, 0, fmt.Errorf("%w: column %d: %d steps of %d at %d into %d", ErrBounds, c, n, s, col.OutOff, out.size)
+		}
+		if next && col.NextOut != nil {
+			no, err := b.arena(col.NextOut)
+			if err != nil {
+				return nil, nil, nil, 0, fmt.Errorf("column %d successor output: %w", c, err)
+			}
+			if col.NextOff < 0 || col.NextOff > no.size || n*s > no.size-col.NextOff {
+				return nil, nil, nil, 0, fmt.Errorf("%w: column %d: %d successors of %d at %d into %d", ErrBounds, c, n, s, col.NextOff, no.size)
+			}
+			nexts[c] = no
+		}
+		if err := checkIdx(idx, ring.size/s); err != nil {
+			return nil, nil, nil, 0, fmt.Errorf("column %d: %w", c, err)
+		}
+		rings[c], outs[c] = ring, out
+		maxStep = max(maxStep, s)
+	}
+	return rings, outs, nexts, maxStep, nil
+}
+
+// scratch returns (*buf)[:n] with every element zeroed, growing the
+// worker-owned buffer when needed.
+func scratch[T any](buf *[]T, n int) []T {
+	if cap(*buf) < n {
+		*buf = make([]T, n)
+	}
+	s := (*buf)[:n]
+	clear(s)
+	return s
+}
+
+func checkIdx(idx []int64, steps int64) error {
+	for i, ix := range idx {
+		if ix < 0 || ix >= steps {
+			return fmt.Errorf("%w: index %d is %d, arena holds %d steps", ErrBounds, i, ix, steps)
+		}
+	}
+	return nil
+}
+
+// lastWins copies idx to dst, replacing every index that occurs again later
+// by -1 (which the scatter kernel skips), so that the last write to a step
+// wins whatever order the device runs its threads in. Indices that only
+// grow (the usual add of one step per row) are copied as they are.
+func lastWins(dst, idx []int64) {
+	copy(dst, idx)
+	for i := 1; i < len(idx); i++ {
+		if idx[i] <= idx[i-1] {
+			seen := make(map[int64]struct{}, len(idx))
+			for j := len(idx) - 1; j >= 0; j-- {
+				if _, ok := seen[idx[j]]; ok {
+					dst[j] = -1
+				} else {
+					seen[idx[j]] = struct{}{}
+				}
+			}
+			return
+		}
+	}
+}
+
+func descSlice(buf []byte, off int64, n int) []kernels.ColDesc {
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*kernels.ColDesc)(unsafe.Pointer(&buf[off])), n)
+}
+
+func int64Slice(buf []byte, off, n int64) []int64 {
+	return unsafe.Slice((*int64)(unsafe.Pointer(&buf[off])), n)
+}

@@ -1,0 +1,774 @@
+/*
+ * standin.c: a stand-in for the CUDA driver library (libcuda.so.1) that
+ * runs on host memory, so that cuda builds of trajring (package gpu and
+ * everything above it) run their tests on machines without a GPU.
+ *
+ * It implements the driver calls that package gpu and gorgonia.org/cu's
+ * initialisation make: init, device queries, the primary context, device
+ * and pinned host memory, copies and memsets (async ones run at once),
+ * streams, events, modules loaded from PTX text, and kernel launches. A
+ * launch runs the host build of our kernels (kernels/host/host.h), found
+ * by entry name. Every other driver entry point is a weak stub from
+ * gen-stubs.sh answering CUDA_ERROR_NOT_SUPPORTED.
+ *
+ * It checks what a real driver checks and tests would otherwise miss:
+ * a current context on the calling thread, device ranges of copies and
+ * memsets inside one allocation, frees of unknown pointers, launch
+ * dimensions, argument counts against the PTX entry, 8-byte (.u64/.b64)
+ * kernel parameters, and a device memory limit (TRAJRING_STANDIN_MEM
+ * bytes, default 4 GiB) past which allocations fail with
+ * CUDA_ERROR_OUT_OF_MEMORY. Fresh device memory is filled with 0xCD, as
+ * real device memory is not zeroed.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda.h>
+
+#include "host.h"
+
+#define STANDIN_VERSION 11080
+
+struct CUctx_st {
+	int refs;
+};
+
+struct CUstream_st {
+	unsigned flags;
+};
+
+struct CUevent_st {
+	double ms;
+};
+
+#define MAX_ENTRIES 64
+
+struct CUmod_st {
+	int n;
+	char names[MAX_ENTRIES][128];
+	int params[MAX_ENTRIES]; /* number of parameters; -1 if one is not 8 bytes */
+};
+
+struct CUfunc_st {
+	tr_host_fn fn;
+	int nargs;
+	char name[128];
+};
+
+static struct CUctx_st primary;
+static __thread CUcontext current;
+static int initialized;
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+struct alloc {
+	uintptr_t base;
+	size_t size;
+};
+
+static struct alloc *allocs;
+static size_t nallocs, capallocs;
+static size_t used;
+static void **hosts;
+static size_t nhosts, caphosts;
+
+static size_t mem_limit(void)
+{
+	const char *s = getenv("TRAJRING_STANDIN_MEM");
+	if (s != NULL && *s != 0)
+		return (size_t)strtoull(s, NULL, 10);
+	return (size_t)4 << 30;
+}
+
+static CUresult need_ctx(void)
+{
+	if (!initialized)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (current == NULL)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	return CUDA_SUCCESS;
+}
+
+/* dev_range reports whether [p, p+n) lies inside one device allocation. */
+static int dev_range(CUdeviceptr p, size_t n)
+{
+	size_t i;
+	int ok = 0;
+	pthread_mutex_lock(&mu);
+	for (i = 0; i < nallocs; i++) {
+		if (p >= allocs[i].base && p - allocs[i].base <= allocs[i].size &&
+		    n <= allocs[i].size - (p - allocs[i].base)) {
+			ok = 1;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&mu);
+	return ok;
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* ---- init, version, devices ---- */
+
+CUresult cuInit(unsigned int flags)
+{
+	if (flags != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	initialized = 1;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDriverGetVersion(int *v)
+{
+	if (v == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	*v = STANDIN_VERSION;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetCount(int *n)
+{
+	if (!initialized)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (n == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	*n = 1;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGet(CUdevice *d, int ordinal)
+{
+	if (!initialized)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (d == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (ordinal != 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	*d = 0;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetName(char *name, int len, CUdevice d)
+{
+	const char *s = "trajring stand-in driver (host memory)";
+	if (d != 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	if (name == NULL || len <= 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	snprintf(name, (size_t)len, "%s", s);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceTotalMem(size_t *bytes, CUdevice d)
+{
+	if (d != 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	if (bytes == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	*bytes = mem_limit();
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
+{
+	if (d != 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	if (v == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	switch (a) {
+	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+		*v = 9;
+		break;
+	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+		*v = 0;
+		break;
+	case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+		*v = 2;
+		break;
+	case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+	case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X:
+	case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y:
+		*v = 1024;
+		break;
+	case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z:
+		*v = 64;
+		break;
+	case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X:
+		*v = 2147483647;
+		break;
+	case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y:
+	case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z:
+		*v = 65535;
+		break;
+	case CU_DEVICE_ATTRIBUTE_WARP_SIZE:
+		*v = 32;
+		break;
+	case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+		*v = 1;
+		break;
+	default:
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	return CUDA_SUCCESS;
+}
+
+/* ---- contexts: one primary context ---- */
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
+{
+	if (!initialized)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (d != 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	if (c == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&mu);
+	primary.refs++;
+	pthread_mutex_unlock(&mu);
+	*c = &primary;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice d)
+{
+	if (d != 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	pthread_mutex_lock(&mu);
+	if (primary.refs > 0)
+		primary.refs--;
+	pthread_mutex_unlock(&mu);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxCreate(CUcontext *c, unsigned int flags, CUdevice d)
+{
+	CUresult r = cuDevicePrimaryCtxRetain(c, d);
+	if (r == CUDA_SUCCESS)
+		current = *c;
+	return r;
+}
+
+CUresult cuCtxDestroy(CUcontext c)
+{
+	if (c != &primary)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (current == c)
+		current = NULL;
+	return cuDevicePrimaryCtxRelease(0);
+}
+
+CUresult cuCtxSetCurrent(CUcontext c)
+{
+	if (!initialized)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (c != NULL && c != &primary)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	current = c;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetCurrent(CUcontext *c)
+{
+	if (c == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	*c = current;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPushCurrent(CUcontext c)
+{
+	return cuCtxSetCurrent(c);
+}
+
+CUresult cuCtxPopCurrent(CUcontext *c)
+{
+	if (c != NULL)
+		*c = current;
+	current = NULL;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetDevice(CUdevice *d)
+{
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	*d = 0;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSynchronize(void)
+{
+	return need_ctx();
+}
+
+/* ---- device memory ---- */
+
+CUresult cuMemGetInfo(size_t *free_, size_t *total)
+{
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	pthread_mutex_lock(&mu);
+	if (free_ != NULL)
+		*free_ = mem_limit() - used;
+	if (total != NULL)
+		*total = mem_limit();
+	pthread_mutex_unlock(&mu);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemAlloc(CUdeviceptr *p, size_t n)
+{
+	void *m = NULL;
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (p == NULL || n == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&mu);
+	if (n > mem_limit() - used) {
+		pthread_mutex_unlock(&mu);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	if (nallocs == capallocs) {
+		size_t c = capallocs ? 2 * capallocs : 64;
+		struct alloc *a = realloc(allocs, c * sizeof *a);
+		if (a == NULL) {
+			pthread_mutex_unlock(&mu);
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		allocs = a;
+		capallocs = c;
+	}
+	if (posix_memalign(&m, 256, n) != 0) {
+		pthread_mutex_unlock(&mu);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	allocs[nallocs].base = (uintptr_t)m;
+	allocs[nallocs].size = n;
+	nallocs++;
+	used += n;
+	pthread_mutex_unlock(&mu);
+	memset(m, 0xCD, n);
+	*p = (CUdeviceptr)(uintptr_t)m;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemFree(CUdeviceptr p)
+{
+	size_t i;
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (p == 0)
+		return CUDA_SUCCESS;
+	pthread_mutex_lock(&mu);
+	for (i = 0; i < nallocs; i++) {
+		if (allocs[i].base == p) {
+			used -= allocs[i].size;
+			allocs[i] = allocs[--nallocs];
+			pthread_mutex_unlock(&mu);
+			free((void *)(uintptr_t)p);
+			return CUDA_SUCCESS;
+		}
+	}
+	pthread_mutex_unlock(&mu);
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuMemGetAddressRange(CUdeviceptr *base, size_t *size, CUdeviceptr p)
+{
+	size_t i;
+	pthread_mutex_lock(&mu);
+	for (i = 0; i < nallocs; i++) {
+		if (p >= allocs[i].base && p - allocs[i].base < allocs[i].size) {
+			if (base != NULL)
+				*base = allocs[i].base;
+			if (size != NULL)
+				*size = allocs[i].size;
+			pthread_mutex_unlock(&mu);
+			return CUDA_SUCCESS;
+		}
+	}
+	pthread_mutex_unlock(&mu);
+	return CUDA_ERROR_NOT_FOUND;
+}
+
+/* ---- pinned host memory ---- */
+
+CUresult cuMemHostAlloc(void **p, size_t n, unsigned int flags)
+{
+	void *m = NULL;
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (p == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (posix_memalign(&m, 4096, n ? n : 1) != 0)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	pthread_mutex_lock(&mu);
+	if (nhosts == caphosts) {
+		size_t c = caphosts ? 2 * caphosts : 64;
+		void **h = realloc(hosts, c * sizeof *h);
+		if (h == NULL) {
+			pthread_mutex_unlock(&mu);
+			free(m);
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		hosts = h;
+		caphosts = c;
+	}
+	hosts[nhosts++] = m;
+	pthread_mutex_unlock(&mu);
+	*p = m;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemAllocHost(void **p, size_t n)
+{
+	return cuMemHostAlloc(p, n, 0);
+}
+
+CUresult cuMemFreeHost(void *p)
+{
+	size_t i;
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	pthread_mutex_lock(&mu);
+	for (i = 0; i < nhosts; i++) {
+		if (hosts[i] == p) {
+			hosts[i] = hosts[--nhosts];
+			pthread_mutex_unlock(&mu);
+			free(p);
+			return CUDA_SUCCESS;
+		}
+	}
+	pthread_mutex_unlock(&mu);
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---- copies and memsets: async ones complete before returning ---- */
+
+CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n)
+{
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (n == 0)
+		return CUDA_SUCCESS;
+	if (src == NULL || !dev_range(dst, n))
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy((void *)(uintptr_t)dst, src, n);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n)
+{
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (n == 0)
+		return CUDA_SUCCESS;
+	if (dst == NULL || !dev_range(src, n))
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(dst, (const void *)(uintptr_t)src, n);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (n == 0)
+		return CUDA_SUCCESS;
+	if (!dev_range(dst, n) || !dev_range(src, n))
+		return CUDA_ERROR_INVALID_VALUE;
+	memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream s)
+{
+	return cuMemcpyHtoD(dst, src, n);
+}
+
+CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream s)
+{
+	return cuMemcpyDtoH(dst, src, n);
+}
+
+CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+	return cuMemcpyDtoD(dst, src, n);
+}
+
+CUresult cuMemsetD8(CUdeviceptr dst, unsigned char v, size_t n)
+{
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (n == 0)
+		return CUDA_SUCCESS;
+	if (!dev_range(dst, n))
+		return CUDA_ERROR_INVALID_VALUE;
+	memset((void *)(uintptr_t)dst, v, n);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s)
+{
+	return cuMemsetD8(dst, v, n);
+}
+
+/* ---- streams and events ---- */
+
+CUresult cuStreamCreate(CUstream *s, unsigned int flags)
+{
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (s == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	*s = calloc(1, sizeof **s);
+	if (*s == NULL)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	(*s)->flags = flags;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuStreamDestroy(CUstream s)
+{
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (s == NULL)
+		return CUDA_ERROR_INVALID_HANDLE;
+	free(s);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuStreamSynchronize(CUstream s)
+{
+	return need_ctx();
+}
+
+CUresult cuStreamQuery(CUstream s)
+{
+	return need_ctx();
+}
+
+CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
+{
+	return need_ctx();
+}
+
+CUresult cuEventCreate(CUevent *e, unsigned int flags)
+{
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (e == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	*e = calloc(1, sizeof **e);
+	return *e == NULL ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+CUresult cuEventDestroy(CUevent e)
+{
+	if (e == NULL)
+		return CUDA_ERROR_INVALID_HANDLE;
+	free(e);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuEventRecord(CUevent e, CUstream s)
+{
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (e == NULL)
+		return CUDA_ERROR_INVALID_HANDLE;
+	e->ms = now_ms();
+	return CUDA_SUCCESS;
+}
+
+CUresult cuEventSynchronize(CUevent e)
+{
+	return e == NULL ? CUDA_ERROR_INVALID_HANDLE : CUDA_SUCCESS;
+}
+
+CUresult cuEventQuery(CUevent e)
+{
+	return e == NULL ? CUDA_ERROR_INVALID_HANDLE : CUDA_SUCCESS;
+}
+
+CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end)
+{
+	if (ms == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (start == NULL || end == NULL)
+		return CUDA_ERROR_INVALID_HANDLE;
+	*ms = (float)(end->ms - start->ms);
+	return CUDA_SUCCESS;
+}
+
+/* ---- modules: PTX text, entries checked against the host builds ---- */
+
+/* parse_entry reads ".entry NAME(" params ")" at s; returns the end. */
+static const char *parse_entry(const char *s, struct CUmod_st *m)
+{
+	const char *p = s + strlen(".entry");
+	size_t n = 0;
+	int params = 0, bad = 0;
+	while (*p == ' ' || *p == '\t')
+		p++;
+	while (p[n] != 0 && p[n] != '(' && p[n] != ' ' && p[n] != '\n' && n < 127)
+		n++;
+	if (m->n < MAX_ENTRIES) {
+		memcpy(m->names[m->n], p, n);
+		m->names[m->n][n] = 0;
+	}
+	p += n;
+	while (*p != 0 && *p != '(')
+		p++;
+	while (*p != 0 && *p != ')') {
+		if (strncmp(p, ".param", 6) == 0) {
+			params++;
+			p += 6;
+			while (*p == ' ' || *p == '\t')
+				p++;
+			if (strncmp(p, ".u64", 4) != 0 && strncmp(p, ".b64", 4) != 0 && strncmp(p, ".s64", 4) != 0 &&
+			    strncmp(p, ".f64", 4) != 0)
+				bad = 1;
+			continue;
+		}
+		p++;
+	}
+	if (m->n < MAX_ENTRIES)
+		m->params[m->n++] = bad ? -1 : params;
+	return p;
+}
+
+CUresult cuModuleLoadData(CUmodule *mod, const void *image)
+{
+	const char *s = image, *p, *t;
+	struct CUmod_st *m;
+	int sm = 0;
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (mod == NULL || s == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (strstr(s, ".version") == NULL || (t = strstr(s, ".target")) == NULL)
+		return CUDA_ERROR_INVALID_IMAGE;
+	if (sscanf(t, ".target sm_%d", &sm) != 1)
+		return CUDA_ERROR_INVALID_IMAGE;
+	if (sm > 90)
+		return CUDA_ERROR_NO_BINARY_FOR_GPU; /* not JIT-able for sm_90 */
+	m = calloc(1, sizeof *m);
+	if (m == NULL)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	for (p = strstr(s, ".entry"); p != NULL; p = strstr(p, ".entry"))
+		p = parse_entry(p, m);
+	if (m->n == 0) {
+		free(m);
+		return CUDA_ERROR_INVALID_IMAGE;
+	}
+	*mod = m;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuModuleUnload(CUmodule mod)
+{
+	if (mod == NULL)
+		return CUDA_ERROR_INVALID_HANDLE;
+	free(mod);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuModuleGetFunction(CUfunction *f, CUmodule mod, const char *name)
+{
+	int i, nargs = 0;
+	tr_host_fn fn;
+	struct CUfunc_st *h;
+	if (f == NULL || name == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (mod == NULL)
+		return CUDA_ERROR_INVALID_HANDLE;
+	for (i = 0; i < mod->n; i++)
+		if (strcmp(mod->names[i], name) == 0)
+			break;
+	if (i == mod->n)
+		return CUDA_ERROR_NOT_FOUND;
+	fn = tr_host_lookup(name, &nargs);
+	if (fn == NULL)
+		return CUDA_ERROR_NOT_SUPPORTED; /* a kernel with no host build */
+	if (mod->params[i] != nargs)
+		return CUDA_ERROR_INVALID_IMAGE; /* PTX and host build disagree */
+	h = calloc(1, sizeof *h);
+	if (h == NULL)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	h->fn = fn;
+	h->nargs = nargs;
+	snprintf(h->name, sizeof h->name, "%s", name);
+	*f = h;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+			unsigned shmem, CUstream s, void **params, void **extra)
+{
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (f == NULL)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 || gy > 65535 || gz > 65535 ||
+	    (unsigned long long)bx * by * bz > 1024 || bz > 64)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (gz != 1 || by != 1 || bz != 1 || shmem != 0 || extra != NULL)
+		return CUDA_ERROR_NOT_SUPPORTED; /* our kernels use none of these */
+	if (params == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	f->fn(params, gx, gy, bx);
+	return CUDA_SUCCESS;
+}
+
+/* ---- errors ---- */
+
+CUresult cuGetErrorString(CUresult e, const char **s)
+{
+	if (s == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	switch (e) {
+	case CUDA_SUCCESS:
+		*s = "no error";
+		break;
+	case CUDA_ERROR_OUT_OF_MEMORY:
+		*s = "out of memory";
+		break;
+	case CUDA_ERROR_NOT_SUPPORTED:
+		*s = "operation not supported (stand-in driver)";
+		break;
+	default:
+		*s = "stand-in driver error";
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult cuGetErrorName(CUresult e, const char **s)
+{
+	return cuGetErrorString(e, s);
+}
