@@ -94,11 +94,11 @@ func ExampleTable() {
 		panic(err)
 	}
 	h, _ := batch.Host()
-	fmt.Println("keys:", h.Keys, "left:", tbl.Size())
+	fmt.Println("items:", len(h.Keys), "left:", tbl.Size())
 	fmt.Println("step types:", h.StepType.Data())
 	fmt.Println("mask:", h.Mask.Data())
 	// Output:
-	// keys: [1 2] left: 0
+	// items: 2 left: 0
 	// step types: [1 2 2 1 2 2]
 	// mask: [true true false true true false]
 }

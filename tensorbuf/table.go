@@ -112,12 +112,11 @@ type Table struct {
 	items   []item
 	free    []int32
 	live    []int32
-	byKey   map[uint64]int32
 	head    int32
 	tail    int32
 	tree    sumTree
 	starts  []startHeap // per row: items by start, for eviction
-	nextKey uint64
+	nextKey uint64      // insertions so far; a key is nextKey<<32 | slot
 	maxLen  int
 	budget  int64 // samples left before MaxTimesSampled removes all
 	inserts int64
@@ -151,7 +150,6 @@ func (b *Buffer) NewTable(cfg TableConfig) (*Table, error) {
 		b:      b,
 		cfg:    cfg,
 		a:      cfg.PriorityExponent,
-		byKey:  make(map[uint64]int32),
 		head:   -1,
 		tail:   -1,
 		starts: make([]startHeap, b.numEnvs),
@@ -239,8 +237,8 @@ func (t *Table) insert(it Item) (key uint64, again bool, err error) {
 		t.remove(t.head)
 	}
 	t.nextKey++
-	key = t.nextKey
 	s := t.alloc()
+	key = t.nextKey<<32 | uint64(s)
 	t.items[s] = item{Item: it, key: key, live: true, pos: len(t.live), prev: t.tail, next: -1}
 	t.live = append(t.live, s)
 	if t.tail >= 0 {
@@ -249,7 +247,6 @@ func (t *Table) insert(it Item) (key uint64, again bool, err error) {
 		t.head = s
 	}
 	t.tail = s
-	t.byKey[key] = s
 	if t.cfg.Selector == Prioritized {
 		t.tree.grow(len(t.items))
 		t.tree.set(int(s), math.Pow(it.Priority, t.a))
@@ -262,6 +259,17 @@ func (t *Table) insert(it Item) (key uint64, again bool, err error) {
 	t.inserts++
 	t.notifyLocked()
 	return key, false, nil
+}
+
+// lookup returns the slot of a live item by key. Keys carry their slot in
+// their low 32 bits and the insertion number above, so a key is never
+// reused and needs no map.
+func (t *Table) lookup(key uint64) (int32, bool) {
+	s := int64(key & (1<<32 - 1))
+	if s >= int64(len(t.items)) || !t.items[s].live || t.items[s].key != key {
+		return 0, false
+	}
+	return int32(s), true
 }
 
 func (t *Table) alloc() int32 {
@@ -300,7 +308,6 @@ func (t *Table) remove(s int32) {
 	if t.cfg.MaxTimesSampled > 0 {
 		t.budget -= int64(t.cfg.MaxTimesSampled - it.timesSampled)
 	}
-	delete(t.byKey, it.key)
 	it.live = false
 	t.free = append(t.free, s)
 	t.notifyLocked()
@@ -330,7 +337,7 @@ func (t *Table) UpdatePriorities(keys []uint64, priorities []float64) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for i, k := range keys {
-		if _, ok := t.byKey[k]; !ok {
+		if _, ok := t.lookup(k); !ok {
 			return fmt.Errorf("%w: %d", ErrUnknownKey, k)
 		}
 		if p := priorities[i]; math.IsNaN(p) || math.IsInf(p, 0) || p < 0 {
@@ -338,7 +345,7 @@ func (t *Table) UpdatePriorities(keys []uint64, priorities []float64) error {
 		}
 	}
 	for i, k := range keys {
-		s := t.byKey[k]
+		s, _ := t.lookup(k)
 		t.items[s].Priority = priorities[i]
 		if t.cfg.Selector == Prioritized {
 			t.tree.set(int(s), math.Pow(priorities[i], t.a))
@@ -363,7 +370,7 @@ func (t *Table) Delete(keys ...uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, k := range keys {
-		if s, ok := t.byKey[k]; ok {
+		if s, ok := t.lookup(k); ok {
 			t.remove(s)
 		}
 	}
