@@ -1,11 +1,13 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -49,25 +51,39 @@ func newPyJob(l Layout, numEnvs, capacity int, kind string, b, seqLen int) *pyJo
 	return j
 }
 
-// pySpec is peers.py's input.
-type pySpec struct {
-	BudgetS float64 `json:"budget_s"`
-	MinOps  int     `json:"min_ops"`
-	MaxOps  int     `json:"max_ops"`
-	Rounds  int     `json:"rounds"`
-	Jobs    []pyJob `json:"jobs"`
+// pyRequest is one line of peers.py's input.
+type pyRequest struct {
+	BudgetS float64 `json:"budget_s,omitempty"`
+	MinOps  int     `json:"min_ops,omitempty"`
+	MaxOps  int     `json:"max_ops,omitempty"`
+	Rounds  int     `json:"rounds,omitempty"`
+	Job     *pyJob  `json:"job,omitempty"`
+	Drop    bool    `json:"drop,omitempty"`
 }
 
-// pyOutput is peers.py's output.
-type pyOutput struct {
+// pyHeader is peers.py's first output line.
+type pyHeader struct {
 	Versions map[string]string `json:"versions"`
 	Skipped  []Skip            `json:"skipped"`
 	Env      map[string]string `json:"env"`
-	Results  []struct {
-		ID   string    `json:"id"`
+}
+
+// pyReply is peers.py's answer to one job.
+type pyReply struct {
+	ID      string `json:"id"`
+	Results []struct {
 		Peer string    `json:"peer"`
 		NS   []float64 `json:"ns"`
 	} `json:"results"`
+}
+
+// pyWorker is the running peers.py.
+type pyWorker struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	out    *bufio.Reader
+	stderr *bytes.Buffer
+	script string
 }
 
 // findPython returns the interpreter for the peers, or "" and why not.
@@ -88,69 +104,143 @@ func findPython(want string) (string, string) {
 	return want, ""
 }
 
-// pythonPeers runs every queued Python job in one subprocess and merges
-// its results into the rows by job id.
-func (r *runner) pythonPeers(ctx context.Context) error {
-	if len(r.jobs) == 0 {
-		return nil
-	}
+// startPython starts peers.py and reads its header; it records a skip
+// and returns nil when the peers cannot run.
+func (r *runner) startPython(ctx context.Context) *pyWorker {
 	py, why := findPython(r.opt.Python)
 	if py == "" {
 		r.skip("numpy and torch peers", "%s", why)
 		return nil
 	}
-	fmt.Fprintf(r.opt.Progress, "\rbench: numpy/torch peers: %d jobs (%s)%s", len(r.jobs), time.Since(r.start).Round(100*time.Millisecond), clearEOL)
-	spec := pySpec{BudgetS: r.bud.Time.Seconds(), MinOps: r.bud.MinOps, MaxOps: r.bud.MaxOps, Rounds: r.rounds, Jobs: r.jobs}
-	in, err := json.Marshal(spec)
-	if err != nil {
-		return err
-	}
 	f, err := os.CreateTemp("", "trajring-peers-*.py")
 	if err != nil {
-		return fmt.Errorf("bench: peers script: %w", err)
+		r.skip("numpy and torch peers", "writing peers.py: %v", err)
+		return nil
 	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(peersScript); err != nil {
-		f.Close()
-		return fmt.Errorf("bench: peers script: %w", err)
+	_, err = f.Write(peersScript)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	f.Close()
-	cmd := exec.CommandContext(ctx, py, f.Name())
-	cmd.Stdin = bytes.NewReader(in)
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	cmd.Env = os.Environ()
+	if err != nil {
+		os.Remove(f.Name())
+		r.skip("numpy and torch peers", "writing peers.py: %v", err)
+		return nil
+	}
+	w := &pyWorker{stderr: new(bytes.Buffer), script: f.Name()}
+	w.cmd = exec.CommandContext(ctx, py, f.Name())
+	w.cmd.Stderr = w.stderr
+	w.cmd.Env = os.Environ()
 	if os.Getenv("OPENBLAS_CORETYPE") == "" {
 		// Debian 12's OpenBLAS 0.3.21 predates Zen 5 and may misdetect it;
 		// fancy indexing uses no BLAS, this only keeps start-up sane.
-		cmd.Env = append(cmd.Env, "OPENBLAS_CORETYPE=Haswell")
+		w.cmd.Env = append(w.cmd.Env, "OPENBLAS_CORETYPE=Haswell")
 	}
-	if err := cmd.Run(); err != nil {
-		r.skip("numpy and torch peers", "%s failed: %v: %s", py, err, lastLines(stderr.String(), 3))
+	stdout, err := w.cmd.StdoutPipe()
+	if err == nil {
+		w.in, err = w.cmd.StdinPipe()
+	}
+	if err == nil {
+		err = w.cmd.Start()
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		r.skip("numpy and torch peers", "starting %s: %v", py, err)
 		return nil
 	}
-	var res pyOutput
-	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		r.skip("numpy and torch peers", "bad output from peers.py: %v", err)
+	w.out = bufio.NewReaderSize(stdout, 1<<20)
+	var h pyHeader
+	if err := w.read(&h); err != nil {
+		r.skip("numpy and torch peers", "%s peers.py: %v", py, err)
+		w.close()
 		return nil
 	}
-	return r.mergePython(&res)
-}
-
-// mergePython adds peers.py's results to the rows.
-func (r *runner) mergePython(res *pyOutput) error {
-	for k, v := range res.Versions {
+	for k, v := range h.Versions {
 		r.rep.Versions[k] = v
 	}
-	if v := res.Env["OPENBLAS_CORETYPE"]; v != "" {
+	if v := h.Env["OPENBLAS_CORETYPE"]; v != "" {
 		r.note("Python peers ran with OPENBLAS_CORETYPE=%s (no BLAS is used by the measured indexing)", v)
 	}
-	r.rep.Skipped = append(r.rep.Skipped, res.Skipped...)
-	for _, x := range res.Results {
-		i, err := strconv.Atoi(x.ID)
-		if err != nil || i < 0 || i >= len(r.rep.Rows) {
-			return fmt.Errorf("bench: peers.py returned unknown job %q", x.ID)
+	for _, s := range h.Skipped {
+		r.skip(s.What, "%s", s.Reason)
+	}
+	if len(h.Skipped) > 0 && h.Skipped[0].What == "numpy and torch peers" {
+		w.close()
+		return nil
+	}
+	return w
+}
+
+func (w *pyWorker) read(v any) error {
+	line, err := w.out.ReadBytes('\n')
+	if err != nil {
+		return fmt.Errorf("%w: %s", err, lastLines(w.stderr.String(), 3))
+	}
+	return json.Unmarshal(line, v)
+}
+
+func (w *pyWorker) send(req pyRequest) error {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	_, err = w.in.Write(append(b, '\n'))
+	return err
+}
+
+func (w *pyWorker) close() {
+	w.in.Close()
+	w.cmd.Wait()
+	os.Remove(w.script)
+}
+
+// flushPython measures the queued Python jobs (those of the group just
+// measured, whose Go memory is freed by now) and merges the results into
+// the rows by job id, then lets peers.py free its arrays.
+func (r *runner) flushPython(ctx context.Context) error {
+	jobs := r.jobs
+	r.jobs = nil
+	if len(jobs) == 0 || r.pyDead {
+		return nil
+	}
+	if r.py == nil {
+		if r.py = r.startPython(ctx); r.py == nil {
+			r.pyDead = true
+			return nil
 		}
+	}
+	for _, j := range jobs {
+		i, _ := strconv.Atoi(j.ID)
+		fmt.Fprintf(r.opt.Progress, "\rbench: numpy/torch peers: %s (%s)%s", r.rep.Rows[i].Scenario, time.Since(r.start).Round(100*time.Millisecond), clearEOL)
+		req := pyRequest{BudgetS: r.bud.Time.Seconds(), MinOps: r.bud.MinOps, MaxOps: r.bud.MaxOps, Rounds: r.rounds, Job: &j}
+		var rep pyReply
+		err := r.py.send(req)
+		if err == nil {
+			err = r.py.read(&rep)
+		}
+		if err != nil {
+			r.skip("numpy and torch peers (from "+r.rep.Rows[i].Scenario+" on)", "peers.py: %v", err)
+			r.py.close()
+			r.py, r.pyDead = nil, true
+			return nil
+		}
+		if err := r.mergePython(&rep); err != nil {
+			return err
+		}
+	}
+	var dropped map[string]any
+	if err := r.py.send(pyRequest{Drop: true}); err == nil {
+		r.py.read(&dropped)
+	}
+	return nil
+}
+
+// mergePython adds one job's peer results to its row.
+func (r *runner) mergePython(rep *pyReply) error {
+	i, err := strconv.Atoi(rep.ID)
+	if err != nil || i < 0 || i >= len(r.rep.Rows) {
+		return fmt.Errorf("bench: peers.py returned unknown job %q", rep.ID)
+	}
+	for _, x := range rep.Results {
 		s, err := Summarise(x.NS)
 		if err != nil {
 			continue

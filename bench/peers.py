@@ -2,9 +2,12 @@
 """Peers of trajring's benchmark: NumPy fancy indexing and PyTorch
 index_select over the same layout as the Go scenarios.
 
-Reads a JSON job list on stdin and writes one JSON object on stdout:
-{"versions": {...}, "skipped": [{"what", "reason"}], "results":
-[{"id", "peer", "ns": [...]}]}. Progress goes to stderr. Each job says
+A long-lived worker: it first writes a header line {"versions": {...},
+"skipped": [{"what", "reason"}], "env": {...}} on stdout, then reads one
+JSON request per line on stdin, {"budget_s", "min_ops", "max_ops",
+"rounds", "job": {...}}, and answers each with one line {"id",
+"results": [{"peer", "ns": [...]}]}; {"drop": true} frees the cached
+arrays. Progress goes to stderr. Each job says
 the layout (fields with dtype and shape, plus the built-in columns), the
 number of rows and steps per row, the operation and its size. Arrays are
 laid out [rows * capacity, ...] per field, as trajring's rings are, and
@@ -192,46 +195,54 @@ def measure(op, budget_s, min_ops, max_ops, rounds):
 
 
 def main():
-    spec = json.load(sys.stdin)
-    out = {"versions": {"python": sys.version.split()[0]}, "skipped": [], "results": [],
-           "env": {"OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE", "")}}
+    header = {"versions": {"python": sys.version.split()[0]}, "skipped": [],
+              "env": {"OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE", "")}}
     try:
         import numpy as np
-        out["versions"]["numpy"] = np.__version__
+        header["versions"]["numpy"] = np.__version__
     except Exception as e:  # noqa: BLE001 - any import failure means no peer
-        out["skipped"].append({"what": "numpy and torch peers", "reason": "import numpy: %s" % e})
-        json.dump(out, sys.stdout)
+        header["skipped"].append({"what": "numpy and torch peers", "reason": "import numpy: %s" % e})
+        print(json.dumps(header), flush=True)
         return
     torch = None
+    default_threads = 1
     try:
         import torch
-        out["versions"]["torch"] = torch.__version__
+        header["versions"]["torch"] = torch.__version__
         default_threads = torch.get_num_threads()
-        out["versions"]["torch_default_threads"] = str(default_threads)
+        header["versions"]["torch_default_threads"] = str(default_threads)
     except Exception as e:  # noqa: BLE001
-        out["skipped"].append({"what": "torch peers", "reason": "import torch: %s" % e})
+        header["skipped"].append({"what": "torch peers", "reason": "import torch: %s" % e})
+    print(json.dumps(header), flush=True)
     rng = np.random.default_rng(7)
-    budget, min_ops, max_ops, rounds = spec["budget_s"], spec["min_ops"], spec["max_ops"], spec.get("rounds", 1)
     cache_key, cols = None, None
-    for job in spec["jobs"]:
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        req = json.loads(line)
+        if req.get("drop"):
+            cache_key, cols = None, None
+            print(json.dumps({"dropped": True}), flush=True)
+            continue
+        job = req["job"]
+        budget, min_ops, max_ops, rounds = req["budget_s"], req["min_ops"], req["max_ops"], req.get("rounds", 1)
         key = (json.dumps(job["fields"]), job["num_envs"], job["capacity"])
         if key != cache_key:
             cols = None
             log("building %s arrays: %d x %d steps" % (job.get("layout", "?"), job["num_envs"], job["capacity"]))
             cols = build(np, job)
             cache_key = key
-        log(job["id"])
+        res = {"id": job["id"], "results": []}
         op = numpy_op(np, rng, job, cols)
-        if op is None:
-            continue
-        out["results"].append({"id": job["id"], "peer": "numpy", "ns": measure(op, budget, min_ops, max_ops, rounds)})
-        if torch is not None:
-            top = torch_op(np, torch, rng, job, cols)
-            torch.set_num_threads(1)
-            out["results"].append({"id": job["id"], "peer": "torch-1thread", "ns": measure(top, budget, min_ops, max_ops, rounds)})
-            torch.set_num_threads(default_threads)
-            out["results"].append({"id": job["id"], "peer": "torch", "ns": measure(top, budget, min_ops, max_ops, rounds)})
-    json.dump(out, sys.stdout)
+        if op is not None:
+            res["results"].append({"peer": "numpy", "ns": measure(op, budget, min_ops, max_ops, rounds)})
+            if torch is not None:
+                top = torch_op(np, torch, rng, job, cols)
+                torch.set_num_threads(1)
+                res["results"].append({"peer": "torch-1thread", "ns": measure(top, budget, min_ops, max_ops, rounds)})
+                torch.set_num_threads(default_threads)
+                res["results"].append({"peer": "torch", "ns": measure(top, budget, min_ops, max_ops, rounds)})
+        print(json.dumps(res), flush=True)
 
 
 if __name__ == "__main__":

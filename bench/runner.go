@@ -77,15 +77,16 @@ type scenario struct {
 
 // runner carries one run's state.
 type runner struct {
-	opt     Options
-	be      tensorbuf.Backend
-	rep     *Report
-	bud     Budget
-	rounds  int
-	jobs    []pyJob
-	start   time.Time
-	done    int
-	syncErr error
+	opt    Options
+	be     tensorbuf.Backend
+	rep    *Report
+	bud    Budget
+	rounds int
+	jobs   []pyJob
+	start  time.Time
+	done   int
+	py     *pyWorker
+	pyDead bool
 }
 
 // Run measures every scenario of the mode and returns the report. The
@@ -126,13 +127,18 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 			return nil, err
 		}
 		if err := g(ctx); err != nil {
+			r.stopPython()
 			return nil, err
 		}
 		releaseMemory()
+		// The group's Python peers run now, next to its Go figures in time,
+		// after the group's Go memory is freed.
+		if err := r.flushPython(ctx); err != nil {
+			r.stopPython()
+			return nil, err
+		}
 	}
-	if err := r.pythonPeers(ctx); err != nil {
-		return nil, err
-	}
+	r.stopPython()
 	for i := range r.rep.Rows {
 		r.rep.Rows[i].finish()
 	}
@@ -141,6 +147,13 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 }
 
 const clearEOL = "\033[K"
+
+func (r *runner) stopPython() {
+	if r.py != nil {
+		r.py.close()
+		r.py = nil
+	}
+}
 
 func ceilingNote(be tensorbuf.Backend) string {
 	if _, ok := ceilingFactories[be.Name()]; ok {
