@@ -12,6 +12,7 @@ import (
 
 	"github.com/trajring/trajring/cpu"
 	"github.com/trajring/trajring/kernels"
+	"gorgonia.org/cu"
 	"gorgonia.org/tensor"
 )
 
@@ -643,4 +644,14 @@ func TestGatherWindowsExact(t *testing.T) {
 	if want := []byte{1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}; !bytes.Equal(got, want) {
 		t.Errorf("mask = %v, want %v", got, want)
 	}
+}
+
+// TestDevice reports which device and driver the tests ran on (the
+// stand-in driver names itself), so that logs show what was exercised.
+func TestDevice(t *testing.T) {
+	b := newBackend(t)
+	if b.Device() == "" {
+		t.Fatal("empty device name")
+	}
+	t.Logf("device: %s, driver API version %d", b.Device(), cu.Version())
 }
