@@ -49,6 +49,9 @@ func TestMain(m *testing.M) {
 	if benchFixture.ceil != nil {
 		benchFixture.ceil.Close()
 	}
+	if lowDimFixture.buf != nil {
+		lowDimFixture.buf.Close()
+	}
 	if benchFixture.buf != nil {
 		benchFixture.buf.Close()
 	}
@@ -247,4 +250,37 @@ func BenchmarkAdd(b *testing.B) {
 		}
 		reportGBps(b, moved)
 	})
+}
+
+var lowDimFixture struct {
+	once sync.Once
+	buf  *tensorbuf.Buffer
+	err  error
+}
+
+// BenchmarkSampleLowDim samples L=1 rows of 108-byte steps from a
+// 1,000,000-step buffer at a small and a large batch: the large one runs
+// over the cpu backend's goroutines.
+func BenchmarkSampleLowDim(b *testing.B) {
+	for _, n := range []int{256, 65536} {
+		b.Run(fmt.Sprintf("B=%d/L=1/ours", n), func(b *testing.B) {
+			lowDimFixture.once.Do(func() { lowDimFixture.buf, lowDimFixture.err = Filled(LowDim(), 16, 62500, nil) })
+			if lowDimFixture.err != nil {
+				b.Fatal(lowDimFixture.err)
+			}
+			buf := lowDimFixture.buf
+			var bt tensorbuf.Batch
+			defer bt.Release()
+			if err := buf.SampleSequencesInto(&bt, n, 1, tensorbuf.SequenceOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := buf.SampleSequencesInto(&bt, n, 1, tensorbuf.SequenceOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportGBps(b, 2*int64(n)*(LowDim().StepBytes()+1))
+		})
+	}
 }

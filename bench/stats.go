@@ -94,9 +94,16 @@ type Budget struct {
 	Warmup int
 }
 
+// minSample is the shortest time one latency sample may cover: faster
+// operations are timed in groups of several calls (each sample is the
+// group's time over its size), so that reading the clock (tens of ns on
+// a VM) does not count as the operation's cost.
+const minSample = 5 * time.Microsecond
+
 // recorder accumulates the latencies of one contestant over several
 // interleaved rounds, and its allocations.
 type recorder struct {
+	inner   int // calls per latency sample, fixed at the first warm-up
 	ns      []float64
 	mallocs uint64
 	bytes   uint64
@@ -107,9 +114,18 @@ type recorder struct {
 // brackets the timed loop, so allocations are exact counts per op (as
 // testing.B reports them), and the loop itself allocates nothing.
 func (r *recorder) run(op func() error, bud Budget) error {
+	w0 := time.Now()
 	for range bud.Warmup {
 		if err := op(); err != nil {
 			return err
+		}
+	}
+	if r.inner == 0 {
+		r.inner = 1
+		if bud.Warmup > 0 {
+			if per := time.Since(w0) / time.Duration(bud.Warmup); per < minSample {
+				r.inner = int(minSample/max(per, 1)) + 1
+			}
 		}
 	}
 	if cap(r.ns)-len(r.ns) < bud.MaxOps {
@@ -122,11 +138,13 @@ func (r *recorder) run(op func() error, bud Budget) error {
 	n := 0
 	for n < bud.MaxOps && (n < bud.MinOps || time.Since(start) < bud.Time) {
 		t0 := time.Now()
-		if err := op(); err != nil {
-			return err
+		for range r.inner {
+			if err := op(); err != nil {
+				return err
+			}
 		}
-		r.ns = append(r.ns, float64(time.Since(t0).Nanoseconds()))
-		n++
+		r.ns = append(r.ns, float64(time.Since(t0).Nanoseconds())/float64(r.inner))
+		n += r.inner
 	}
 	runtime.ReadMemStats(&ms)
 	r.mallocs += ms.Mallocs - m0
@@ -140,6 +158,7 @@ func (r *recorder) stats() (Stats, error) {
 	if err != nil {
 		return s, err
 	}
+	s.Ops = r.ops
 	s.AllocsPerOp = float64(r.mallocs) / float64(r.ops)
 	s.BytesPerOp = float64(r.bytes) / float64(r.ops)
 	return s, nil
