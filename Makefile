@@ -55,3 +55,17 @@ $(STANDIN): gpu/standin/standin.c gpu/standin/gen-stubs.sh $(KERNEL_HDRS)
 test-cuda: standin
 	CGO_LDFLAGS="-L$(CUDA_STUBS)" LD_LIBRARY_PATH=$(CURDIR)/$(STANDIN_DIR) \
 		sh -c '$(GO) vet -tags cuda ./... && $(GO) test -race -tags cuda -count=1 ./...'
+
+# --- Benchmarks (issue 5). `bench` runs the full suite (table on stdout,
+# JSON and SVG plots in bench/results/); `bench-quick` the CI subset
+# (under two minutes); `bench-go` the Go benchmarks with allocations.
+.PHONY: bench bench-quick bench-go
+
+bench:
+	$(GO) run ./cmd/trajring bench
+
+bench-quick:
+	$(GO) run ./cmd/trajring bench -quick
+
+bench-go:
+	$(GO) test -run '^$$' -bench . -benchmem ./bench
