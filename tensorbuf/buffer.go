@@ -229,6 +229,17 @@ func (b *Buffer) StepBytes() int64 {
 	return s
 }
 
+// MemoryBytes returns the memory the buffer holds for its steps: the ring
+// arenas (numEnvs*capacity*StepBytes) plus the host mirror of step types
+// (one byte per step).
+func (b *Buffer) MemoryBytes() int64 {
+	var n int64
+	for i := range b.cols {
+		n += b.cols[i].arena.Size()
+	}
+	return n + int64(len(b.meta))
+}
+
 // Cursor returns the number of steps ever written to a row; the newest
 // stored step of the row is Cursor-1. It returns -1 for a row out of range.
 func (b *Buffer) Cursor(row int) int64 {

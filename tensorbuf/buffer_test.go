@@ -335,3 +335,24 @@ func TestUseAfterClose(t *testing.T) {
 		}
 	}
 }
+
+// TestRingMemoryIsTheStepBytes checks that a buffer of 3 KB steps holds
+// within 5% of the raw bytes of the steps it stores.
+func TestRingMemoryIsTheStepBytes(t *testing.T) {
+	b, err := tensorbuf.New(tensorbuf.Config{NumEnvs: 4, Capacity: 1000, Fields: []tensorbuf.Field{
+		{Name: "pixels", DType: tensorbuf.Uint8, Shape: []int{32, 32, 3}},
+		{Name: "action", Role: tensorbuf.Action, DType: tensorbuf.Float32, Shape: []int{5}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	// 3,072 + 20 bytes of fields + 16 of step types, reward and discount.
+	if b.StepBytes() != 3108 {
+		t.Fatalf("step bytes %d, want 3108", b.StepBytes())
+	}
+	raw := int64(4*1000) * b.StepBytes()
+	if got := b.MemoryBytes(); got < raw || float64(got) > 1.05*float64(raw) {
+		t.Fatalf("memory %d bytes for %d bytes of steps", got, raw)
+	}
+}
