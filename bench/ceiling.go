@@ -31,6 +31,9 @@ type Ceiling interface {
 	// Scatter writes len(idx) steps of every column to ring steps idx:
 	// the work of an add.
 	Scatter(idx []int64) error
+	// Gathers reports whether Windows, Transitions and Scatter are
+	// implemented; a device ceiling is only a plain device-to-device copy.
+	Gathers() bool
 	// Close frees the ceiling's memory.
 	Close() error
 }
@@ -47,18 +50,22 @@ type CeilingConfig struct {
 	PlainBytes int64
 }
 
-// ceilingFactories holds ceilings of backends other than cpu by backend
-// name; files built with the cuda tag register the device one here.
-var ceilingFactories = map[string]func(be tensorbuf.Backend, cfg CeilingConfig) (Ceiling, error){}
+// DeviceCopier is implemented by device backends (the gpu backend) that
+// can copy between their arenas: the device ceiling is that copy.
+type DeviceCopier interface {
+	// Copy queues a copy of n bytes from src at srcOff to dst at dstOff.
+	Copy(dst tensorbuf.Arena, dstOff int64, src tensorbuf.Arena, srcOff, n int64) error
+}
 
-// NewCeiling returns the ceiling of a backend: host arenas for the cpu
-// backend; ErrNoCeiling for a backend that registered none.
+// NewCeiling returns the ceiling of a backend: host arenas and copy()
+// loops for the cpu backend; a device-to-device copy for a backend that
+// implements DeviceCopier; ErrNoCeiling otherwise.
 func NewCeiling(be tensorbuf.Backend, cfg CeilingConfig) (Ceiling, error) {
 	if be == nil || be.Name() == "cpu" {
 		return newHostCeiling(cfg)
 	}
-	if f, ok := ceilingFactories[be.Name()]; ok {
-		return f(be, cfg)
+	if _, ok := be.(DeviceCopier); ok {
+		return newDeviceCeiling(be, cfg)
 	}
 	return nil, fmt.Errorf("%w: %q", ErrNoCeiling, be.Name())
 }
@@ -164,6 +171,9 @@ func pattern(b []byte) {
 		copy(b[n:], b[:n])
 	}
 }
+
+// Gathers reports true: every operation has a host ceiling.
+func (h *hostCeiling) Gathers() bool { return true }
 
 func (h *hostCeiling) Close() error {
 	var errs []error

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"testing"
 
+	"github.com/trajring/trajring/cpu"
+	"github.com/trajring/trajring/kernels"
 	"github.com/trajring/trajring/tensorbuf"
 )
 
@@ -167,7 +169,8 @@ func TestRunSmoke(t *testing.T) {
 	if r.Group != "capacity-sweep" || r.B != 256 || r.L != 1 || r.S != 109 || r.Capacity != 10000 || r.Bytes != 2*256*109 {
 		t.Errorf("row %+v", r)
 	}
-	if r.Ours.Ops < 3 || r.Plain == nil || r.Gather == nil || r.Ours.P50 <= 0 || r.Ours.P99 < r.Ours.P50 {
+	cpuBackend := rep.Backend == "cpu" // cuda builds run on the gpu backend
+	if r.Ours.Ops < 3 || r.Plain == nil || (r.Gather == nil) == cpuBackend || r.Ours.P50 <= 0 || r.Ours.P99 < r.Ours.P50 {
 		t.Errorf("row stats %+v plain %v gather %v", r.Ours, r.Plain, r.Gather)
 	}
 	if r.Peer(PeerGoPerm) == nil || r.Peer(PeerGoIntN) == nil {
@@ -178,5 +181,86 @@ func TestRunSmoke(t *testing.T) {
 	}
 	if d := rep.Rows[1]; d.Group != "driver" || d.B != 16 || d.StepsPerSec <= 0 {
 		t.Errorf("driver row %+v", d)
+	}
+}
+
+// fakeDevice is the cpu backend dressed as a device backend: it copies
+// between arenas, counts syncs and kernel launches.
+type fakeDevice struct {
+	*cpu.Backend
+	syncs, launches int64
+}
+
+func (f *fakeDevice) Name() string { return "fake-device" }
+
+func (f *fakeDevice) Copy(dst tensorbuf.Arena, dstOff int64, src tensorbuf.Arena, srcOff, n int64) error {
+	copy(dst.(*cpu.Arena).Bytes()[dstOff:dstOff+n], src.(*cpu.Arena).Bytes()[srcOff:srcOff+n])
+	return nil
+}
+
+func (f *fakeDevice) Sync() error { f.syncs++; return nil }
+
+func (f *fakeDevice) Launches() int64 { return f.launches }
+
+func (f *fakeDevice) GatherWindows(cols []kernels.Column, wins []kernels.Window, seqLen, capacity int64, mask kernels.Arena, maskOff int64) error {
+	f.launches++
+	return f.Backend.GatherWindows(cols, wins, seqLen, capacity, mask, maskOff)
+}
+
+func TestDeviceCeiling(t *testing.T) {
+	be := &fakeDevice{Backend: cpu.New()}
+	c, err := NewCeiling(be, CeilingConfig{Layout: LowDim(), NumEnvs: 2, Capacity: 10, OutSteps: 4, PlainBytes: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	d := c.(*deviceCeiling)
+	if d.src.Size() != 2*10*108 || d.dst.Size() != 100 {
+		t.Errorf("source %d bytes (want the ring's 2160), destination %d (want 100)", d.src.Size(), d.dst.Size())
+	}
+	src := d.src.(*cpu.Arena).Bytes()
+	for i := range src {
+		src[i] = byte(i)
+	}
+	for k, want := range []int64{0, 100, 200} {
+		if err := c.Plain(100); err != nil {
+			t.Fatal(err)
+		}
+		if got := d.dst.(*cpu.Arena).Bytes()[0]; got != byte(want) {
+			t.Errorf("copy %d started at byte %d, want %d (rotating source)", k, got, want)
+		}
+	}
+	if be.syncs != 3 {
+		t.Errorf("%d syncs for 3 copies", be.syncs)
+	}
+	if c.Gathers() || c.Windows(nil, 1) == nil || c.Scatter(nil) == nil || c.Transitions(nil, nil) == nil {
+		t.Error("device ceiling claims gathers")
+	}
+	if err := c.Plain(101); err == nil {
+		t.Error("Plain beyond the destination gave no error")
+	}
+	if _, err := NewCeiling(struct{ tensorbuf.Backend }{be}, CeilingConfig{Layout: LowDim(), NumEnvs: 1, Capacity: 1}); err == nil {
+		t.Error("a backend without Copy got a ceiling")
+	}
+}
+
+func TestRunOnDeviceBackend(t *testing.T) {
+	be := &fakeDevice{Backend: cpu.New()}
+	rep, err := Run(context.Background(), Options{Mode: Quick, Backend: be, Python: "none", NoGoPeer: true, Filter: regexp.MustCompile(`capacity 10\.0k`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 1 || rep.Backend != "fake-device" {
+		t.Fatalf("rows %+v on %q", rep.Rows, rep.Backend)
+	}
+	r := rep.Rows[0]
+	if r.Plain == nil || r.Gather != nil || r.FracPlain <= 0 || r.FracGather != 0 {
+		t.Errorf("device row: plain %v gather %v fractions %v %v", r.Plain, r.Gather, r.FracPlain, r.FracGather)
+	}
+	if r.LaunchesPerOp != 1 {
+		t.Errorf("launches per op = %v, want 1 (one GatherWindows per sample)", r.LaunchesPerOp)
+	}
+	if len(r.Peers) != 0 {
+		t.Errorf("peers ran though disabled: %+v", r.Peers)
 	}
 }

@@ -156,10 +156,10 @@ func (r *runner) stopPython() {
 }
 
 func ceilingNote(be tensorbuf.Backend) string {
-	if _, ok := ceilingFactories[be.Name()]; ok {
-		return "device-to-device copies of the same bytes"
+	if _, ok := be.(DeviceCopier); ok {
+		return "a device-to-device copy of the same bytes (plain copy column; no gather ceiling on the device)"
 	}
-	return "not implemented yet, fractions left blank"
+	return "none for this backend, fractions left blank"
 }
 
 func releaseMemory() {

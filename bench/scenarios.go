@@ -77,7 +77,9 @@ func (r *runner) sequenceScenario(f *fixture, group, name string, n, l int, opt 
 		next := cycle(len(d.Windows))
 		moved := int64(n*l) * sc.row.S
 		sc.plain = func() error { return f.ceil.Plain(moved) }
-		sc.gather = func() error { return f.ceil.Windows(d.Windows[next()], int64(l)) }
+		if f.ceil.Gathers() {
+			sc.gather = func() error { return f.ceil.Windows(d.Windows[next()], int64(l)) }
+		}
 	}
 	if f.peer != nil {
 		sc.peers = []op{
@@ -112,7 +114,9 @@ func (r *runner) transitionScenario(f *fixture, group, name string, n int) (*sce
 		next := cycle(len(d.Idx))
 		moved := int64(n) * sc.row.S
 		sc.plain = func() error { return f.ceil.Plain(moved) }
-		sc.gather = func() error { k := next(); return f.ceil.Transitions(d.Idx[k], d.Next[k]) }
+		if f.ceil.Gathers() {
+			sc.gather = func() error { k := next(); return f.ceil.Transitions(d.Idx[k], d.Next[k]) }
+		}
 	}
 	if f.peer != nil {
 		sc.peers = []op{
@@ -143,7 +147,9 @@ func (r *runner) tableScenario(f *fixture, t *tensorbuf.Table, group, name strin
 		next := cycle(len(d))
 		moved := int64(n) * sc.row.S
 		sc.plain = func() error { return f.ceil.Plain(moved) }
-		sc.gather = func() error { return f.ceil.Windows(d[next()], 1) }
+		if f.ceil.Gathers() {
+			sc.gather = func() error { return f.ceil.Windows(d[next()], 1) }
+		}
 	}
 	return sc, func() { bt.Release() }, nil
 }
@@ -286,7 +292,9 @@ func (r *runner) exportScenario(f *fixture) (*scenario, func(), error) {
 	if f.ceil != nil {
 		moved := int64(n) * sc.row.S
 		sc.plain = func() error { return f.ceil.Plain(moved) }
-		sc.gather = func() error { return f.ceil.Transitions(idx, next) }
+		if f.ceil.Gathers() {
+			sc.gather = func() error { return f.ceil.Transitions(idx, next) }
+		}
 	}
 	sc.py = newPyJob(f.layout, f.numEnvs, f.capacity, "export", n, 1)
 	return sc, func() {}, nil
@@ -374,6 +382,9 @@ func (r *runner) addScenario(f *fixture, name string) (*scenario, func(), error)
 			}
 			ct++
 			return f.ceil.Scatter(idx)
+		}
+		if !f.ceil.Gathers() {
+			sc.gather = nil
 		}
 	}
 	if f.peer != nil {
