@@ -1,0 +1,71 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/trajring/trajring/kernels"
+)
+
+// NStepReward writes the discounted sum of up to n float32 rewards per
+// window of a ring shaped [rows, capacity] (the reward column of a
+// buffer), for n-step transitions. Sums are accumulated in float64 in step
+// order, each product and sum rounded to float64 (no fused multiply-add),
+// and rounded once to float32 at the end:
+//
+//	for i, w := range wins {
+//		s, g := 0.0, 1.0
+//		for j := int64(0); j < w.Len; j++ {
+//			ix := w.Row*capacity + (w.Start+j)%capacity
+//			s = float64(s + float64(g*float64(ring[ix])))
+//			g = float64(g * gamma)
+//		}
+//		out[outOff/4+i] = float32(s)
+//	}
+//
+// ring and out are float32 arenas; outOff is a byte offset, a multiple of
+// 4. Every window needs 0 <= Row < rows, Start >= 0 and 0 <= Len <=
+// capacity; gamma must lie in [0, 1]. Nothing is written on error. It is
+// safe for concurrent use by calls writing disjoint outputs.
+func (*Backend) NStepReward(ring, out kernels.Arena, outOff int64, wins []kernels.Window, capacity int64, gamma float64) error {
+	r, err := host(ring)
+	if err != nil {
+		return err
+	}
+	o, err := host(out)
+	if err != nil {
+		return err
+	}
+	if capacity <= 0 || r.Size()%(4*capacity) != 0 {
+		return fmt.Errorf("%w: reward ring of %d bytes, capacity %d", ErrBounds, r.Size(), capacity)
+	}
+	if math.IsNaN(gamma) || gamma < 0 || gamma > 1 {
+		return fmt.Errorf("%w: gamma %v outside [0, 1]", ErrBounds, gamma)
+	}
+	n := int64(len(wins))
+	if outOff < 0 || outOff%4 != 0 || outOff+4*n > o.Size() {
+		return fmt.Errorf("%w: %d sums at %d into %d bytes", ErrBounds, n, outOff, o.Size())
+	}
+	rows := r.Size() / 4 / capacity
+	for i, w := range wins {
+		if w.Row < 0 || w.Row >= rows || w.Start < 0 || w.Len < 0 || w.Len > capacity {
+			return fmt.Errorf("%w: window %d %+v (rows %d, capacity %d)", ErrBounds, i, w, rows, capacity)
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	rw := unsafe.Slice((*float32)(unsafe.Pointer(&r.b[0])), r.Size()/4)
+	ow := unsafe.Slice((*float32)(unsafe.Pointer(&o.b[outOff])), n)
+	for i, w := range wins {
+		s, g := 0.0, 1.0
+		for j := int64(0); j < w.Len; j++ {
+			ix := w.Row*capacity + (w.Start+j)%capacity
+			s = float64(s + float64(g*float64(rw[ix])))
+			g = float64(g * gamma)
+		}
+		ow[i] = float32(s)
+	}
+	return nil
+}

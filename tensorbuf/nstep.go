@@ -1,0 +1,337 @@
+package tensorbuf
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"unsafe"
+
+	"github.com/trajring/trajring/cpu"
+)
+
+// NStepOptions ask for n-step transitions.
+//
+// The n-step transition at step t of a row keeps the fields at t and
+// looks k steps ahead, where k is the smallest of
+//
+//   - Horizon (n);
+//   - j, for the first step t+j-1 whose next_step_type is Last (the
+//     episode's last transition: n-step returns never cross an episode);
+//   - Cursor-1-t: the steps after the newest stored step do not exist yet,
+//     so a transition near a row's write cursor is truncated there and
+//     bootstraps from the newest stored step (see below for why).
+//
+// With gamma = DiscountFactor:
+//
+//   - Reward = sum_{j<k} gamma^j * reward(t+j) (the stored rewards);
+//   - NextObservation = the observation fields at step t+k;
+//   - Discount = 0 when step t+k-1 terminates the episode (Last with
+//     discount 0), gamma^k otherwise, after a truncation (Last with
+//     discount > 0) too, so that reward + Discount * V(next) is the n-step
+//     target;
+//   - IsDone = the IsDone of step t+k-1, as for a one-step transition;
+//     it is Running for a transition truncated at the cursor.
+//
+// Stored discounts other than 0 count as 1: environments report 0 or 1,
+// and the agent's discount is DiscountFactor. With Horizon 1 and
+// DiscountFactor 1 the n-step transitions are the one-step ones.
+//
+// The same transitions exist as for one-step sampling (every non-boundary
+// step whose successor is stored), so the cursor never hides data, the
+// uniform sampling distribution and the export count do not depend on n,
+// and a transition sampled near the cursor carries an exact k-step target
+// (gamma^k tells the learner how far it looks). Excluding the newest n-1
+// steps of each row instead would keep the freshest data from the learner
+// and make the set of transitions depend on n.
+type NStepOptions struct {
+	// Horizon is n, at least 1.
+	Horizon int
+	// DiscountFactor is gamma, in [0, 1].
+	DiscountFactor float64
+}
+
+func (o NStepOptions) validate() error {
+	if o.Horizon < 1 {
+		return fmt.Errorf("%w: n-step horizon %d < 1", ErrInvalidArg, o.Horizon)
+	}
+	if math.IsNaN(o.DiscountFactor) || o.DiscountFactor < 0 || o.DiscountFactor > 1 {
+		return fmt.Errorf("%w: discount factor %v outside [0, 1]", ErrInvalidArg, o.DiscountFactor)
+	}
+	return nil
+}
+
+// NStepper is implemented by backends that sum n-step rewards in their
+// own memory (one kernel launch for a batch). ring is the buffer's reward
+// column (float32, [rows, capacity]); sum i goes to the float32 at byte
+// offset outOff+4i of out. See cpu.Backend.NStepReward for the reference
+// loop. A backend without it still serves n-step transitions: the rewards
+// of every window are gathered (GatherWindows), downloaded and summed on
+// the host with the same loop, then uploaded.
+type NStepper interface {
+	NStepReward(ring, out Arena, outOff int64, wins []Window, capacity int64, gamma float64) error
+}
+
+var _ NStepper = (*cpu.Backend)(nil)
+
+// nstepLen returns k for the transition at t of a row (see NStepOptions).
+// The caller holds b.mu and t+1 is stored.
+func (b *Buffer) nstepLen(row int, t int64, n int64) int64 {
+	limit := min(n, b.cursor[row]-1-t)
+	for j := int64(1); j < limit; j++ {
+		if StepType((b.metaAt(row, t+j-1)&metaNextMask)>>metaNextShift) == Last {
+			return j
+		}
+	}
+	return limit
+}
+
+// drawTransitions appends n transitions drawn uniformly over every stored
+// transition to tr.Rows and tr.Steps, as SampleTransitionsInto draws
+// them. The caller holds b.mu.
+func (b *Buffer) drawTransitions(tr *Transitions, n int) error {
+	prefix, total := b.windowCounts(&tr.prefix, 2)
+	if total == 0 {
+		return fmt.Errorf("%w: no row holds two steps", ErrEmpty)
+	}
+	var valid []Window
+	for range n {
+		var w Window
+		found := false
+		for try := 0; try < maxRejections && !found; try++ {
+			w = b.drawStart(prefix, total)
+			found = !b.isBoundary(int(w.Row), w.Start)
+		}
+		if !found {
+			if valid == nil {
+				if valid = b.validStarts(2); len(valid) == 0 {
+					return fmt.Errorf("%w: the buffer holds only boundary steps", ErrEmpty)
+				}
+			}
+			w = valid[b.randN(int64(len(valid)))]
+		}
+		tr.Rows = append(tr.Rows, int(w.Row))
+		tr.Steps = append(tr.Steps, w.Start)
+	}
+	return nil
+}
+
+// allTransitions returns every stored transition, ordered by step, then
+// row, as AllExperiences orders them. The caller holds b.mu.
+func (b *Buffer) allTransitions() (rows []int, steps []int64) {
+	type pos struct {
+		t   int64
+		row int
+	}
+	var all []pos
+	for r := range b.numEnvs {
+		for t := b.oldest(r); t+1 < b.cursor[r]; t++ {
+			if !b.isBoundary(r, t) {
+				all = append(all, pos{t, r})
+			}
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].t != all[j].t {
+			return all[i].t < all[j].t
+		}
+		return all[i].row < all[j].row
+	})
+	rows, steps = make([]int, len(all)), make([]int64, len(all))
+	for i, p := range all {
+		rows[i], steps[i] = p.row, p.t
+	}
+	return rows, steps
+}
+
+// SampleNStep samples n n-step transitions uniformly over every stored
+// transition. See SampleNStepInto.
+func (b *Buffer) SampleNStep(n int, opt NStepOptions) (*Transitions, error) {
+	tr := new(Transitions)
+	if err := b.SampleNStepInto(tr, n, opt); err != nil {
+		return nil, err
+	}
+	return tr, nil
+}
+
+// SampleNStepInto samples n n-step transitions (see NStepOptions) into
+// tr, reusing its memory; tensors are shaped as SampleTransitionsInto
+// shapes them. It fails with ErrInvalidArg for n below 1 or bad options
+// and ErrEmpty when the buffer holds no transition. It is safe for
+// concurrent use with writers and other samplers; tr is not.
+func (b *Buffer) SampleNStepInto(tr *Transitions, n int, opt NStepOptions) error {
+	if n <= 0 || tr == nil {
+		return fmt.Errorf("%w: sample of %d transitions", ErrInvalidArg, n)
+	}
+	if err := opt.validate(); err != nil {
+		return err
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return fmt.Errorf("%w: SampleNStep", ErrClosed)
+	}
+	tr.Rows, tr.Steps = tr.Rows[:0], tr.Steps[:0]
+	if err := b.drawTransitions(tr, n); err != nil {
+		return err
+	}
+	if err := b.materialiseNStep(tr, opt); err != nil {
+		return err
+	}
+	return tr.views(b.be, 0, n)
+}
+
+// AllNStepExperiences is AllExperiences with n-step transitions (see
+// NStepOptions): the same transitions in the same order and layout, each
+// looking up to Horizon steps ahead. It is safe for concurrent use.
+func (b *Buffer) AllNStepExperiences(mode ExportMode, opt NStepOptions) ([]*Transitions, error) {
+	if mode < ExportNone || mode > ExportSequence {
+		return nil, fmt.Errorf("%w: export mode %d", ErrInvalidArg, mode)
+	}
+	if err := opt.validate(); err != nil {
+		return nil, err
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return nil, fmt.Errorf("%w: AllNStepExperiences", ErrClosed)
+	}
+	tr := new(Transitions)
+	tr.Rows, tr.Steps = b.allTransitions()
+	if len(tr.Rows) == 0 {
+		return nil, fmt.Errorf("%w: the buffer holds no transition", ErrEmpty)
+	}
+	if err := b.materialiseNStep(tr, opt); err != nil {
+		return nil, err
+	}
+	return b.exportViews(tr, mode)
+}
+
+// exportViews shapes materialised transitions for an export mode.
+func (b *Buffer) exportViews(tr *Transitions, mode ExportMode) ([]*Transitions, error) {
+	n := len(tr.Rows)
+	switch mode {
+	case ExportBatch:
+		if err := tr.views(b.be, 0, n, 1); err != nil {
+			_ = tr.Release()
+			return nil, err
+		}
+		return []*Transitions{tr}, nil
+	case ExportSequence:
+		if err := tr.views(b.be, 0, 1, n); err != nil {
+			_ = tr.Release()
+			return nil, err
+		}
+		return []*Transitions{tr}, nil
+	}
+	out := make([]*Transitions, n)
+	for i := range out {
+		e := &Transitions{
+			Rows: tr.Rows[i : i+1 : i+1], Steps: tr.Steps[i : i+1 : i+1],
+			out: tr.out, specs: tr.specs, roles: tr.roles, nUser: tr.nUser, nObs: tr.nObs, first: int64(i),
+		}
+		if err := e.views(b.be, int64(i), 1, 1); err != nil {
+			_ = tr.Release()
+			return nil, err
+		}
+		out[i] = e
+	}
+	return out, nil
+}
+
+// materialiseNStep gathers the n-step transitions at tr.Rows/tr.Steps into
+// tr's arena. The caller holds b.mu.
+func (b *Buffer) materialiseNStep(tr *Transitions, opt NStepOptions) error {
+	n := len(tr.Rows)
+	h := int64(opt.Horizon)
+	gamma := opt.DiscountFactor
+	wins := make([]Window, n)
+	disc := make([]float32, n)
+	done := make([]byte, n)
+	tr.idx, tr.next = tr.idx[:0], tr.next[:0]
+	for i, r := range tr.Rows {
+		t := tr.Steps[i]
+		k := b.nstepLen(r, t, h)
+		wins[i] = Window{Row: int64(r), Start: t, Len: k}
+		tr.idx = append(tr.idx, b.slot(r, t))
+		tr.next = append(tr.next, b.slot(r, t+k))
+		done[i] = b.isDone(r, t+k-1)
+		if done[i] != Terminated {
+			g := 1.0
+			for range k {
+				g = float64(g * gamma)
+			}
+			disc[i] = float32(g)
+		}
+	}
+	if err := b.materialise(tr); err != nil {
+		return err
+	}
+	k := int64(b.nUser + tr.nObs)
+	arena := tr.out.arena
+	rewOff, discOff, doneOff := tr.out.offs[k], tr.out.offs[k+1], tr.out.offs[k+2]
+	if err := b.nstepRewards(arena, rewOff, wins, gamma); err != nil {
+		return err
+	}
+	if err := b.be.Upload(arena, discOff, f32Raw(disc)); err != nil {
+		return fmt.Errorf("%w: upload: %w", ErrBackend, err)
+	}
+	if err := b.be.Upload(arena, doneOff, done); err != nil {
+		return fmt.Errorf("%w: upload: %w", ErrBackend, err)
+	}
+	tr.done = append(tr.done[:0], done...)
+	return nil
+}
+
+// nstepRewards writes the windows' discounted reward sums as float32 at
+// byte offset off of out: by the backend's NStepper when it has one, else
+// by gathering the rewards and summing them on the host.
+func (b *Buffer) nstepRewards(out Arena, off int64, wins []Window, gamma float64) error {
+	ring := b.cols[b.nUser+colReward].arena
+	if ns, ok := b.be.(NStepper); ok {
+		if err := ns.NStepReward(ring, out, off, wins, b.capacity, gamma); err != nil {
+			return fmt.Errorf("%w: n-step reward: %w", ErrBackend, err)
+		}
+		return nil
+	}
+	var l int64 = 1
+	for _, w := range wins {
+		l = max(l, w.Len)
+	}
+	n := int64(len(wins))
+	scratch, err := b.be.Alloc(4 * n * l)
+	if err != nil {
+		return fmt.Errorf("%w: n-step scratch: %w", ErrBackend, err)
+	}
+	defer b.be.Free(scratch)
+	cols := []Column{{Ring: ring, StepBytes: 4, Out: scratch}}
+	if err := b.be.GatherWindows(cols, wins, l, b.capacity, nil, 0); err != nil {
+		return fmt.Errorf("%w: gather rewards: %w", ErrBackend, err)
+	}
+	if err := b.be.Sync(); err != nil {
+		return fmt.Errorf("%w: sync: %w", ErrBackend, err)
+	}
+	rew := make([]float32, n*l)
+	if err := b.be.Download(f32Raw(rew), scratch, 0); err != nil {
+		return fmt.Errorf("%w: download: %w", ErrBackend, err)
+	}
+	sums := make([]float32, n)
+	for i, w := range wins {
+		s, g := 0.0, 1.0
+		for j := range w.Len {
+			s = float64(s + float64(g*float64(rew[int64(i)*l+j])))
+			g = float64(g * gamma)
+		}
+		sums[i] = float32(s)
+	}
+	if err := b.be.Upload(out, off, f32Raw(sums)); err != nil {
+		return fmt.Errorf("%w: upload: %w", ErrBackend, err)
+	}
+	return nil
+}
+
+func f32Raw(s []float32) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), 4*len(s))
+}
