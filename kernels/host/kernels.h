@@ -84,6 +84,15 @@ TR_HD int tr_width(tr_u64 m)
 	return 1;
 }
 
+/* tr_div returns a / b for a >= 0, b > 0, with a 32-bit division when
+ * both fit (much cheaper on the device than a 64-bit one). */
+TR_HD tr_i64 tr_div(tr_i64 a, tr_i64 b)
+{
+	if ((((tr_u64)a | (tr_u64)b) >> 32) == 0)
+		return (tr_i64)((tr_u32)a / (tr_u32)b);
+	return a / b;
+}
+
 /* tr_log2 returns log2 of a power of two up to 32. */
 TR_HD int tr_log2(tr_i64 g)
 {

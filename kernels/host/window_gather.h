@@ -27,7 +27,7 @@ TR_HD void tr_gather_windows_run(const tr_col *col, const tr_win *wins, tr_i64 n
 	tr_i64 n = nwin * seqlen;
 	tr_i64 j;
 	for (j = tid >> lg; j < n; j += nthreads >> lg) {
-		tr_i64 b = j / seqlen;
+		tr_i64 b = tr_div(j, seqlen);
 		tr_i64 t = j - b * seqlen;
 		const tr_win *win = &wins[b];
 		tr_u64 dst = col->out + (tr_u64)(j * s);
@@ -49,7 +49,7 @@ TR_HD void tr_window_mask_run(tr_u64 mask, const tr_win *wins, tr_i64 nwin, tr_i
 	tr_i64 n = nwin * seqlen;
 	tr_i64 e;
 	for (e = tid; e < n; e += nthreads) {
-		tr_i64 b = e / seqlen;
+		tr_i64 b = tr_div(e, seqlen);
 		TR_ST(tr_u8, (tr_u8 *)mask + e, (tr_u8)((e - b * seqlen) < wins[b].len ? 1 : 0));
 	}
 }
