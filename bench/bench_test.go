@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"sync"
 	"testing"
@@ -281,6 +282,43 @@ func BenchmarkSampleLowDim(b *testing.B) {
 				}
 			}
 			reportGBps(b, 2*int64(n)*(LowDim().StepBytes()+1))
+		})
+	}
+}
+
+// BenchmarkGatherWorkers runs the gather ceiling of B=65536 low-dim rows
+// (7 MB, above the cpu backend's 4 MiB split threshold) on one goroutine
+// and split over GOMAXPROCS goroutines as the cpu backend does, to show
+// what the split gains or costs on the machine at hand.
+func BenchmarkGatherWorkers(b *testing.B) {
+	const n = 65536
+	l := LowDim()
+	c, err := newHostCeiling(CeilingConfig{Layout: l, NumEnvs: 16, Capacity: 62500, OutSteps: n})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	draws := make([][]tensorbuf.Window, 8)
+	for k := range draws {
+		draws[k] = make([]tensorbuf.Window, n)
+		for i := range draws[k] {
+			draws[k][i] = tensorbuf.Window{Row: int64(rng.IntN(16)), Start: int64(rng.IntN(62500)), Len: 1}
+		}
+	}
+	workers := c.workers
+	for _, w := range []int{1, workers} {
+		b.Run(fmt.Sprintf("B=%d/workers=%d", n, w), func(b *testing.B) {
+			c.workers = w
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if err := c.Windows(draws[i%len(draws)], 1); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+			reportGBps(b, 2*n*(l.StepBytes()+1))
 		})
 	}
 }

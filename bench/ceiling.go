@@ -38,7 +38,7 @@ type Ceiling interface {
 	Close() error
 }
 
-// CeilingConfig sizes a Ceiling.
+// CeilingConfig sizes a Ceiling. It is a plain value, safe to copy.
 type CeilingConfig struct {
 	Layout   Layout
 	NumEnvs  int
@@ -51,7 +51,8 @@ type CeilingConfig struct {
 }
 
 // DeviceCopier is implemented by device backends (the gpu backend) that
-// can copy between their arenas: the device ceiling is that copy.
+// can copy between their arenas: the device ceiling is that copy. Its
+// concurrency is the backend's.
 type DeviceCopier interface {
 	// Copy queues a copy of n bytes from src at srcOff to dst at dstOff.
 	Copy(dst tensorbuf.Arena, dstOff int64, src tensorbuf.Arena, srcOff, n int64) error
@@ -59,7 +60,8 @@ type DeviceCopier interface {
 
 // NewCeiling returns the ceiling of a backend: host arenas and copy()
 // loops for the cpu backend; a device-to-device copy for a backend that
-// implements DeviceCopier; ErrNoCeiling otherwise.
+// implements DeviceCopier; ErrNoCeiling otherwise. It is safe for
+// concurrent use; the Ceiling it returns is not.
 func NewCeiling(be tensorbuf.Backend, cfg CeilingConfig) (Ceiling, error) {
 	if be == nil || be.Name() == "cpu" {
 		return newHostCeiling(cfg)

@@ -7,7 +7,8 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// Layout is the per-step content of a scenario's buffer.
+// Layout is the per-step content of a scenario's buffer. Its methods only
+// read it: safe for concurrent use.
 type Layout struct {
 	// Name identifies the layout in tables ("pixels", "lowdim").
 	Name   string
@@ -122,7 +123,8 @@ func (s *stepper) at(t int64) *tensorbuf.Step {
 	return &s.step
 }
 
-// Filled returns a buffer of the layout with numEnvs rows of capacity
+// Filled (safe for concurrent use: each call builds its own buffer)
+// returns a buffer of the layout with numEnvs rows of capacity
 // steps, every row full, with episodes of EpisodeLen steps. The caller
 // closes it.
 func Filled(l Layout, numEnvs, capacity int, be tensorbuf.Backend) (*tensorbuf.Buffer, error) {

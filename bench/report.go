@@ -33,7 +33,7 @@ type PeerResult struct {
 	GBps float64 `json:"gbps"`
 }
 
-// Row is one scenario's result.
+// Row is one scenario's result. It is not safe for concurrent mutation.
 type Row struct {
 	Scenario string `json:"scenario"`
 	Group    string `json:"group"`
@@ -118,7 +118,8 @@ type Skip struct {
 	Reason string `json:"reason"`
 }
 
-// Report is the result of a run.
+// Report is the result of a run. Its methods only read it (safe for
+// concurrent use as long as nothing modifies the report).
 type Report struct {
 	Date     time.Time         `json:"date"`
 	Mode     string            `json:"mode"`
@@ -131,7 +132,7 @@ type Report struct {
 }
 
 // DescribeMachine reads the CPU model and memory from /proc where it
-// exists.
+// exists. It is safe for concurrent use.
 func DescribeMachine() Machine {
 	m := Machine{
 		Cores:      runtime.NumCPU(),
@@ -173,7 +174,8 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 	return enc.Encode(rep)
 }
 
-// ReadJSON reads a report written by WriteJSON.
+// ReadJSON reads a report written by WriteJSON. It is safe for concurrent
+// use.
 func ReadJSON(r io.Reader) (*Report, error) {
 	var rep Report
 	if err := json.NewDecoder(r).Decode(&rep); err != nil {

@@ -89,7 +89,9 @@ type runner struct {
 	pyDead bool
 }
 
-// Run measures every scenario of the mode and returns the report. The
+// Run measures every scenario of the mode and returns the report; it
+// uses the whole machine, so run one at a time (it is not meant for
+// concurrent use, though nothing breaks if two run). The
 // Python peers run after the Go measurements, in one subprocess.
 func Run(ctx context.Context, opt Options) (*Report, error) {
 	if !opt.Mode.valid() {

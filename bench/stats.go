@@ -10,9 +10,12 @@ import (
 )
 
 // ErrNoSamples is returned when statistics are asked of no measurements.
+// The functions below (Percentile, Summarise, GBps, Ratio) are pure and
+// safe for concurrent use.
 var ErrNoSamples = errors.New("bench: no measurements")
 
-// Stats summarises the latencies of one contestant in one scenario.
+// Stats summarises the latencies of one contestant in one scenario. It is
+// a plain value.
 // Times are in nanoseconds.
 type Stats struct {
 	Ops         int     `json:"ops"`
