@@ -27,7 +27,7 @@ STANDIN := $(STANDIN_DIR)/libcuda.so.1
 # loader finds the stand-in (or, on a GPU machine, the real driver).
 CUDA_STUBS ?= /usr/lib/x86_64-linux-gnu/stubs
 
-.PHONY: kernels standin test-cuda
+.PHONY: kernels kernels-check standin test-cuda
 
 # kernels compiles every kernels/*.cu to PTX for $(CUDA_ARCH), JIT-able on
 # sm_80 and later (sm_90: H100/H200). Comment lines (nvcc's version banner)
@@ -39,6 +39,16 @@ kernels/ptx/%.ptx: kernels/%.cu $(KERNEL_HDRS)
 	$(NVCC) -ptx -arch=$(CUDA_ARCH) -O3 -o $@.tmp $<
 	sed -e '/^[[:space:]]*\/\//d' $@.tmp | cat -s | sed -e '/./,$$!d' > $@
 	@rm -f $@.tmp
+
+# kernels-check assembles the committed PTX for sm_80 and sm_90 (H100/H200)
+# with ptxas, the compiler the driver's JIT uses, and fails on any error or
+# register spill.
+kernels-check: $(KERNEL_PTX)
+	@for f in $(KERNEL_PTX); do for sm in sm_80 sm_90; do \
+		out=$$(ptxas -arch=$$sm -v -o /dev/null $$f 2>&1) || { echo "$$out"; exit 1; }; \
+		echo "$$out" | grep -q ' 0 bytes spill stores, 0 bytes spill loads' || { echo "$$f ($$sm): register spills"; echo "$$out"; exit 1; }; \
+		echo "ptxas $$sm $$f: $$(echo "$$out" | grep -o 'Used [0-9]* registers')"; \
+	done; done
 
 # standin builds the stand-in driver library (gpu/standin), which runs the
 # host build of our kernels on cuLaunchKernel.

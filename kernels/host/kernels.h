@@ -26,12 +26,33 @@ typedef unsigned int tr_u32;
 typedef unsigned short tr_u16;
 typedef unsigned char tr_u8;
 typedef uint4 tr_v16; /* 16-byte vector: ld/st.global.v4.u32 */
-/* Loads through the read-only path and write-back stores, both in the
- * global space (plain dereferences of addresses read from a descriptor
- * would compile to generic ld/st). Nothing a kernel reads is written by
- * the same launch. */
+/* Loads go through the read-only data path (ld.global.nc: nothing a
+ * kernel reads is written by the same launch); stores are plain weak
+ * st.global (SASS STG.E.128 and narrower). Plain dereferences of addresses
+ * read from a descriptor would compile to generic ld/st, and __stwb to
+ * strong stores. */
 #define TR_LD(T, p) __ldg((const T *)(p))
-#define TR_ST(T, p, v) __stwb((T *)(p), (v))
+#define TR_ST(T, p, v) tr_st((T *)(p), (v))
+__device__ __forceinline__ void tr_st(uint4 *p, uint4 v)
+{
+	asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
+}
+__device__ __forceinline__ void tr_st(unsigned long long *p, unsigned long long v)
+{
+	asm volatile("st.global.u64 [%0], %1;" ::"l"(p), "l"(v));
+}
+__device__ __forceinline__ void tr_st(unsigned int *p, unsigned int v)
+{
+	asm volatile("st.global.u32 [%0], %1;" ::"l"(p), "r"(v));
+}
+__device__ __forceinline__ void tr_st(unsigned short *p, unsigned short v)
+{
+	asm volatile("st.global.u16 [%0], %1;" ::"l"(p), "h"(v));
+}
+__device__ __forceinline__ void tr_st(unsigned char *p, unsigned char v)
+{
+	asm volatile("st.global.u8 [%0], %1;" ::"l"(p), "h"((unsigned short)v));
+}
 #else
 #include <stdint.h>
 #define TR_HD static inline
