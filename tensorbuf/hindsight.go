@@ -413,9 +413,14 @@ func (hs *Hindsight) scanLocked() (eps []episode, scanned, starts []int64) {
 		}
 		for ; t+1 < b.cursor[r]; t++ {
 			m := b.metaAt(r, t)
-			if StepType(m&metaStepMask) == Last {
+			switch StepType(m & metaStepMask) {
+			case Last:
 				start = t + 1
 				continue
+			case First:
+				// Also after a reset that cut the previous episode short
+				// (no boundary step): that episode never completes.
+				start = t
 			}
 			if StepType((m&metaNextMask)>>metaNextShift) == Last {
 				eps = append(eps, episode{row: r, s: max(start, old), e: t})
@@ -512,13 +517,15 @@ func (hs *Hindsight) goalSource(row int, t, s, e int64) (int, int64) {
 
 // episodeOf returns the first step and the last transition of the episode
 // holding the transition at t of row; an episode still running ends at
-// the newest transition. The caller holds b.mu.
+// the newest transition, and one cut short by a reset (a First step with
+// no boundary step before it) at the transition before the cut. The
+// caller holds b.mu.
 func (b *Buffer) episodeOf(row int, t int64) (s, e int64) {
 	old := b.oldest(row)
-	for s = t; s > old && !b.isBoundary(row, s-1); s-- {
+	for s = t; s > old && StepType(b.metaAt(row, s)&metaStepMask) != First && !b.isBoundary(row, s-1); s-- {
 	}
 	for e = t; e+2 < b.cursor[row]; e++ {
-		if StepType((b.metaAt(row, e)&metaNextMask)>>metaNextShift) == Last {
+		if StepType((b.metaAt(row, e)&metaNextMask)>>metaNextShift) == Last || StepType(b.metaAt(row, e+2)&metaStepMask) == First {
 			break
 		}
 	}
