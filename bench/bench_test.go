@@ -101,7 +101,7 @@ func BenchmarkSample(b *testing.B) {
 		})
 		b.Run(name+"/gather-copy", func(b *testing.B) {
 			buf, ceil := pixelsFixture(b)
-			d, err := SequenceDraws(buf, drawCount(benchB*l), benchB, l, tensorbuf.SequenceOptions{})
+			d, err := SequenceDraws(buf, drawCount(benchB*l, benchEnvs*benchCapacity), benchB, l, tensorbuf.SequenceOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -142,7 +142,7 @@ func BenchmarkSampleTransitions(b *testing.B) {
 	})
 	b.Run("pixels/B=256/gather-copy", func(b *testing.B) {
 		buf, ceil := pixelsFixture(b)
-		d, err := TransitionDraws(buf, drawCount(2*benchB), benchB)
+		d, err := TransitionDraws(buf, drawCount(benchB, benchEnvs*benchCapacity), benchB)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -32,9 +32,18 @@ func transitionIdx(rows []int, steps []int64, capacity int64) (idx, next []int64
 	return idx, next
 }
 
+// drawRows is how many random rows the gather ceiling cycles through (or
+// the whole ring when smaller): far more than any last-level cache holds
+// even for 108-byte steps, so the ceiling reads memory as the engine does
+// with its fresh draws, and is not flattered by re-reading cached rows.
+const drawRows = 1 << 20
+
 // drawCount is how many operations' draws a scenario keeps for its
-// ceiling: enough to defeat caches, bounded to about 2^21 indices.
-func drawCount(perOp int) int { return max(1, min(32, (1<<21)/max(perOp, 1))) }
+// ceiling: enough to cover min(ringSteps, drawRows) rows, at most 4096.
+func drawCount(perOp int, ringSteps int64) int {
+	rows := min(ringSteps, drawRows)
+	return int(max(1, min(4096, (rows+int64(perOp)-1)/int64(max(perOp, 1)))))
+}
 
 // SequenceDraws samples k batches of n sequences of l steps from b and
 // returns their windows.

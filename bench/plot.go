@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,7 +41,9 @@ func sweepSeries(rows []Row, group string, x func(*Row) float64) []series {
 			gather.xys = append(gather.xys, plotter.XY{X: xv, Y: r.GatherGBps})
 		}
 		for _, p := range r.Peers {
-			if p.GBps <= 0 {
+			// The rand.Perm peer spans five decades: it stays in the table
+			// but would flatten every other line.
+			if p.GBps <= 0 || p.Name == PeerGoPerm {
 				continue
 			}
 			s, ok := peers[p.Name]
@@ -78,8 +81,16 @@ func plotSweep(path, title, xlabel string, ss []series) error {
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Legend.Top = true
-	p.Legend.Left = true
+	// The legend goes bottom right, in two empty decades below the data.
+	lo := math.Inf(1)
+	for _, s := range ss {
+		for _, xy := range s.xys {
+			lo = math.Min(lo, xy.Y)
+		}
+	}
+	p.Y.Min = math.Pow(10, math.Floor(math.Log10(lo))-2)
+	p.Legend.Top = false
+	p.Legend.Left = false
 	var vs []any
 	for _, s := range ss {
 		vs = append(vs, s.name, s.xys)

@@ -70,7 +70,7 @@ func (r *runner) sequenceScenario(f *fixture, group, name string, n, l int, opt 
 	bt := new(tensorbuf.Batch)
 	sc.ours = r.syncOp(func() error { return f.buf.SampleSequencesInto(bt, n, l, opt) })
 	if f.ceil != nil {
-		d, err := SequenceDraws(f.buf, drawCount(n*l), n, l, opt)
+		d, err := SequenceDraws(f.buf, drawCount(n*l, f.steps()), n, l, opt)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -107,7 +107,7 @@ func (r *runner) transitionScenario(f *fixture, group, name string, n int) (*sce
 	tr := new(tensorbuf.Transitions)
 	sc.ours = r.syncOp(func() error { return f.buf.SampleTransitionsInto(tr, n) })
 	if f.ceil != nil {
-		d, err := TransitionDraws(f.buf, drawCount(2*n), n)
+		d, err := TransitionDraws(f.buf, drawCount(n, f.steps()), n)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -137,7 +137,7 @@ func (r *runner) tableScenario(f *fixture, t *tensorbuf.Table, group, name strin
 	sc.ours = r.syncOp(func() error { return t.SampleInto(ctx, bt, n) })
 	if f.ceil != nil {
 		var d [][]tensorbuf.Window
-		for range drawCount(n) {
+		for range drawCount(n, f.steps()) {
 			if err := t.SampleInto(ctx, bt, n); err != nil {
 				bt.Release()
 				return nil, nil, err

@@ -200,3 +200,22 @@ func TestStepTypes(t *testing.T) {
 		}
 	}
 }
+
+func TestDrawCount(t *testing.T) {
+	for _, tc := range []struct {
+		perOp int
+		ring  int64
+		want  int
+	}{
+		{256, 1 << 20, 4096},  // 1M rows at 256 per op
+		{2048, 1 << 20, 512},  // B=32 L=64
+		{65536, 1 << 20, 16},  // B=65536
+		{256, 10000, 40},      // a 10k ring: every row, ceil(10000/256)
+		{1 << 21, 1 << 20, 1}, // one op covers it
+		{1, 100 << 20, 4096},  // bounded
+	} {
+		if got := drawCount(tc.perOp, tc.ring); got != tc.want {
+			t.Errorf("drawCount(%d, %d) = %d, want %d", tc.perOp, tc.ring, got, tc.want)
+		}
+	}
+}
