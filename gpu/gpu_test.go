@@ -102,6 +102,22 @@ func (p *pair) same(what string, a twin) {
 	}
 }
 
+// forGrids runs a comparison test with the launch grid sized as usual,
+// and again capped at one and at three blocks so that every thread loops
+// over many steps (the grid-stride path a large batch takes on any
+// device), which also makes threads race on repeated scatter indices.
+func forGrids(t *testing.T, test func(t *testing.T, b *Backend)) {
+	for _, blocks := range []int{0, 1, 3} {
+		t.Run(fmt.Sprintf("blocks=%d", blocks), func(t *testing.T) {
+			b := newBackend(t)
+			if blocks > 0 {
+				b.blocks = blocks // before the first call: the channel send orders it
+			}
+			test(t, b)
+		})
+	}
+}
+
 var stepSizes = []int64{1, 2, 3, 4, 5, 8, 12, 16, 24, 28, 32, 64, 100, 256, 3072}
 
 func (p *pair) step() int64 { return stepSizes[p.rng.IntN(len(stepSizes))] }
@@ -190,8 +206,9 @@ func TestCopy(t *testing.T) {
 	}
 }
 
-func TestGatherRowsMatchesCPU(t *testing.T) {
-	b := newBackend(t)
+func TestGatherRowsMatchesCPU(t *testing.T) { forGrids(t, testGatherRowsMatchesCPU) }
+
+func testGatherRowsMatchesCPU(t *testing.T, b *Backend) {
 	for trial := range 40 {
 		p := newPair(t, b, 100+uint64(trial))
 		steps := 1 + p.rng.Int64N(300)
@@ -222,8 +239,9 @@ func TestGatherRowsMatchesCPU(t *testing.T) {
 	}
 }
 
-func TestConcatMatchesCPU(t *testing.T) {
-	b := newBackend(t)
+func TestConcatMatchesCPU(t *testing.T) { forGrids(t, testConcatMatchesCPU) }
+
+func testConcatMatchesCPU(t *testing.T, b *Backend) {
 	for trial := range 40 {
 		p := newPair(t, b, 200+uint64(trial))
 		steps := 2 + p.rng.Int64N(300)
@@ -262,8 +280,9 @@ func TestConcatMatchesCPU(t *testing.T) {
 	}
 }
 
-func TestScatterMatchesCPU(t *testing.T) {
-	b := newBackend(t)
+func TestScatterMatchesCPU(t *testing.T) { forGrids(t, testScatterMatchesCPU) }
+
+func testScatterMatchesCPU(t *testing.T, b *Backend) {
 	for trial := range 40 {
 		p := newPair(t, b, 300+uint64(trial))
 		steps := 1 + p.rng.Int64N(300)
@@ -307,8 +326,9 @@ func TestScatterMatchesCPU(t *testing.T) {
 	}
 }
 
-func TestGatherWindowsMatchesCPU(t *testing.T) {
-	b := newBackend(t)
+func TestGatherWindowsMatchesCPU(t *testing.T) { forGrids(t, testGatherWindowsMatchesCPU) }
+
+func testGatherWindowsMatchesCPU(t *testing.T, b *Backend) {
 	for trial := range 60 {
 		p := newPair(t, b, 400+uint64(trial))
 		capacity := 1 + p.rng.Int64N(20)

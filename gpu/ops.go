@@ -37,7 +37,6 @@ func (b *Backend) scatter(cols []kernels.Column, src [][]byte, idx []int64) erro
 	}
 	rings := scratch(&b.rings, len(cols))
 	n := int64(len(idx))
-	var maxStep int64
 	for c := range cols {
 		ring, err := b.arena(cols[c].Ring)
 		if err != nil {
@@ -51,7 +50,6 @@ func (b *Backend) scatter(cols []kernels.Column, src [][]byte, idx []int64) erro
 			return fmt.Errorf("column %d: %w", c, err)
 		}
 		rings[c] = ring
-		maxStep = max(maxStep, s)
 	}
 	if n == 0 || len(cols) == 0 {
 		return nil
@@ -74,7 +72,7 @@ func (b *Backend) scatter(cols []kernels.Column, src [][]byte, idx []int64) erro
 		descs[c] = kernels.ColDesc{Ring: uint64(rings[c].ptr), Aux: uint64(st.dev) + uint64(srcOff[c]), Step: cols[c].StepBytes}
 	}
 	lastWins(int64Slice(buf, idxOff, n), idx)
-	return b.launch(kernels.Scatter, st, l.n, n, maxStep, int64(len(cols)),
+	return b.launch(kernels.Scatter, st, l.n, n, maxWords(descs), int64(len(cols)),
 		uint64(st.dev)+uint64(descOff), uint64(len(cols)), uint64(st.dev)+uint64(idxOff), uint64(n))
 }
 
@@ -94,7 +92,7 @@ func (b *Backend) GatherRows(cols []kernels.Column, idx []int64) error {
 }
 
 func (b *Backend) gatherRows(cols []kernels.Column, idx []int64) error {
-	rings, outs, _, maxStep, err := b.checkGather(cols, idx, int64(len(idx)), false)
+	rings, outs, _, err := b.checkGather(cols, idx, int64(len(idx)), false)
 	if err != nil {
 		return err
 	}
@@ -119,7 +117,7 @@ func (b *Backend) gatherRows(cols []kernels.Column, idx []int64) error {
 		}
 	}
 	copy(int64Slice(buf, idxOff, n), idx)
-	return b.launch(kernels.GatherRows, st, l.n, n, maxStep, int64(len(cols)),
+	return b.launch(kernels.GatherRows, st, l.n, n, maxWords(descs), int64(len(cols)),
 		uint64(st.dev)+uint64(descOff), uint64(len(cols)), uint64(st.dev)+uint64(idxOff), uint64(n))
 }
 
@@ -148,7 +146,7 @@ func (b *Backend) concat(cols []kernels.Column, idx, next []int64) error {
 	if len(next) != len(idx) {
 		return fmt.Errorf("%w: %d successors for %d steps", ErrBounds, len(next), len(idx))
 	}
-	rings, outs, nexts, maxStep, err := b.checkGather(cols, idx, int64(len(idx)), true)
+	rings, outs, nexts, err := b.checkGather(cols, idx, int64(len(idx)), true)
 	if err != nil {
 		return err
 	}
@@ -186,7 +184,7 @@ func (b *Backend) concat(cols []kernels.Column, idx, next []int64) error {
 	}
 	copy(int64Slice(buf, idxOff, n), idx)
 	copy(int64Slice(buf, nextOff, n), next)
-	return b.launch(kernels.Concat, st, l.n, n, maxStep, int64(len(cols)),
+	return b.launch(kernels.Concat, st, l.n, n, maxWords(descs), int64(len(cols)),
 		uint64(st.dev)+uint64(descOff), uint64(len(cols)), uint64(st.dev)+uint64(idxOff),
 		uint64(st.dev)+uint64(nextOff), uint64(n))
 }
@@ -226,7 +224,6 @@ func (b *Backend) gatherWindows(cols []kernels.Column, wins []kernels.Window, se
 	n := int64(len(wins)) * seqLen
 	rings := scratch(&b.rings, len(cols))
 	outs := scratch(&b.outs, len(cols))
-	var maxStep int64
 	for c := range cols {
 		col := &cols[c]
 		ring, err := b.arena(col.Ring)
@@ -251,7 +248,6 @@ func (b *Backend) gatherWindows(cols []kernels.Column, wins []kernels.Window, se
 			}
 		}
 		rings[c], outs[c] = ring, out
-		maxStep = max(maxStep, s)
 	}
 	var maskPtr uint64
 	if mask != nil {
@@ -302,24 +298,24 @@ func (b *Backend) gatherWindows(cols []kernels.Column, wins []kernels.Window, se
 	if maskPtr != 0 {
 		gy++
 	}
-	return b.launch(kernels.GatherWindows, st, l.n, n, max(maxStep, 1), gy,
+	return b.launch(kernels.GatherWindows, st, l.n, n, maxWords(descs), gy,
 		uint64(st.dev)+uint64(descOff), uint64(len(cols)), uint64(st.dev)+uint64(winOff), uint64(len(wins)),
 		uint64(seqLen), uint64(capacity), maskPtr)
 }
 
 // launch copies the parameter block staged in st to the device, launches
-// kernel k over n steps of up to maxStep bytes in gy columns, and marks st
+// kernel k over n steps of up to words words in gy columns, and marks st
 // busy until the kernel ends. Every argument is 8 bytes wide, as
 // cu.Function.Launch copies exactly 8 bytes per argument. It runs on the
 // worker.
-func (b *Backend) launch(k kernels.Kernel, st *slot, size, n, maxStep, gy int64, args ...uint64) error {
+func (b *Backend) launch(k kernels.Kernel, st *slot, size, n, words, gy int64, args ...uint64) error {
 	if len(args) != k.Args || len(args) > len(b.args) {
 		return fmt.Errorf("%w: %s takes %d arguments, got %d", ErrDriver, k.Entry, k.Args, len(args))
 	}
 	if err := cu.MemcpyHtoDAsync(st.dev, st.host, size, b.stream); err != nil {
 		return driverErr("cuMemcpyHtoDAsync", err)
 	}
-	lanes := min(32, max(1, (maxStep+15)/16))
+	lanes := min(32, max(1, words)) // threads per step, as the kernels group them
 	gx := min(max((n*lanes+blockSize-1)/blockSize, 1), int64(b.blocks))
 	copy(b.args[:], args) // b.params point at b.args: no allocation per launch
 	err := b.fns[k.Entry].Launch(int(gx), int(min(gy, 65535)), 1, blockSize, 1, 1, 0, b.stream, b.params[:len(args)])
@@ -333,9 +329,9 @@ func (b *Backend) launch(k kernels.Kernel, st *slot, size, n, maxStep, gy int64,
 }
 
 // checkGather validates the columns of a gather of n output steps (and of
-// their successor outputs when next is set) and returns their arenas and
-// largest step. It runs on the worker.
-func (b *Backend) checkGather(cols []kernels.Column, idx []int64, n int64, next bool) (rings, outs, nexts []*Arena, maxStep int64, err error) {
+// their successor outputs when next is set) and returns their arenas. It
+// runs on the worker.
+func (b *Backend) checkGather(cols []kernels.Column, idx []int64, n int64, next bool) (rings, outs, nexts []*Arena, err error) {
 	rings = scratch(&b.rings, len(cols))
 	outs = scratch(&b.outs, len(cols))
 	nexts = scratch(&b.nexts, len(cols))
@@ -343,36 +339,35 @@ func (b *Backend) checkGather(cols []kernels.Column, idx []int64, n int64, next 
 		col := &cols[c]
 		ring, err := b.arena(col.Ring)
 		if err != nil {
-			return nil, nil, nil, 0, fmt.Errorf("column %d ring: %w", c, err)
+			return nil, nil, nil, fmt.Errorf("column %d ring: %w", c, err)
 		}
 		s := col.StepBytes
 		if s <= 0 {
-			return nil, nil, nil, 0, fmt.Errorf("%w: column %d: step of %d bytes", ErrBounds, c, s)
+			return nil, nil, nil, fmt.Errorf("%w: column %d: step of %d bytes", ErrBounds, c, s)
 		}
 		out, err := b.arena(col.Out)
 		if err != nil {
-			return nil, nil, nil, 0, fmt.Errorf("column %d output: %w", c, err)
+			return nil, nil, nil, fmt.Errorf("column %d output: %w", c, err)
 		}
 		if col.OutOff < 0 || col.OutOff > out.size || n*s > out.size-col.OutOff {
-			return nil, nil, nil, 0, fmt.Errorf("%w: column %d: %d steps of %d at %d into %d", ErrBounds, c, n, s, col.OutOff, out.size)
+			return nil, nil, nil, fmt.Errorf("%w: column %d: %d steps of %d at %d into %d", ErrBounds, c, n, s, col.OutOff, out.size)
 		}
 		if next && col.NextOut != nil {
 			no, err := b.arena(col.NextOut)
 			if err != nil {
-				return nil, nil, nil, 0, fmt.Errorf("column %d successor output: %w", c, err)
+				return nil, nil, nil, fmt.Errorf("column %d successor output: %w", c, err)
 			}
 			if col.NextOff < 0 || col.NextOff > no.size || n*s > no.size-col.NextOff {
-				return nil, nil, nil, 0, fmt.Errorf("%w: column %d: %d successors of %d at %d into %d", ErrBounds, c, n, s, col.NextOff, no.size)
+				return nil, nil, nil, fmt.Errorf("%w: column %d: %d successors of %d at %d into %d", ErrBounds, c, n, s, col.NextOff, no.size)
 			}
 			nexts[c] = no
 		}
 		if err := checkIdx(idx, ring.size/s); err != nil {
-			return nil, nil, nil, 0, fmt.Errorf("column %d: %w", c, err)
+			return nil, nil, nil, fmt.Errorf("column %d: %w", c, err)
 		}
 		rings[c], outs[c] = ring, out
-		maxStep = max(maxStep, s)
 	}
-	return rings, outs, nexts, maxStep, nil
+	return rings, outs, nexts, nil
 }
 
 // scratch returns (*buf)[:n] with every element zeroed, growing the
@@ -384,6 +379,23 @@ func scratch[T any](buf *[]T, n int) []T {
 	s := (*buf)[:n]
 	clear(s)
 	return s
+}
+
+// maxWords returns the largest number of words per step the kernels move
+// for these columns: like tr_width in kernels/host/kernels.h, a column
+// moves the widest of 16, 8, 4, 2 or 1 bytes that divides its step size and
+// every address it touches.
+func maxWords(descs []kernels.ColDesc) int64 {
+	words := int64(1)
+	for _, d := range descs {
+		m := d.Ring | d.Out | d.Next | d.Aux | uint64(d.Step)
+		w := int64(16)
+		for w > 1 && m%uint64(w) != 0 {
+			w /= 2
+		}
+		words = max(words, d.Step/w)
+	}
+	return words
 }
 
 func checkIdx(idx []int64, steps int64) error {
