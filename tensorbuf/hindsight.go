@@ -167,8 +167,22 @@ type Hindsight struct {
 	rng   *rand.Rand
 	rows  []hsRow
 	byKey map[uint64]relabel
-	// scratch
-	prefix, prefix1 []int64
+	sc    hsScratch
+}
+
+// hsScratch is memory reused by the relabeler's calls (under its lock).
+type hsScratch struct {
+	prefix, prefix1, relPrefix []int64
+	rows                       []int
+	steps                      []int64
+	ov                         []*relabel
+	rels                       []relabel
+	refs                       []stepRef
+	which                      []int
+	idx                        []int64
+	raw                        []byte
+	goals                      []float64
+	rew, disc                  []float32
 }
 
 // HindsightTransitions are sampled or exported hindsight transitions: the
@@ -470,8 +484,10 @@ func (hs *Hindsight) relabelEpisodesLocked(eps []episode) (made [][]relabel, rea
 	if err != nil {
 		return nil, nil, err
 	}
+	goals = slices.Clone(goals) // the stored goals keep this copy
+	d := len(hs.ach.idx)
 	for i, p := range ps {
-		ach, goal := goals[2*i], goals[2*i+1]
+		ach, goal := goals[2*i*d:(2*i+1)*d:(2*i+1)*d], goals[(2*i+1)*d:(2*i+2)*d:(2*i+2)*d]
 		made[p.row] = append(made[p.row], hs.relabelOne(p.row, p.t, ach, goal))
 	}
 	return made, real, nil
@@ -505,7 +521,7 @@ func (hs *Hindsight) goalSource(row int, t, s, e int64) (int, int64) {
 	case GoalEpisode:
 		return row, s + 1 + hs.rng.Int64N(e-s+1)
 	}
-	prefix, total := hs.b.windowCounts(&hs.prefix1, 1)
+	prefix, total := hs.b.windowCounts(&hs.sc.prefix1, 1)
 	u := hs.rng.Int64N(total)
 	r := sort.Search(len(prefix), func(i int) bool { return prefix[i] > u })
 	before := int64(0)
@@ -533,17 +549,20 @@ func (b *Buffer) episodeOf(row int, t int64) (s, e int64) {
 }
 
 // achievedAt gathers the steps refs of the achieved-goal field from
-// backend memory and returns their goals. The caller holds b.mu.
-func (hs *Hindsight) achievedAt(refs []stepRef) ([][]float64, error) {
+// backend memory and returns their goals, goal i at [i*d, (i+1)*d) for
+// goals of d elements, in scratch memory valid until the next call. The
+// caller holds hs.mu and b.mu.
+func (hs *Hindsight) achievedAt(refs []stepRef) ([]float64, error) {
 	b := hs.b
 	if len(refs) == 0 {
 		return nil, nil
 	}
 	step := hs.ach.step
-	idx := make([]int64, len(refs))
-	for i, s := range refs {
-		idx[i] = b.slot(s.row, s.t)
+	idx := hs.sc.idx[:0]
+	for _, s := range refs {
+		idx = append(idx, b.slot(s.row, s.t))
 	}
+	hs.sc.idx = idx
 	scratch, err := b.be.Alloc(step * int64(len(refs)))
 	if err != nil {
 		return nil, fmt.Errorf("%w: goal scratch: %w", ErrBackend, err)
@@ -556,13 +575,14 @@ func (hs *Hindsight) achievedAt(refs []stepRef) ([][]float64, error) {
 	if err := b.be.Sync(); err != nil {
 		return nil, fmt.Errorf("%w: sync: %w", ErrBackend, err)
 	}
-	raw := make([]byte, step*int64(len(refs)))
+	raw := grow(&hs.sc.raw, int(step)*len(refs))
 	if err := b.be.Download(raw, scratch, 0); err != nil {
 		return nil, fmt.Errorf("%w: download: %w", ErrBackend, err)
 	}
-	out := make([][]float64, len(refs))
+	d := len(hs.ach.idx)
+	out := grow(&hs.sc.goals, d*len(refs))
 	for i := range refs {
-		out[i] = readElems(raw[int64(i)*step:], hs.ach.dtype, hs.ach.idx)
+		readElems(out[i*d:(i+1)*d], raw[int64(i)*step:], hs.ach.dtype, hs.ach.idx)
 	}
 	return out, nil
 }
@@ -586,12 +606,11 @@ func (hs *Hindsight) SampleInto(ht *HindsightTransitions, n int) error {
 		return fmt.Errorf("%w: hindsight sample", ErrClosed)
 	}
 	hs.pruneLocked()
-	ov := make([]*relabel, 0, n)
-	rows := make([]int, 0, n)
-	steps := make([]int64, 0, n)
-	prefix, total := b.windowCounts(&hs.prefix, 2)
+	ov, rows, steps := hs.sc.ov[:0], hs.sc.rows[:0], hs.sc.steps[:0]
+	prefix, total := b.windowCounts(&hs.sc.prefix, 2)
 	var stored int64
-	relPrefix := make([]int64, len(hs.rows))
+	relPrefix := grow(&hs.sc.relPrefix, len(hs.rows))
+	clear(relPrefix)
 	if hs.cfg.Mode == RelabelAtEpisodeEnd {
 		for r := range hs.rows {
 			stored += int64(len(hs.rows[r].items) - hs.rows[r].head)
@@ -636,6 +655,7 @@ func (hs *Hindsight) SampleInto(ht *HindsightTransitions, n int) error {
 		}
 		rows, steps, ov = append(rows, row), append(steps, t), append(ov, rl)
 	}
+	hs.sc.ov, hs.sc.rows, hs.sc.steps = ov, rows, steps
 	if hs.cfg.Mode == RelabelAtSample {
 		if err := hs.relabelAtSampleLocked(rows, steps, ov); err != nil {
 			return err
@@ -664,8 +684,8 @@ func (hs *Hindsight) storedAt(relPrefix []int64, i int64) (int, *relabel) {
 func (hs *Hindsight) relabelAtSampleLocked(rows []int, steps []int64, ov []*relabel) error {
 	k := float64(hs.cfg.NumGoals)
 	ratio := k / (k + 1)
-	var which []int
-	var refs []stepRef
+	which, refs := hs.sc.which[:0], hs.sc.refs[:0]
+	defer func() { hs.sc.which, hs.sc.refs = which, refs }()
 	for i, r := range rows {
 		if hs.rng.Float64() >= ratio {
 			continue
@@ -680,9 +700,16 @@ func (hs *Hindsight) relabelAtSampleLocked(rows []int, steps []int64, ov []*rela
 	if err != nil {
 		return err
 	}
+	// ov points into rels: allocate it whole before taking addresses.
+	if cap(hs.sc.rels) < len(which) {
+		hs.sc.rels = make([]relabel, len(which))
+	}
+	rels := hs.sc.rels[:len(which)]
+	d := len(hs.ach.idx)
 	for j, i := range which {
-		rl := hs.relabelOne(rows[i], steps[i], goals[2*j], goals[2*j+1])
-		ov[i] = &rl
+		ach, goal := goals[2*j*d:(2*j+1)*d], goals[(2*j+1)*d:(2*j+2)*d]
+		rels[j] = hs.relabelOne(rows[i], steps[i], ach, goal)
+		ov[i] = &rels[j]
 	}
 	return nil
 }
@@ -728,9 +755,8 @@ func (hs *Hindsight) sampleTableOnce(ht *HindsightTransitions, n int) (done bool
 		return false, nil
 	}
 	ht.Keys, ht.Probabilities, ht.Weights = ht.Keys[:0], ht.Probabilities[:0], ht.Weights[:0]
-	rows := make([]int, 0, n)
-	steps := make([]int64, 0, n)
-	ov := make([]*relabel, 0, n)
+	rows, steps, ov := hs.sc.rows[:0], hs.sc.steps[:0], hs.sc.ov[:0]
+	defer func() { hs.sc.rows, hs.sc.steps, hs.sc.ov = rows, steps, ov }()
 	pMin := 0.0
 	if t.cfg.Selector == Prioritized && t.tree.total() > 0 {
 		pMin = t.tree.minPositive() / t.tree.total()
@@ -748,7 +774,7 @@ func (hs *Hindsight) sampleTableOnce(ht *HindsightTransitions, n int) (done bool
 		rows, steps = append(rows, it.Row), append(steps, it.Start)
 		var rl *relabel
 		if x, ok := hs.byKey[it.key]; ok {
-			rl = &x
+			rl = &x // a copy: the table path allocates one per relabeled sample
 		}
 		ov = append(ov, rl)
 		it.timesSampled++
@@ -866,7 +892,7 @@ func (hs *Hindsight) materialise(ht *HindsightTransitions, rows []int, steps []i
 	// Goals: the desired-goal elements of the observation and of the next
 	// observation.
 	for _, spec := range []int{hs.des.col, hs.des.nextIdx} {
-		raw := make([]byte, n*hs.des.step)
+		raw := grow(&hs.sc.raw, int(n*hs.des.step))
 		if err := b.be.Download(raw, o.arena, o.offs[spec]); err != nil {
 			return fmt.Errorf("%w: download: %w", ErrBackend, err)
 		}
@@ -879,8 +905,7 @@ func (hs *Hindsight) materialise(ht *HindsightTransitions, rows []int, steps []i
 			return fmt.Errorf("%w: upload: %w", ErrBackend, err)
 		}
 	}
-	rew := make([]float32, n)
-	disc := make([]float32, n)
+	rew, disc := grow(&hs.sc.rew, int(n)), grow(&hs.sc.disc, int(n))
 	if err := b.be.Download(f32Raw(rew), o.arena, o.offs[k]); err != nil {
 		return fmt.Errorf("%w: download: %w", ErrBackend, err)
 	}
@@ -911,9 +936,18 @@ func (hs *Hindsight) materialise(ht *HindsightTransitions, rows []int, steps []i
 	return nil
 }
 
-// readElems returns elements idx of one step of a field as float64.
-func readElems(raw []byte, dt DType, idx []int) []float64 {
-	out := make([]float64, len(idx))
+// grow returns (*s)[:n], reallocating *s when it is too short.
+func grow[T any](s *[]T, n int) []T {
+	if cap(*s) < n {
+		*s = make([]T, n)
+	}
+	*s = (*s)[:n]
+	return *s
+}
+
+// readElems writes elements idx of one step of a field, as float64, to
+// out.
+func readElems(out []float64, raw []byte, dt DType, idx []int) {
 	ne := binary.NativeEndian
 	for j, e := range idx {
 		switch dt {
@@ -929,7 +963,6 @@ func readElems(raw []byte, dt DType, idx []int) []float64 {
 			out[j] = float64(raw[e])
 		}
 	}
-	return out
 }
 
 // writeElems stores vals as elements idx of one step of a field.
