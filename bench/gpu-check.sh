@@ -118,17 +118,19 @@ run() {
 	done
 	echo
 	echo "== GPU operations (same-run device-to-device copy of the same bytes is the ceiling)"
-	printf '%-34s %10s %10s %10s %8s\n' operation us/op GB/s copyGB/s of_copy
+	printf '%-30s %9s %9s %9s %9s %9s %8s\n' operation us/op p50_us p99_us GB/s copyGB/s of_copy
 	awk '/^BenchmarkOps\// {
 		name = $1; sub(/^BenchmarkOps\//, "", name); sub(/-[0-9]+$/, "", name)
-		us = gb = cgb = frac = "-"
+		us = p50 = p99 = gb = cgb = frac = "-"
 		for (i = 2; i < NF; i++) {
 			if ($(i+1) == "us/op") us = $i
 			if ($(i+1) == "GB/s") gb = $i
 			if ($(i+1) == "copyGB/s") cgb = $i
 			if ($(i+1) == "of_copy") frac = $i
+			if ($(i+1) == "p50_us") p50 = $i
+			if ($(i+1) == "p99_us") p99 = $i
 		}
-		printf "%-34s %10s %10s %10s %8s\n", name, us, gb, cgb, frac
+		printf "%-30s %9s %9s %9s %9s %9s %8s\n", name, us, p50, p99, gb, cgb, frac
 	}' "$logs/bench-gpu.log"
 	echo
 	for k in "${!status[@]}"; do

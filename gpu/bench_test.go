@@ -4,6 +4,7 @@ package gpu
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -18,7 +19,9 @@ import (
 //	GB/s      effective bandwidth 2*bytes/t (bytes read + written)
 //	copyGB/s  the same for the copy of the same bytes
 //	of_copy   t(copy) / t(operation): the fraction of the ceiling reached
-//	us/op     microseconds per call, host work and launch included
+//	us/op     microseconds per call, host work and launch included, calls
+//	          queued back to back
+//	p50_us, p99_us  latency of one call waited for on its own (call + Sync)
 //
 // Index sets rotate over many random draws so the data does not stay in
 // the L2 cache between calls; the copy rotates its source the same way.
@@ -205,6 +208,22 @@ func runBench(b *testing.B, be *Backend, bc benchCase) {
 		b.Fatal(err)
 	}
 	tCopy := time.Since(start)
+	// Latency: each call waited for on its own (Sync), as a learner that
+	// uses the batch at once sees it.
+	lat := make([]float64, min(b.N, 200))
+	for i := range lat {
+		t0 := time.Now()
+		if err := op(i); err != nil {
+			b.Fatal(err)
+		}
+		if err := be.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		lat[i] = time.Since(t0).Seconds() * 1e6
+	}
+	slices.Sort(lat)
+	b.ReportMetric(lat[len(lat)/2], "p50_us")
+	b.ReportMetric(lat[min(len(lat)-1, len(lat)*99/100)], "p99_us")
 	perOp := tOp.Seconds() / float64(b.N)
 	perCopy := tCopy.Seconds() / float64(b.N)
 	b.ReportMetric(2*float64(moved)/perOp/1e9, "GB/s")
