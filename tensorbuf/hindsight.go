@@ -358,7 +358,9 @@ type stepRef struct {
 // observer after each driver step. Episodes whose first steps were already
 // overwritten are relabeled from their oldest stored step. It returns the
 // number of experiences made. With RelabelAtSample it fails with
-// ErrInvalidArg.
+// ErrInvalidArg. With a Table, an item whose step the ring overwrites
+// while Generate inserts is skipped; any other refused insert (a closed
+// buffer) fails the call, keeping what was made and inserted before it.
 func (hs *Hindsight) Generate() (int, error) {
 	if hs.cfg.Mode != RelabelAtEpisodeEnd {
 		return 0, fmt.Errorf("%w: Generate with RelabelAtSample", ErrInvalidArg)
