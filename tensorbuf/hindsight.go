@@ -17,7 +17,8 @@ import (
 // MATLAB's rlHindsightReplayMemory and of SB3's HerReplayBuffer). Goals
 // are achieved goals read from stored observations; for the transition at
 // step t of an episode whose last transition is at step e (its
-// next_step_type is Last) and whose first step is s:
+// next_step_type is Last) and whose first step is s (the constants say
+// which goals each takes). A plain value, safe to share.
 type GoalStrategy int
 
 // The goal strategies.
@@ -52,7 +53,8 @@ func (s GoalStrategy) String() string {
 	return fmt.Sprintf("GoalStrategy(%d)", int(s))
 }
 
-// RelabelMode says when relabeled experiences are made.
+// RelabelMode says when relabeled experiences are made. A plain value,
+// safe to share.
 type RelabelMode int
 
 // The relabel modes.
@@ -76,13 +78,17 @@ const (
 
 // GoalRef names the elements of an observation field that hold a goal:
 // flat indices into one step of the field (row-major over its shape), as
-// MATLAB's goal condition information names them.
+// MATLAB's goal condition information names them. Plain data: safe to
+// share while nobody modifies it.
 type GoalRef struct {
 	Field   string
 	Indices []int
 }
 
 // HindsightConfig configures hindsight relabeling (see NewHindsight).
+// NewHindsight keeps a copy; the Reward and IsDone functions are called
+// under the relabeler's lock, one call at a time, so they need not be
+// safe for concurrent use unless shared with other code.
 type HindsightConfig struct {
 	// AchievedGoal holds the goal an observation has reached (MATLAB's goal
 	// measurement, SB3's achieved_goal); DesiredGoal the goal the agent

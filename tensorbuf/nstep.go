@@ -43,6 +43,8 @@ import (
 // (gamma^k tells the learner how far it looks). Excluding the newest n-1
 // steps of each row instead would keep the freshest data from the learner
 // and make the set of transitions depend on n.
+//
+// NStepOptions is a plain value, safe to share between goroutines.
 type NStepOptions struct {
 	// Horizon is n, at least 1.
 	Horizon int
@@ -66,7 +68,8 @@ func (o NStepOptions) validate() error {
 // offset outOff+4i of out. See cpu.Backend.NStepReward for the reference
 // loop. A backend without it still serves n-step transitions: the rewards
 // of every window are gathered (GatherWindows), downloaded and summed on
-// the host with the same loop, then uploaded.
+// the host with the same loop, then uploaded. Implementations must be
+// safe for concurrent use as Backend's methods are.
 type NStepper interface {
 	NStepReward(ring, out Arena, outOff int64, wins []Window, capacity int64, gamma float64) error
 }
