@@ -778,17 +778,7 @@ func (hs *Hindsight) sampleTableOnce(ht *HindsightTransitions, n int) (done bool
 	ht.Keys, ht.Probabilities, ht.Weights = ht.Keys[:0], ht.Probabilities[:0], ht.Weights[:0]
 	rows, steps, ov := hs.sc.rows[:0], hs.sc.steps[:0], hs.sc.ov[:0]
 	defer func() { hs.sc.rows, hs.sc.steps, hs.sc.ov = rows, steps, ov }()
-	pMin := 0.0
-	if t.cfg.Selector == Prioritized && t.tree.total() > 0 {
-		pMin = t.tree.minPositive() / t.tree.total()
-	}
-	for range n {
-		s, p := t.pick()
-		it := &t.items[s]
-		w := 1.0
-		if t.cfg.Selector == Prioritized && t.cfg.Beta > 0 && pMin > 0 && p > 0 {
-			w = math.Min(1, math.Pow(p/pMin, -t.cfg.Beta))
-		}
+	t.selectLocked(n, func(it *item, p, w float64) {
 		ht.Keys = append(ht.Keys, it.key)
 		ht.Probabilities = append(ht.Probabilities, p)
 		ht.Weights = append(ht.Weights, w)
@@ -798,16 +788,7 @@ func (hs *Hindsight) sampleTableOnce(ht *HindsightTransitions, n int) (done bool
 			rl = &x // a copy: the table path allocates one per relabeled sample
 		}
 		ov = append(ov, rl)
-		it.timesSampled++
-		if t.cfg.MaxTimesSampled > 0 {
-			t.budget--
-			if it.timesSampled >= t.cfg.MaxTimesSampled {
-				t.remove(s)
-			}
-		}
-	}
-	t.samples += int64(n)
-	t.notifyLocked()
+	})
 	t.mu.Unlock()
 	if err := hs.materialise(ht, rows, steps, ov); err != nil {
 		return true, err

@@ -3,7 +3,6 @@ package tensorbuf
 import (
 	"fmt"
 	"math"
-	"sort"
 	"unsafe"
 
 	"github.com/trajring/trajring/cpu"
@@ -88,64 +87,6 @@ func (b *Buffer) nstepLen(row int, t int64, n int64) int64 {
 	return limit
 }
 
-// drawTransitions appends n transitions drawn uniformly over every stored
-// transition to tr.Rows and tr.Steps, as SampleTransitionsInto draws
-// them. The caller holds b.mu.
-func (b *Buffer) drawTransitions(tr *Transitions, n int) error {
-	prefix, total := b.windowCounts(&tr.prefix, 2)
-	if total == 0 {
-		return fmt.Errorf("%w: no row holds two steps", ErrEmpty)
-	}
-	var valid []Window
-	for range n {
-		var w Window
-		found := false
-		for try := 0; try < maxRejections && !found; try++ {
-			w = b.drawStart(prefix, total)
-			found = !b.isBoundary(int(w.Row), w.Start)
-		}
-		if !found {
-			if valid == nil {
-				if valid = b.validStarts(2); len(valid) == 0 {
-					return fmt.Errorf("%w: the buffer holds only boundary steps", ErrEmpty)
-				}
-			}
-			w = valid[b.randN(int64(len(valid)))]
-		}
-		tr.Rows = append(tr.Rows, int(w.Row))
-		tr.Steps = append(tr.Steps, w.Start)
-	}
-	return nil
-}
-
-// allTransitions returns every stored transition, ordered by step, then
-// row, as AllExperiences orders them. The caller holds b.mu.
-func (b *Buffer) allTransitions() (rows []int, steps []int64) {
-	type pos struct {
-		t   int64
-		row int
-	}
-	var all []pos
-	for r := range b.numEnvs {
-		for t := b.oldest(r); t+1 < b.cursor[r]; t++ {
-			if !b.isBoundary(r, t) {
-				all = append(all, pos{t, r})
-			}
-		}
-	}
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].t != all[j].t {
-			return all[i].t < all[j].t
-		}
-		return all[i].row < all[j].row
-	})
-	rows, steps = make([]int, len(all)), make([]int64, len(all))
-	for i, p := range all {
-		rows[i], steps[i] = p.row, p.t
-	}
-	return rows, steps
-}
-
 // SampleNStep samples n n-step transitions uniformly over every stored
 // transition. See SampleNStepInto.
 func (b *Buffer) SampleNStep(n int, opt NStepOptions) (*Transitions, error) {
@@ -207,38 +148,6 @@ func (b *Buffer) AllNStepExperiences(mode ExportMode, opt NStepOptions) ([]*Tran
 		return nil, err
 	}
 	return b.exportViews(tr, mode)
-}
-
-// exportViews shapes materialised transitions for an export mode.
-func (b *Buffer) exportViews(tr *Transitions, mode ExportMode) ([]*Transitions, error) {
-	n := len(tr.Rows)
-	switch mode {
-	case ExportBatch:
-		if err := tr.views(b.be, 0, n, 1); err != nil {
-			_ = tr.Release()
-			return nil, err
-		}
-		return []*Transitions{tr}, nil
-	case ExportSequence:
-		if err := tr.views(b.be, 0, 1, n); err != nil {
-			_ = tr.Release()
-			return nil, err
-		}
-		return []*Transitions{tr}, nil
-	}
-	out := make([]*Transitions, n)
-	for i := range out {
-		e := &Transitions{
-			Rows: tr.Rows[i : i+1 : i+1], Steps: tr.Steps[i : i+1 : i+1],
-			out: tr.out, specs: tr.specs, roles: tr.roles, nUser: tr.nUser, nObs: tr.nObs, first: int64(i),
-		}
-		if err := e.views(b.be, int64(i), 1, 1); err != nil {
-			_ = tr.Release()
-			return nil, err
-		}
-		out[i] = e
-	}
-	return out, nil
 }
 
 // materialiseNStep gathers the n-step transitions at tr.Rows/tr.Steps into

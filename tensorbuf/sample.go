@@ -63,24 +63,37 @@ func (t *Table) sampleOnce(bt *Batch, n int) (done bool, err error) {
 	bt.Items, bt.Keys = bt.Items[:0], bt.Keys[:0]
 	bt.Probabilities, bt.Weights = bt.Probabilities[:0], bt.Weights[:0]
 	bt.wins = bt.wins[:0]
+	l := 0
+	t.selectLocked(n, func(it *item, p, w float64) {
+		bt.Items = append(bt.Items, it.Item)
+		bt.Keys = append(bt.Keys, it.key)
+		bt.Probabilities = append(bt.Probabilities, p)
+		bt.Weights = append(bt.Weights, w)
+		bt.wins = append(bt.wins, Window{Row: int64(it.Row), Start: it.Start, Len: int64(it.Len)})
+		l = max(l, it.Len+it.Pad)
+	})
+	t.mu.Unlock()
+	return true, b.gather(bt, n, l, realloc)
+}
+
+// selectLocked selects n items one after another, calling visit with each
+// item, the probability with which it was selected and its importance
+// weight, then counts the sample and removes the item if it has been
+// sampled MaxTimesSampled times. The caller holds t.mu and has checked
+// canSampleLocked(n).
+func (t *Table) selectLocked(n int, visit func(it *item, p, w float64)) {
 	pMin := 0.0
 	if t.cfg.Selector == Prioritized && t.tree.total() > 0 {
 		pMin = t.tree.minPositive() / t.tree.total()
 	}
-	l := 0
 	for range n {
 		s, p := t.pick()
 		it := &t.items[s]
-		bt.Items = append(bt.Items, it.Item)
-		bt.Keys = append(bt.Keys, it.key)
-		bt.Probabilities = append(bt.Probabilities, p)
 		w := 1.0
 		if t.cfg.Selector == Prioritized && t.cfg.Beta > 0 && pMin > 0 && p > 0 {
 			w = math.Min(1, math.Pow(p/pMin, -t.cfg.Beta))
 		}
-		bt.Weights = append(bt.Weights, w)
-		bt.wins = append(bt.wins, Window{Row: int64(it.Row), Start: it.Start, Len: int64(it.Len)})
-		l = max(l, it.Len+it.Pad)
+		visit(it, p, w)
 		it.timesSampled++
 		if t.cfg.MaxTimesSampled > 0 {
 			t.budget--
@@ -91,8 +104,6 @@ func (t *Table) sampleOnce(bt *Batch, n int) (done bool, err error) {
 	}
 	t.samples += int64(n)
 	t.notifyLocked()
-	t.mu.Unlock()
-	return true, b.gather(bt, n, l, realloc)
 }
 
 // pick selects one live item and returns its slot and the probability

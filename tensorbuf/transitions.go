@@ -239,33 +239,11 @@ func (b *Buffer) SampleTransitionsInto(tr *Transitions, n int) error {
 	if b.closed {
 		return fmt.Errorf("%w: SampleTransitions", ErrClosed)
 	}
-	prefix, total := b.windowCounts(&tr.prefix, 2)
-	if total == 0 {
-		return fmt.Errorf("%w: no row holds two steps", ErrEmpty)
+	tr.Rows, tr.Steps = tr.Rows[:0], tr.Steps[:0]
+	if err := b.drawTransitions(tr, n); err != nil {
+		return err
 	}
-	tr.Rows, tr.Steps, tr.idx, tr.next = tr.Rows[:0], tr.Steps[:0], tr.idx[:0], tr.next[:0]
-	var valid []Window
-	for range n {
-		var w Window
-		found := false
-		for try := 0; try < maxRejections && !found; try++ {
-			w = b.drawStart(prefix, total)
-			found = !b.isBoundary(int(w.Row), w.Start)
-		}
-		if !found {
-			if valid == nil {
-				if valid = b.validStarts(2); len(valid) == 0 {
-					return fmt.Errorf("%w: the buffer holds only boundary steps", ErrEmpty)
-				}
-			}
-			w = valid[b.randN(int64(len(valid)))]
-		}
-		r := int(w.Row)
-		tr.Rows = append(tr.Rows, r)
-		tr.Steps = append(tr.Steps, w.Start)
-		tr.idx = append(tr.idx, b.slot(r, w.Start))
-		tr.next = append(tr.next, b.slot(r, w.Start+1))
-	}
+	b.indexSuccessors(tr)
 	if err := b.materialise(tr); err != nil {
 		return err
 	}
@@ -301,6 +279,60 @@ func (b *Buffer) AllExperiences(mode ExportMode) ([]*Transitions, error) {
 		return nil, fmt.Errorf("%w: AllExperiences", ErrClosed)
 	}
 	tr := new(Transitions)
+	tr.Rows, tr.Steps = b.allTransitions()
+	if len(tr.Rows) == 0 {
+		return nil, fmt.Errorf("%w: the buffer holds no transition", ErrEmpty)
+	}
+	b.indexSuccessors(tr)
+	if err := b.materialise(tr); err != nil {
+		return nil, err
+	}
+	return b.exportViews(tr, mode)
+}
+
+// indexSuccessors sets tr's gather indices to the slots of its
+// transitions' steps and of their successors.
+func (b *Buffer) indexSuccessors(tr *Transitions) {
+	tr.idx, tr.next = tr.idx[:0], tr.next[:0]
+	for i, r := range tr.Rows {
+		tr.idx = append(tr.idx, b.slot(r, tr.Steps[i]))
+		tr.next = append(tr.next, b.slot(r, tr.Steps[i]+1))
+	}
+}
+
+// drawTransitions appends n transitions drawn uniformly over every stored
+// transition to tr.Rows and tr.Steps, as SampleTransitionsInto draws
+// them. The caller holds b.mu.
+func (b *Buffer) drawTransitions(tr *Transitions, n int) error {
+	prefix, total := b.windowCounts(&tr.prefix, 2)
+	if total == 0 {
+		return fmt.Errorf("%w: no row holds two steps", ErrEmpty)
+	}
+	var valid []Window
+	for range n {
+		var w Window
+		found := false
+		for try := 0; try < maxRejections && !found; try++ {
+			w = b.drawStart(prefix, total)
+			found = !b.isBoundary(int(w.Row), w.Start)
+		}
+		if !found {
+			if valid == nil {
+				if valid = b.validStarts(2); len(valid) == 0 {
+					return fmt.Errorf("%w: the buffer holds only boundary steps", ErrEmpty)
+				}
+			}
+			w = valid[b.randN(int64(len(valid)))]
+		}
+		tr.Rows = append(tr.Rows, int(w.Row))
+		tr.Steps = append(tr.Steps, w.Start)
+	}
+	return nil
+}
+
+// allTransitions returns every stored transition, ordered by step, then
+// row, as AllExperiences orders them. The caller holds b.mu.
+func (b *Buffer) allTransitions() (rows []int, steps []int64) {
 	type pos struct {
 		t   int64
 		row int
@@ -313,30 +345,35 @@ func (b *Buffer) AllExperiences(mode ExportMode) ([]*Transitions, error) {
 			}
 		}
 	}
-	if len(all) == 0 {
-		return nil, fmt.Errorf("%w: the buffer holds no transition", ErrEmpty)
-	}
 	sort.Slice(all, func(i, j int) bool {
 		if all[i].t != all[j].t {
 			return all[i].t < all[j].t
 		}
 		return all[i].row < all[j].row
 	})
-	for _, p := range all {
-		tr.Rows = append(tr.Rows, p.row)
-		tr.Steps = append(tr.Steps, p.t)
-		tr.idx = append(tr.idx, b.slot(p.row, p.t))
-		tr.next = append(tr.next, b.slot(p.row, p.t+1))
+	rows, steps = make([]int, len(all)), make([]int64, len(all))
+	for i, p := range all {
+		rows[i], steps[i] = p.row, p.t
 	}
-	if err := b.materialise(tr); err != nil {
-		return nil, err
-	}
-	n := len(all)
+	return rows, steps
+}
+
+// exportViews shapes materialised transitions for an export mode.
+func (b *Buffer) exportViews(tr *Transitions, mode ExportMode) ([]*Transitions, error) {
+	n := len(tr.Rows)
 	switch mode {
 	case ExportBatch:
-		return []*Transitions{tr}, tr.views(b.be, 0, n, 1)
+		if err := tr.views(b.be, 0, n, 1); err != nil {
+			_ = tr.Release()
+			return nil, err
+		}
+		return []*Transitions{tr}, nil
 	case ExportSequence:
-		return []*Transitions{tr}, tr.views(b.be, 0, 1, n)
+		if err := tr.views(b.be, 0, 1, n); err != nil {
+			_ = tr.Release()
+			return nil, err
+		}
+		return []*Transitions{tr}, nil
 	}
 	out := make([]*Transitions, n)
 	for i := range out {
