@@ -28,6 +28,18 @@
 // the stored windows and transitions (never crossing a row's cursor), and
 // AllExperiences exports every transition oldest first.
 //
+// # n-step returns and hindsight
+//
+// SampleNStep and AllNStepExperiences return n-step transitions: the
+// discounted reward over up to NStepHorizon steps, stopping at the episode's
+// last step or at the newest stored step, with the observation k steps later
+// and the discount gamma^k (0 after a termination). A Hindsight relabels
+// transitions with achieved goals (strategies final, future, episode,
+// random), either at episode end (Generate, as MATLAB's hindsight memories
+// do; relabeled experiences are kept beside the ring, not stored twice) or
+// at sample time (as SB3 and TorchRL do), optionally into a prioritized
+// table.
+//
 // # Backends and memory
 //
 // Bytes are moved by a Backend: the pure-Go cpu backend by default, the

@@ -6,7 +6,9 @@
 //   - Counting, a deterministic environment whose observation counts steps,
 //     for tests and documentation;
 //   - Noop and NoopEnv, which do nothing, for measuring the overhead of
-//     drivers and of driver.Parallel.
+//     drivers and of driver.Parallel;
+//   - BitFlip, the bit-flipping goal environment of the HER paper, for
+//     hindsight relabeling (tensorbuf.Hindsight).
 //
 // The batched environments follow driver.Environment's auto-reset
 // convention and double-buffer their time steps: a returned TimeStep stays
