@@ -59,6 +59,22 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// syncBackend waits for the backend's queued work, so that a device
+// backend's asynchronous operations are timed whole (a no-op on the cpu).
+func syncBackend(b *testing.B, buf *tensorbuf.Buffer) {
+	if err := buf.Backend().Sync(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// skipNoGather skips a gather/scatter ceiling on a device backend, whose
+// ceiling is the plain device-to-device copy only.
+func skipNoGather(b *testing.B, c Ceiling) {
+	if !c.Gathers() {
+		b.Skip("no gather ceiling on a device backend: plain-copy (device to device) is the ceiling there")
+	}
+}
+
 // reportGBps reports the effective bandwidth of moving bytes per op.
 func reportGBps(b *testing.B, bytes int64) {
 	b.ReportMetric(float64(bytes)*float64(b.N)/float64(b.Elapsed().Nanoseconds()), "GB/s")
@@ -86,6 +102,7 @@ func BenchmarkSample(b *testing.B) {
 				if err := buf.SampleSequencesInto(&bt, benchB, l, tensorbuf.SequenceOptions{}); err != nil {
 					b.Fatal(err)
 				}
+				syncBackend(b, buf)
 			}
 			reportGBps(b, moved)
 		})
@@ -101,6 +118,7 @@ func BenchmarkSample(b *testing.B) {
 		})
 		b.Run(name+"/gather-copy", func(b *testing.B) {
 			buf, ceil := pixelsFixture(b)
+			skipNoGather(b, ceil)
 			d, err := SequenceDraws(buf, drawCount(benchB*l, benchEnvs*benchCapacity), benchB, l, tensorbuf.SequenceOptions{})
 			if err != nil {
 				b.Fatal(err)
@@ -137,11 +155,13 @@ func BenchmarkSampleTransitions(b *testing.B) {
 			if err := buf.SampleTransitionsInto(&tr, benchB); err != nil {
 				b.Fatal(err)
 			}
+			syncBackend(b, buf)
 		}
 		reportGBps(b, moved)
 	})
 	b.Run("pixels/B=256/gather-copy", func(b *testing.B) {
 		buf, ceil := pixelsFixture(b)
+		skipNoGather(b, ceil)
 		d, err := TransitionDraws(buf, drawCount(benchB, benchEnvs*benchCapacity), benchB)
 		if err != nil {
 			b.Fatal(err)
@@ -192,6 +212,7 @@ func BenchmarkTableSample(b *testing.B) {
 			if err := t.SampleInto(ctx, &bt, benchB); err != nil {
 				b.Fatal(err)
 			}
+			syncBackend(b, buf)
 		}
 		reportGBps(b, moved)
 	})
@@ -222,6 +243,7 @@ func BenchmarkAdd(b *testing.B) {
 			if err := w.Add(st.at(t)); err != nil {
 				b.Fatal(err)
 			}
+			syncBackend(b, buf)
 		}
 		reportGBps(b, moved)
 	})
@@ -237,6 +259,7 @@ func BenchmarkAdd(b *testing.B) {
 	})
 	b.Run("pixels/W=256/scatter-copy", func(b *testing.B) {
 		_, ceil := pixelsFixture(b)
+		skipNoGather(b, ceil)
 		idx := make([]int64, benchEnvs)
 		b.ReportAllocs()
 		t := int64(0)
@@ -280,6 +303,7 @@ func BenchmarkSampleLowDim(b *testing.B) {
 				if err := buf.SampleSequencesInto(&bt, n, 1, tensorbuf.SequenceOptions{}); err != nil {
 					b.Fatal(err)
 				}
+				syncBackend(b, buf)
 			}
 			reportGBps(b, 2*int64(n)*(LowDim().StepBytes()+1))
 		})

@@ -40,6 +40,8 @@ type pyJob struct {
 	B            int       `json:"b"`
 	L            int       `json:"l"`
 	EpisodeAware bool      `json:"episode_aware,omitempty"`
+	// MinOps, when set, replaces the run's minimum (slow jobs: export).
+	MinOps int `json:"min_ops,omitempty"`
 }
 
 // newPyJob describes an operation over a layout's arrays.
@@ -57,6 +59,7 @@ type pyRequest struct {
 	MinOps  int     `json:"min_ops,omitempty"`
 	MaxOps  int     `json:"max_ops,omitempty"`
 	Rounds  int     `json:"rounds,omitempty"`
+	Warmup  int     `json:"warmup,omitempty"`
 	Job     *pyJob  `json:"job,omitempty"`
 	Drop    bool    `json:"drop,omitempty"`
 }
@@ -211,7 +214,10 @@ func (r *runner) flushPython(ctx context.Context) error {
 	for _, j := range jobs {
 		i, _ := strconv.Atoi(j.ID)
 		fmt.Fprintf(r.opt.Progress, "\rbench: numpy/torch peers: %s (%s)%s", r.rep.Rows[i].Scenario, time.Since(r.start).Round(100*time.Millisecond), clearEOL)
-		req := pyRequest{BudgetS: r.bud.Time.Seconds(), MinOps: r.bud.MinOps, MaxOps: r.bud.MaxOps, Rounds: r.rounds, Job: &j}
+		req := pyRequest{BudgetS: r.bud.Time.Seconds(), MinOps: r.bud.MinOps, MaxOps: r.bud.MaxOps, Rounds: r.rounds, Warmup: 2, Job: &j}
+		if j.MinOps > 0 {
+			req.Warmup = 1
+		}
 		var rep pyReply
 		err := r.py.send(req)
 		if err == nil {

@@ -179,8 +179,8 @@ def torch_op(np, torch, rng, job, cols):
     return None
 
 
-def measure(op, budget_s, min_ops, max_ops, rounds):
-    for _ in range(2):
+def measure(op, budget_s, min_ops, max_ops, rounds, warmup=2):
+    for _ in range(warmup):
         op()
     ns = []
     for _ in range(rounds):
@@ -226,6 +226,9 @@ def main():
             continue
         job = req["job"]
         budget, min_ops, max_ops, rounds = req["budget_s"], req["min_ops"], req["max_ops"], req.get("rounds", 1)
+        warmup = req.get("warmup", 2)
+        if job.get("min_ops"):
+            min_ops, rounds = job["min_ops"], 1
         key = (json.dumps(job["fields"]), job["num_envs"], job["capacity"])
         if key != cache_key:
             cols = None
@@ -235,13 +238,13 @@ def main():
         res = {"id": job["id"], "results": []}
         op = numpy_op(np, rng, job, cols)
         if op is not None:
-            res["results"].append({"peer": "numpy", "ns": measure(op, budget, min_ops, max_ops, rounds)})
+            res["results"].append({"peer": "numpy", "ns": measure(op, budget, min_ops, max_ops, rounds, warmup)})
             if torch is not None:
                 top = torch_op(np, torch, rng, job, cols)
                 torch.set_num_threads(1)
-                res["results"].append({"peer": "torch-1thread", "ns": measure(top, budget, min_ops, max_ops, rounds)})
+                res["results"].append({"peer": "torch-1thread", "ns": measure(top, budget, min_ops, max_ops, rounds, warmup)})
                 torch.set_num_threads(default_threads)
-                res["results"].append({"peer": "torch", "ns": measure(top, budget, min_ops, max_ops, rounds)})
+                res["results"].append({"peer": "torch", "ns": measure(top, budget, min_ops, max_ops, rounds, warmup)})
         print(json.dumps(res), flush=True)
 
 

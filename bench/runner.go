@@ -46,7 +46,7 @@ type Options struct {
 // interleaved rounds it is split into.
 func (m Mode) budget() (Budget, int) {
 	if m == Full {
-		return Budget{Time: 1500 * time.Millisecond, MinOps: 10, MaxOps: 200000, Warmup: 5}, 5
+		return Budget{Time: 1500 * time.Millisecond, MinOps: 10, MaxOps: 200000, Warmup: 5}, 10
 	}
 	return Budget{Time: 150 * time.Millisecond, MinOps: 3, MaxOps: 20000, Warmup: 2}, 3
 }

@@ -154,15 +154,15 @@ func (r *runner) tableScenario(f *fixture, t *tensorbuf.Table, group, name strin
 	return sc, func() { bt.Release() }, nil
 }
 
-// fillTable inserts one item of one step per stored step of the
-// buffer, with priorities 1..16 cycling when prioritized.
-func fillTable(f *fixture, cfg tensorbuf.TableConfig) (*tensorbuf.Table, error) {
+// fillTable inserts one item of one step per stored step of the first
+// rows rows of the buffer, with priorities 1..16 cycling.
+func fillTable(f *fixture, rows int, cfg tensorbuf.TableConfig) (*tensorbuf.Table, error) {
 	t, err := f.buf.NewTable(cfg)
 	if err != nil {
 		return nil, err
 	}
 	k := 0
-	for row := range f.numEnvs {
+	for row := range rows {
 		for s := f.buf.Oldest(row); s < f.buf.Cursor(row); s++ {
 			k++
 			if _, err := t.Insert(tensorbuf.Item{Row: row, Start: s, Len: 1, Priority: float64(1 + k%16)}); err != nil {
@@ -202,7 +202,7 @@ func (r *runner) pixelGroup(ctx context.Context) error {
 		return err
 	}
 	if r.want("table uniform pixels B=256" + suffix) {
-		t, err := fillTable(f, tensorbuf.TableConfig{Name: "uniform", Selector: tensorbuf.Uniform, Seed: 11})
+		t, err := fillTable(f, f.numEnvs, tensorbuf.TableConfig{Name: "uniform", Selector: tensorbuf.Uniform, Seed: 11})
 		if err != nil {
 			return err
 		}
@@ -230,9 +230,14 @@ func (r *runner) anyWanted(prefixes []string) bool {
 func (r *runner) lowDimGroup(ctx context.Context) error {
 	const numEnvs, capacity = 16, 62500
 	l := LowDim()
+	itemRows := numEnvs // one item per stored step: 1M items
+	if r.opt.Mode == Quick {
+		itemRows = numEnvs / 4 // 250k items: inserting is most of the cost
+	}
+	items := fmtRate(float64(itemRows * capacity))
 	if !r.anyWanted([]string{"sample lowdim L=4 B=256 (1M steps)", "sample lowdim L=1 B=16 (1M steps)", "sample lowdim L=1 B=256 (1M steps)",
-		"sample lowdim L=1 B=4096 (1M steps)", "sample lowdim L=1 B=65536 (1M steps)", "prioritized lowdim B=256 (1M items)",
-		"prioritized lowdim B=65536 (1M items)", "export lowdim batch (1.00M transitions)"}) {
+		"sample lowdim L=1 B=4096 (1M steps)", "sample lowdim L=1 B=65536 (1M steps)", "prioritized lowdim B=256 (" + items + " items)",
+		"prioritized lowdim B=65536 (" + items + " items)", "export lowdim batch (1.00M transitions)"}) {
 		return nil
 	}
 	export := int64(numEnvs * capacity)
@@ -249,14 +254,14 @@ func (r *runner) lowDimGroup(ctx context.Context) error {
 			return err
 		}
 	}
-	if r.anyWanted([]string{"prioritized lowdim B=256 (1M items)", "prioritized lowdim B=65536 (1M items)"}) {
-		fmt.Fprintf(r.opt.Progress, "\rbench: inserting %d prioritized items%s", f.steps(), clearEOL)
-		t, err := fillTable(f, tensorbuf.TableConfig{Name: "prioritized", Selector: tensorbuf.Prioritized, PriorityExponent: 0.6, Beta: 0.4, Seed: 13})
+	if r.anyWanted([]string{"prioritized lowdim B=256 (" + items + " items)", "prioritized lowdim B=65536 (" + items + " items)"}) {
+		fmt.Fprintf(r.opt.Progress, "\rbench: inserting %s prioritized items%s", items, clearEOL)
+		t, err := fillTable(f, itemRows, tensorbuf.TableConfig{Name: "prioritized", Selector: tensorbuf.Prioritized, PriorityExponent: 0.6, Beta: 0.4, Seed: 13})
 		if err != nil {
 			return err
 		}
 		for _, b := range []int{256, 65536} {
-			if err := r.run(r.tableScenario(f, t, "prioritized", fmt.Sprintf("prioritized lowdim B=%d (1M items)", b), b)); err != nil {
+			if err := r.run(r.tableScenario(f, t, "prioritized", fmt.Sprintf("prioritized lowdim B=%d (%s items)", b, items), b)); err != nil {
 				return err
 			}
 		}
@@ -297,6 +302,10 @@ func (r *runner) exportScenario(f *fixture) (*scenario, func(), error) {
 		}
 	}
 	sc.py = newPyJob(f.layout, f.numEnvs, f.capacity, "export", n, 1)
+	sc.py.MinOps = 3
+	if r.opt.Mode == Quick {
+		sc.py.MinOps = 1
+	}
 	return sc, func() {}, nil
 }
 
