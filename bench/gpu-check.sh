@@ -86,12 +86,17 @@ run() {
 	# 2. The gpu package's tests again under memcheck. API errors are not
 	# reported: the tests provoke some on purpose (device memory exhaustion).
 	# Kernel memory errors are.
-	local s0=$SECONDS
+	local s0=$SECONDS inject=()
+	# Debian's packaged compute-sanitizer does not find its own injection
+	# libraries; point it at them.
+	if [ -d /usr/lib/nvidia-cuda-toolkit/compute-sanitizer ] && [ "$sanitizer" = /usr/bin/compute-sanitizer ]; then
+		inject=(--injection-path /usr/lib/nvidia-cuda-toolkit/compute-sanitizer)
+	fi
 	if [ -z "$sanitizer" ]; then
 		status[memcheck-gpu]="SKIP (compute-sanitizer not found)"
 	elif [ ! -x bin/gpu.test ]; then
 		status[memcheck-gpu]="SKIP (no gpu.test)"
-	elif limit 150 "$sanitizer" --tool memcheck --report-api-errors no --error-exitcode 3 bin/gpu.test -test.count=1 >"$logs/memcheck-gpu.log" 2>&1; then
+	elif limit 150 "$sanitizer" "${inject[@]}" --tool memcheck --report-api-errors no --error-exitcode 3 bin/gpu.test -test.count=1 >"$logs/memcheck-gpu.log" 2>&1; then
 		status[memcheck-gpu]=PASS
 	else
 		status[memcheck-gpu]=FAIL
