@@ -5,11 +5,13 @@
  *
  * It implements the driver calls that package gpu and gorgonia.org/cu's
  * initialisation make: init, device queries, the primary context, device
- * and pinned host memory, copies and memsets (async ones run at once),
- * streams, events, modules loaded from PTX text, and kernel launches. A
- * launch runs the host build of our kernels (kernels/host/host.h), found
- * by entry name. Every other driver entry point is a weak stub from
- * gen-stubs.sh answering CUDA_ERROR_NOT_SUPPORTED.
+ * and pinned host memory, copies and memsets, streams, events, modules
+ * loaded from PTX text, and kernel launches. A launch runs the host build
+ * of our kernels (kernels/host/host.h), found by entry name. Asynchronous
+ * work really is asynchronous: it runs at the next synchronisation point
+ * (see "the work queue" below), so missing synchronisation shows up in
+ * tests. Every other driver entry point is a weak stub from gen-stubs.sh
+ * answering CUDA_ERROR_NOT_SUPPORTED.
  *
  * It checks what a real driver checks and tests would otherwise miss:
  * a current context on the calling thread, device ranges of copies and
@@ -43,6 +45,7 @@ struct CUstream_st {
 
 struct CUevent_st {
 	double ms;
+	int pending; /* records queued, not yet run */
 };
 
 #define MAX_ENTRIES 64
@@ -115,6 +118,100 @@ static double now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/*
+ * ---- the work queue ----
+ *
+ * Asynchronous work (the *Async copies and memsets, event records and
+ * kernel launches) is not run when it is issued, as a real device would
+ * not run it then either: it is queued, in issue order, and run at the
+ * next synchronisation point (stream, event or context synchronize, a
+ * synchronous copy or memset, a free). A host buffer handed to an async
+ * copy is therefore read or written late, and device memory written by a
+ * kernel changes only later, so a caller that reuses staging memory too
+ * early or reads results without synchronising sees wrong bytes in tests,
+ * as it would on a GPU. One FIFO serves all streams: a valid order for
+ * any program that synchronises correctly.
+ */
+enum { Q_H2D, Q_D2H, Q_D2D, Q_MEMSET, Q_EVENT, Q_LAUNCH };
+
+#define MAX_ARGS 16
+
+struct qop {
+	int kind;
+	CUdeviceptr dst, src;
+	const void *hsrc;
+	void *hdst;
+	size_t n;
+	unsigned char v;
+	struct CUevent_st *ev;
+	tr_host_fn fn;
+	unsigned gx, gy, bx;
+	int nargs;
+	tr_u64 args[MAX_ARGS];
+};
+
+static pthread_mutex_t qmu = PTHREAD_MUTEX_INITIALIZER;
+static struct qop *queue;
+static size_t qlen, qcap;
+
+static CUresult enqueue(const struct qop *op)
+{
+	pthread_mutex_lock(&qmu);
+	if (qlen == qcap) {
+		size_t c = qcap ? 2 * qcap : 256;
+		struct qop *q = realloc(queue, c * sizeof *q);
+		if (q == NULL) {
+			pthread_mutex_unlock(&qmu);
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		queue = q;
+		qcap = c;
+	}
+	queue[qlen++] = *op;
+	pthread_mutex_unlock(&qmu);
+	return CUDA_SUCCESS;
+}
+
+static void run_op(struct qop *op)
+{
+	void *params[MAX_ARGS];
+	int i;
+	switch (op->kind) {
+	case Q_H2D:
+		memcpy((void *)(uintptr_t)op->dst, op->hsrc, op->n);
+		break;
+	case Q_D2H:
+		memcpy(op->hdst, (const void *)(uintptr_t)op->src, op->n);
+		break;
+	case Q_D2D:
+		memmove((void *)(uintptr_t)op->dst, (const void *)(uintptr_t)op->src, op->n);
+		break;
+	case Q_MEMSET:
+		memset((void *)(uintptr_t)op->dst, op->v, op->n);
+		break;
+	case Q_EVENT:
+		op->ev->ms = now_ms();
+		op->ev->pending--;
+		break;
+	case Q_LAUNCH:
+		for (i = 0; i < op->nargs; i++)
+			params[i] = &op->args[i];
+		op->fn(params, op->gx, op->gy, op->bx);
+		break;
+	}
+}
+
+/* flush runs all queued work; every synchronisation point calls it. */
+static void flush(void)
+{
+	size_t i;
+	pthread_mutex_lock(&qmu);
+	for (i = 0; i < qlen; i++)
+		run_op(&queue[i]);
+	qlen = 0;
+	pthread_mutex_unlock(&qmu);
 }
 
 /* ---- init, version, devices ---- */
@@ -308,7 +405,10 @@ CUresult cuCtxGetDevice(CUdevice *d)
 
 CUresult cuCtxSynchronize(void)
 {
-	return need_ctx();
+	CUresult r = need_ctx();
+	if (r == CUDA_SUCCESS)
+		flush();
+	return r;
 }
 
 /* ---- device memory ---- */
@@ -372,6 +472,7 @@ CUresult cuMemFree(CUdeviceptr p)
 		return r;
 	if (p == 0)
 		return CUDA_SUCCESS;
+	flush(); /* queued work may still use the memory */
 	pthread_mutex_lock(&mu);
 	for (i = 0; i < nallocs; i++) {
 		if (allocs[i].base == p) {
@@ -445,6 +546,7 @@ CUresult cuMemFreeHost(void *p)
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
 		return r;
+	flush(); /* queued copies may still use the memory */
 	pthread_mutex_lock(&mu);
 	for (i = 0; i < nhosts; i++) {
 		if (hosts[i] == p) {
@@ -465,6 +567,7 @@ CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n)
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
 		return r;
+	flush(); /* synchronous: waits for all queued work */
 	if (n == 0)
 		return CUDA_SUCCESS;
 	if (src == NULL || !dev_range(dst, n))
@@ -478,6 +581,7 @@ CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n)
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
 		return r;
+	flush(); /* synchronous: waits for all queued work */
 	if (n == 0)
 		return CUDA_SUCCESS;
 	if (dst == NULL || !dev_range(src, n))
@@ -491,6 +595,7 @@ CUresult cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n)
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
 		return r;
+	flush(); /* synchronous: waits for all queued work */
 	if (n == 0)
 		return CUDA_SUCCESS;
 	if (!dev_range(dst, n) || !dev_range(src, n))
@@ -501,17 +606,41 @@ CUresult cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n)
 
 CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
-	return cuMemcpyHtoD(dst, src, n);
+	struct qop op = {.kind = Q_H2D, .dst = dst, .hsrc = src, .n = n};
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (n == 0)
+		return CUDA_SUCCESS;
+	if (src == NULL || !dev_range(dst, n))
+		return CUDA_ERROR_INVALID_VALUE;
+	return enqueue(&op);
 }
 
 CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
-	return cuMemcpyDtoH(dst, src, n);
+	struct qop op = {.kind = Q_D2H, .hdst = dst, .src = src, .n = n};
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (n == 0)
+		return CUDA_SUCCESS;
+	if (dst == NULL || !dev_range(src, n))
+		return CUDA_ERROR_INVALID_VALUE;
+	return enqueue(&op);
 }
 
 CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
-	return cuMemcpyDtoD(dst, src, n);
+	struct qop op = {.kind = Q_D2D, .dst = dst, .src = src, .n = n};
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (n == 0)
+		return CUDA_SUCCESS;
+	if (!dev_range(dst, n) || !dev_range(src, n))
+		return CUDA_ERROR_INVALID_VALUE;
+	return enqueue(&op);
 }
 
 CUresult cuMemsetD8(CUdeviceptr dst, unsigned char v, size_t n)
@@ -519,6 +648,7 @@ CUresult cuMemsetD8(CUdeviceptr dst, unsigned char v, size_t n)
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
 		return r;
+	flush(); /* synchronous: waits for all queued work */
 	if (n == 0)
 		return CUDA_SUCCESS;
 	if (!dev_range(dst, n))
@@ -529,7 +659,15 @@ CUresult cuMemsetD8(CUdeviceptr dst, unsigned char v, size_t n)
 
 CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s)
 {
-	return cuMemsetD8(dst, v, n);
+	struct qop op = {.kind = Q_MEMSET, .dst = dst, .v = v, .n = n};
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (n == 0)
+		return CUDA_SUCCESS;
+	if (!dev_range(dst, n))
+		return CUDA_ERROR_INVALID_VALUE;
+	return enqueue(&op);
 }
 
 /* ---- streams and events ---- */
@@ -561,12 +699,21 @@ CUresult cuStreamDestroy(CUstream s)
 
 CUresult cuStreamSynchronize(CUstream s)
 {
-	return need_ctx();
+	CUresult r = need_ctx();
+	if (r == CUDA_SUCCESS)
+		flush();
+	return r;
 }
 
 CUresult cuStreamQuery(CUstream s)
 {
-	return need_ctx();
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	pthread_mutex_lock(&qmu);
+	r = qlen == 0 ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+	pthread_mutex_unlock(&qmu);
+	return r;
 }
 
 CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
@@ -589,6 +736,7 @@ CUresult cuEventDestroy(CUevent e)
 {
 	if (e == NULL)
 		return CUDA_ERROR_INVALID_HANDLE;
+	flush(); /* queued records still point at it */
 	free(e);
 	return CUDA_SUCCESS;
 }
@@ -598,28 +746,46 @@ CUresult cuEventRecord(CUevent e, CUstream s)
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
 		return r;
+	struct qop op = {.kind = Q_EVENT, .ev = e};
 	if (e == NULL)
 		return CUDA_ERROR_INVALID_HANDLE;
-	e->ms = now_ms();
-	return CUDA_SUCCESS;
+	pthread_mutex_lock(&qmu);
+	e->pending++;
+	pthread_mutex_unlock(&qmu);
+	return enqueue(&op);
 }
 
 CUresult cuEventSynchronize(CUevent e)
 {
-	return e == NULL ? CUDA_ERROR_INVALID_HANDLE : CUDA_SUCCESS;
+	if (e == NULL)
+		return CUDA_ERROR_INVALID_HANDLE;
+	flush();
+	return CUDA_SUCCESS;
 }
 
 CUresult cuEventQuery(CUevent e)
 {
-	return e == NULL ? CUDA_ERROR_INVALID_HANDLE : CUDA_SUCCESS;
+	CUresult r;
+	if (e == NULL)
+		return CUDA_ERROR_INVALID_HANDLE;
+	pthread_mutex_lock(&qmu);
+	r = e->pending == 0 ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+	pthread_mutex_unlock(&qmu);
+	return r;
 }
 
 CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end)
 {
+	CUresult r;
 	if (ms == NULL)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (start == NULL || end == NULL)
 		return CUDA_ERROR_INVALID_HANDLE;
+	pthread_mutex_lock(&qmu);
+	r = start->pending != 0 || end->pending != 0 ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+	pthread_mutex_unlock(&qmu);
+	if (r != CUDA_SUCCESS)
+		return r;
 	*ms = (float)(end->ms - start->ms);
 	return CUDA_SUCCESS;
 }
@@ -730,6 +896,8 @@ CUresult cuModuleGetFunction(CUfunction *f, CUmodule mod, const char *name)
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
 			unsigned shmem, CUstream s, void **params, void **extra)
 {
+	struct qop op;
+	int i;
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -740,10 +908,21 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
 		return CUDA_ERROR_INVALID_VALUE;
 	if (gz != 1 || by != 1 || bz != 1 || shmem != 0 || extra != NULL)
 		return CUDA_ERROR_NOT_SUPPORTED; /* our kernels use none of these */
-	if (params == NULL)
+	if (params == NULL || f->nargs > MAX_ARGS)
 		return CUDA_ERROR_INVALID_VALUE;
-	f->fn(params, gx, gy, bx);
-	return CUDA_SUCCESS;
+	/* Arguments are captured now, by value, as the driver does. */
+	op.kind = Q_LAUNCH;
+	op.fn = f->fn;
+	op.gx = gx;
+	op.gy = gy;
+	op.bx = bx;
+	op.nargs = f->nargs;
+	for (i = 0; i < f->nargs; i++) {
+		if (params[i] == NULL)
+			return CUDA_ERROR_INVALID_VALUE;
+		memcpy(&op.args[i], params[i], 8);
+	}
+	return enqueue(&op);
 }
 
 /* ---- errors ---- */
