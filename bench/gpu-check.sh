@@ -4,7 +4,7 @@
 #   bench/gpu-check.sh build [DIR]   on the build machine (Go + CUDA toolkit):
 #       compiles `go test -c -tags cuda` binaries of every package whose
 #       tests run on the gpu backend into DIR (default build/gpu-check),
-#       with a copy of this script.
+#       stripped and gzipped (about 25 MB in all), with a copy of this script.
 #   bench/gpu-check.sh run [DIR]     on the GPU machine (NVIDIA driver and
 #       compute-sanitizer; no Go needed): runs the tests, the gpu tests
 #       again under `compute-sanitizer --tool memcheck`, and the GPU
@@ -24,7 +24,6 @@ build() {
 	set -e
 	cd "$(dirname "$0")/.."
 	mkdir -p "$dir/bin"
-	rm -f "$dir"/bin/*.test
 	export CGO_LDFLAGS="${CGO_LDFLAGS:-} -L${CUDA_STUBS:-/usr/lib/x86_64-linux-gnu/stubs}"
 	local pkgs=()
 	# Packages whose own tests run on the gpu backend (directly, or through
@@ -35,13 +34,17 @@ build() {
 			pkgs+=("$p")
 		fi
 	done
+	rm -f "$dir"/bin/*.test.gz
 	for p in "${pkgs[@]}"; do
 		name=$(basename "$p")
-		echo "gpu-check: building $p -> $dir/bin/$name.test"
-		go test -c -tags cuda -o "$dir/bin/$name.test" "$p"
+		echo "gpu-check: building $p -> $dir/bin/$name.test.gz"
+		# Stripped and compressed (about 5 MB each), so the folder is small
+		# enough to carry to the GPU machine.
+		go test -c -tags cuda -ldflags='-s -w' -o "$dir/bin/$name.test" "$p"
+		gzip -9 -f "$dir/bin/$name.test"
 	done
 	cp bench/gpu-check.sh "$dir/gpu-check.sh"
-	echo "gpu-check: built ${#pkgs[@]} test binaries in $dir; on the GPU machine run: $dir/gpu-check.sh run $dir"
+	echo "gpu-check: built ${#pkgs[@]} test binaries in $dir ($(du -sh "$dir" | cut -f1)); on the GPU machine run: $dir/gpu-check.sh run $dir"
 }
 
 # limit runs a command with a time limit in seconds, keeping its output.
@@ -64,6 +67,10 @@ run() {
 	local sanitizer
 	sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer /opt/nvidia/*/compute-sanitizer 2>/dev/null | head -n 1)
 
+	for z in bin/*.test.gz; do
+		[ -e "$z" ] || continue
+		gunzip -c "$z" >"${z%.gz}" && chmod +x "${z%.gz}"
+	done
 	declare -A status secs
 	local bins=(bin/*.test)
 	# 1. The tests of every package, on the GPU.
