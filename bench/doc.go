@@ -9,8 +9,12 @@
 // own timing: a plain contiguous copy() of the same bytes, and a tight
 // copy() loop that gathers the same random rows (the rows our sampler just
 // drew) from arenas of the same size and page kind into a contiguous
-// destination. On the CPU the second is the real ceiling of a random-row
-// sample. Peers (NumPy fancy indexing, PyTorch index_select, a plain Go
+// destination. The second is the yardstick DESIGN.md sets for a random-row
+// sample on the CPU (a plain copy runs from cache); PyTorch's index_select,
+// a typed gather in C, can beat a Go copy() loop, as the peer columns
+// show. On a device backend the ceiling is a device-to-device copy of the
+// same bytes, and rows report kernel launches per operation when the
+// backend counts them. Peers (NumPy fancy indexing, PyTorch index_select, a plain Go
 // slice-of-structs buffer) run over the same layout and are reported as a
 // ratio of their time to ours.
 //

@@ -283,7 +283,7 @@ func (rep *Report) Markdown(w io.Writer) error {
 		fmt.Fprintln(bw)
 	}
 	fmt.Fprintln(bw)
-	fmt.Fprintln(bw, "GB/s = 2·B·L·S / p50. \"of plain copy\" / \"of gather copy\": ceiling p50 over ours, measured in the same run, interleaved (gather copy: a tight copy() loop over the same random rows, same page kind). Peer columns: peer p50 over ours (above 1× means trajring is faster).")
+	fmt.Fprintln(bw, "GB/s = 2·B·L·S / p50. \"of plain copy\" / \"of gather copy\": ceiling p50 over ours, measured in the same run, interleaved (gather copy: a tight copy() loop over the same random rows, same page kind). Peer columns: peer p50 over ours (above 1× means trajring is faster); numpy: fancy indexing, torch: index_select (one thread, then default threads), both over the same per-column layout with their own random draws, run right after the group's Go figures; go-structs-perm: a slice of step structs sampled with rand.Perm per call, go-structs: the same with rand.IntN draws (add rows: struct copies). Driver rows: steps/s are env steps per second.")
 	m := rep.Machine
 	fmt.Fprintf(bw, "\nMachine: %s, %d cores (GOMAXPROCS %d), %s, %s/%s, %s, THP %q.\n", m.CPU, m.Cores, m.GOMAXPROCS, m.MemTotal, m.OS, m.Arch, m.Go, m.THP)
 	for _, s := range rep.Skipped {
