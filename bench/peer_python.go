@@ -213,7 +213,7 @@ func (r *runner) flushPython(ctx context.Context) error {
 	}
 	for _, j := range jobs {
 		i, _ := strconv.Atoi(j.ID)
-		fmt.Fprintf(r.opt.Progress, "\rbench: numpy/torch peers: %s (%s)%s", r.rep.Rows[i].Scenario, time.Since(r.start).Round(100*time.Millisecond), clearEOL)
+		r.status("bench: numpy/torch peers: %s (%s)", r.rep.Rows[i].Scenario, time.Since(r.start).Round(100*time.Millisecond))
 		req := pyRequest{BudgetS: r.bud.Time.Seconds(), MinOps: r.bud.MinOps, MaxOps: r.bud.MaxOps, Rounds: r.rounds, Warmup: 2, Job: &j}
 		if j.MinOps > 0 {
 			req.Warmup = 1

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"regexp"
 	"runtime"
 	"runtime/debug"
@@ -87,6 +88,7 @@ type runner struct {
 	done   int
 	py     *pyWorker
 	pyDead bool
+	tty    bool
 }
 
 // Run measures every scenario of the mode and returns the report; it
@@ -120,6 +122,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		},
 	}
 	r.bud, r.rounds = opt.Mode.budget()
+	r.tty = isTerminal(opt.Progress)
 	if be.Name() != "cpu" {
 		r.note("ceilings on the %s backend: %s", be.Name(), ceilingNote(be))
 	}
@@ -144,11 +147,37 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	for i := range r.rep.Rows {
 		r.rep.Rows[i].finish()
 	}
-	fmt.Fprintf(opt.Progress, "\rbench: %d scenarios in %s%s\n", len(r.rep.Rows), time.Since(r.start).Round(time.Second), clearEOL)
+	r.line("bench: %d scenarios in %s", len(r.rep.Rows), time.Since(r.start).Round(time.Second))
 	return r.rep, nil
 }
 
-const clearEOL = "\033[K"
+// status shows a progress line: rewritten in place on a terminal, one
+// line each elsewhere (CI logs).
+func (r *runner) status(format string, args ...any) {
+	if r.tty {
+		fmt.Fprintf(r.opt.Progress, "\r"+format+"\033[K", args...)
+		return
+	}
+	fmt.Fprintf(r.opt.Progress, format+"\n", args...)
+}
+
+// line writes a line that stays.
+func (r *runner) line(format string, args ...any) {
+	if r.tty {
+		format = "\r" + format + "\033[K"
+	}
+	fmt.Fprintf(r.opt.Progress, format+"\n", args...)
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
 
 func (r *runner) stopPython() {
 	if r.py != nil {
@@ -175,14 +204,14 @@ func (r *runner) note(format string, args ...any) {
 
 func (r *runner) skip(what, format string, args ...any) {
 	r.rep.Skipped = append(r.rep.Skipped, Skip{What: what, Reason: fmt.Sprintf(format, args...)})
-	fmt.Fprintf(r.opt.Progress, "\rbench: skipped %s: %s%s\n", what, fmt.Sprintf(format, args...), clearEOL)
+	r.line("bench: skipped %s: %s", what, fmt.Sprintf(format, args...))
 }
 
 func (r *runner) want(name string) bool { return r.opt.Filter == nil || r.opt.Filter.MatchString(name) }
 
 func (r *runner) progress(name string) {
 	r.done++
-	fmt.Fprintf(r.opt.Progress, "\rbench: [%d] %s (%s)%s", r.done, name, time.Since(r.start).Round(100*time.Millisecond), clearEOL)
+	r.status("bench: [%d] %s (%s)", r.done, name, time.Since(r.start).Round(100*time.Millisecond))
 }
 
 // syncOp wraps an engine operation so that its time includes finishing

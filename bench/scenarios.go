@@ -20,7 +20,7 @@ type fixture struct {
 // newFixture fills a buffer and builds the ceiling sized for outSteps
 // output steps and plainBytes of plain copy.
 func (r *runner) newFixture(l Layout, numEnvs, capacity int, outSteps, plainBytes int64) (*fixture, error) {
-	fmt.Fprintf(r.opt.Progress, "\rbench: filling %s buffer %d x %d steps%s", l.Name, numEnvs, capacity, clearEOL)
+	r.status("bench: filling %s buffer %d x %d steps", l.Name, numEnvs, capacity)
 	f := &fixture{layout: l, numEnvs: numEnvs, capacity: capacity}
 	var err error
 	if f.buf, err = Filled(l, numEnvs, capacity, r.be); err != nil {
@@ -255,7 +255,7 @@ func (r *runner) lowDimGroup(ctx context.Context) error {
 		}
 	}
 	if r.anyWanted([]string{"prioritized lowdim B=256 (" + items + " items)", "prioritized lowdim B=65536 (" + items + " items)"}) {
-		fmt.Fprintf(r.opt.Progress, "\rbench: inserting %s prioritized items%s", items, clearEOL)
+		r.status("bench: inserting %s prioritized items", items)
 		t, err := fillTable(f, itemRows, tensorbuf.TableConfig{Name: "prioritized", Selector: tensorbuf.Prioritized, PriorityExponent: 0.6, Beta: 0.4, Seed: 13})
 		if err != nil {
 			return err
