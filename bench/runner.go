@@ -123,6 +123,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	}
 	r.bud, r.rounds = opt.Mode.budget()
 	r.tty = isTerminal(opt.Progress)
+	r.note("no peers on table, prioritized and driver rows (no NumPy/PyTorch core of the same work), nor Go peers on export; the go-structs-perm peer is not in the plots")
 	if be.Name() != "cpu" {
 		r.note("ceilings on the %s backend: %s", be.Name(), ceilingNote(be))
 	}
