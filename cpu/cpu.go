@@ -10,8 +10,8 @@ package cpu
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
-	"sync"
 	"unsafe"
 
 	"github.com/trajring/trajring/kernels"
@@ -162,20 +162,10 @@ func (b *Backend) GatherRows(cols []kernels.Column, idx []int64) error {
 		gatherRows(cols, idx, 0, len(idx))
 		return nil
 	}
-	b.split(len(idx), func(lo, hi int) { gatherRows(cols, idx, lo, hi) })
+	j := newJob(jobRows)
+	j.cols, j.idx = cols, idx
+	b.split(j, len(idx))
 	return nil
-}
-
-func gatherRows(cols []kernels.Column, idx []int64, lo, hi int) {
-	for c := range cols {
-		ring := cols[c].Ring.(*Arena).b
-		out := cols[c].Out.(*Arena).b[cols[c].OutOff:]
-		s := cols[c].StepBytes
-		for i := lo; i < hi; i++ {
-			ix := idx[i]
-			copy(out[int64(i)*s:int64(i+1)*s], ring[ix*s:(ix+1)*s])
-		}
-	}
 }
 
 // Concat builds transitions: every column gets the steps idx, and columns
@@ -213,24 +203,10 @@ func (b *Backend) Concat(cols []kernels.Column, idx, next []int64) error {
 		concat(cols, idx, next, 0, len(idx))
 		return nil
 	}
-	b.split(len(idx), func(lo, hi int) { concat(cols, idx, next, lo, hi) })
+	j := newJob(jobConcat)
+	j.cols, j.idx, j.next = cols, idx, next
+	b.split(j, len(idx))
 	return nil
-}
-
-func concat(cols []kernels.Column, idx, next []int64, lo, hi int) {
-	gatherRows(cols, idx, lo, hi)
-	for c := range cols {
-		if cols[c].NextOut == nil {
-			continue
-		}
-		ring := cols[c].Ring.(*Arena).b
-		out := cols[c].NextOut.(*Arena).b[cols[c].NextOff:]
-		s := cols[c].StepBytes
-		for i := lo; i < hi; i++ {
-			ix := next[i]
-			copy(out[int64(i)*s:int64(i+1)*s], ring[ix*s:(ix+1)*s])
-		}
-	}
 }
 
 // GatherWindows reads sequences of seqLen steps, padding each window after
@@ -260,6 +236,7 @@ func (b *Backend) GatherWindows(cols []kernels.Column, wins []kernels.Window, se
 	}
 	n := int64(len(wins)) * seqLen
 	var total int64
+	rows := int64(math.MaxInt64)
 	for c := range cols {
 		col := &cols[c]
 		ring, err := host(col.Ring)
@@ -277,13 +254,13 @@ func (b *Backend) GatherWindows(cols []kernels.Column, wins []kernels.Window, se
 		if col.Pad != nil && int64(len(col.Pad)) != s {
 			return fmt.Errorf("%w: column %d: pad of %d bytes for steps of %d", ErrBounds, c, len(col.Pad), s)
 		}
-		rows := ring.Size() / s / capacity
-		for i, w := range wins {
-			if w.Row < 0 || w.Row >= rows || w.Start < 0 || w.Len < 0 || w.Len > seqLen || w.Len > capacity {
-				return fmt.Errorf("%w: column %d: window %d %+v (rows %d, capacity %d, length %d)", ErrBounds, c, i, w, rows, capacity, seqLen)
-			}
-		}
+		rows = min(rows, ring.Size()/s/capacity)
 		total += n * s
+	}
+	for i, w := range wins {
+		if w.Row < 0 || w.Row >= rows || w.Start < 0 || w.Len < 0 || w.Len > seqLen || w.Len > capacity {
+			return fmt.Errorf("%w: window %d %+v (rows %d, capacity %d, length %d)", ErrBounds, i, w, rows, capacity, seqLen)
+		}
 	}
 	if mask != nil {
 		m, err := host(mask)
@@ -298,53 +275,10 @@ func (b *Backend) GatherWindows(cols []kernels.Column, wins []kernels.Window, se
 		gatherWindows(cols, wins, seqLen, capacity, mask, maskOff, 0, len(wins))
 		return nil
 	}
-	b.split(len(wins), func(lo, hi int) { gatherWindows(cols, wins, seqLen, capacity, mask, maskOff, lo, hi) })
+	j := newJob(jobWindows)
+	j.cols, j.wins, j.seqLen, j.capacity, j.mask, j.maskOff = cols, wins, seqLen, capacity, mask, maskOff
+	b.split(j, len(wins))
 	return nil
-}
-
-func gatherWindows(cols []kernels.Column, wins []kernels.Window, seqLen, capacity int64, mask kernels.Arena, maskOff int64, lo, hi int) {
-	for c := range cols {
-		ring := cols[c].Ring.(*Arena).b
-		out := cols[c].Out.(*Arena).b[cols[c].OutOff:]
-		s := cols[c].StepBytes
-		pad := cols[c].Pad
-		for b := lo; b < hi; b++ {
-			w := wins[b]
-			j := int64(b) * seqLen
-			slot := w.Start % capacity
-			base := w.Row * capacity
-			for t := int64(0); t < seqLen; t, j = t+1, j+1 {
-				dst := out[j*s : (j+1)*s]
-				if t >= w.Len {
-					if pad == nil {
-						clear(dst)
-					} else {
-						copy(dst, pad)
-					}
-					continue
-				}
-				ix := base + slot
-				copy(dst, ring[ix*s:(ix+1)*s])
-				if slot++; slot == capacity {
-					slot = 0
-				}
-			}
-		}
-	}
-	if mask == nil {
-		return
-	}
-	m := mask.(*Arena).b[maskOff:]
-	for b := lo; b < hi; b++ {
-		row := m[int64(b)*seqLen : int64(b+1)*seqLen]
-		for t := range row {
-			if int64(t) < wins[b].Len {
-				row[t] = 1
-			} else {
-				row[t] = 0
-			}
-		}
-	}
 }
 
 // Tensor returns a tensor of the given dtype and shape viewing the arena's
@@ -385,23 +319,6 @@ func (*Backend) Tensor(a kernels.Arena, off int64, dt tensor.Dtype, shape ...int
 		return nil, fmt.Errorf("%w: unsupported dtype %v", ErrBounds, dt)
 	}
 	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(backing)), nil
-}
-
-// split runs fn over [0, n) in up to b.workers contiguous chunks, one per
-// goroutine, and waits for all of them.
-func (b *Backend) split(n int, fn func(lo, hi int)) {
-	w := min(b.workers, n)
-	var wg sync.WaitGroup
-	chunk := (n + w - 1) / w
-	for lo := chunk; lo < n; lo += chunk {
-		wg.Add(1)
-		go func(lo, hi int) {
-			defer wg.Done()
-			fn(lo, hi)
-		}(lo, min(lo+chunk, n))
-	}
-	fn(0, min(chunk, n))
-	wg.Wait()
 }
 
 func host(a kernels.Arena) (*Arena, error) {

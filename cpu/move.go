@@ -1,0 +1,248 @@
+package cpu
+
+import (
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/trajring/trajring/kernels"
+)
+
+// The loops below are the bodies of the movements whose reference loops the
+// exported methods document. They differ from those loops only in speed:
+// steps of 1, 4 or 8 aligned bytes move as one typed load and store instead
+// of a copy call (the built-in columns are 4-byte steps), and a window's
+// real steps move as at most two contiguous runs (split at the ring's wrap).
+
+// word is the element type of a typed step move.
+type word interface{ uint8 | uint32 | uint64 }
+
+// words views b as a slice of T; ok is false when b is not aligned for T.
+func words[T word](b []byte) (w []T, ok bool) {
+	var z T
+	size := int(unsafe.Sizeof(z))
+	if len(b) == 0 {
+		return nil, true
+	}
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	if uintptr(p)%uintptr(size) != 0 {
+		return nil, false
+	}
+	return unsafe.Slice((*T)(p), len(b)/size), true
+}
+
+// gatherTyped moves out[i] = ring[idx[i]] for i in [lo, hi) with typed
+// loads; it reports false (moving nothing) when the memory is unaligned.
+func gatherTyped[T word](out, ring []byte, idx []int64, lo, hi int) bool {
+	o, ok1 := words[T](out)
+	r, ok2 := words[T](ring)
+	if !ok1 || !ok2 {
+		return false
+	}
+	for i := lo; i < hi; i++ {
+		o[i] = r[idx[i]]
+	}
+	return true
+}
+
+// gatherSteps moves the steps idx[lo:hi] of ring to steps lo..hi of out.
+func gatherSteps(out, ring []byte, s int64, idx []int64, lo, hi int) {
+	switch s {
+	case 1:
+		if gatherTyped[uint8](out, ring, idx, lo, hi) {
+			return
+		}
+	case 4:
+		if gatherTyped[uint32](out, ring, idx, lo, hi) {
+			return
+		}
+	case 8:
+		if gatherTyped[uint64](out, ring, idx, lo, hi) {
+			return
+		}
+	}
+	for i := lo; i < hi; i++ {
+		ix := idx[i]
+		copy(out[int64(i)*s:int64(i+1)*s], ring[ix*s:(ix+1)*s])
+	}
+}
+
+// gatherRows moves the rows of every column for outputs [lo, hi).
+func gatherRows(cols []kernels.Column, idx []int64, lo, hi int) {
+	for c := range cols {
+		gatherSteps(cols[c].Out.(*Arena).b[cols[c].OutOff:], cols[c].Ring.(*Arena).b, cols[c].StepBytes, idx, lo, hi)
+	}
+}
+
+// concat moves the steps and, where asked, their successors.
+func concat(cols []kernels.Column, idx, next []int64, lo, hi int) {
+	gatherRows(cols, idx, lo, hi)
+	for c := range cols {
+		if cols[c].NextOut != nil {
+			gatherSteps(cols[c].NextOut.(*Arena).b[cols[c].NextOff:], cols[c].Ring.(*Arena).b, cols[c].StepBytes, next, lo, hi)
+		}
+	}
+}
+
+// windowsTyped is gatherWindows for one column of 1-, 4- or 8-byte steps;
+// it reports false when the memory is unaligned.
+func windowsTyped[T word](out, ring, pad []byte, wins []kernels.Window, seqLen, capacity int64, lo, hi int) bool {
+	o, ok1 := words[T](out)
+	r, ok2 := words[T](ring)
+	if !ok1 || !ok2 {
+		return false
+	}
+	var p T
+	if pad != nil {
+		p = *(*T)(unsafe.Pointer(unsafe.SliceData(pad)))
+	}
+	for b := lo; b < hi; b++ {
+		w := wins[b]
+		dst := o[int64(b)*seqLen : int64(b+1)*seqLen]
+		slot, base := w.Start%capacity, w.Row*capacity
+		for t := range w.Len {
+			dst[t] = r[base+slot]
+			if slot++; slot == capacity {
+				slot = 0
+			}
+		}
+		for t := w.Len; t < seqLen; t++ {
+			dst[t] = p
+		}
+	}
+	return true
+}
+
+// gatherWindows moves windows [lo, hi) of every column, and their mask.
+func gatherWindows(cols []kernels.Column, wins []kernels.Window, seqLen, capacity int64, mask kernels.Arena, maskOff int64, lo, hi int) {
+	for c := range cols {
+		ring := cols[c].Ring.(*Arena).b
+		out := cols[c].Out.(*Arena).b[cols[c].OutOff:]
+		s, pad := cols[c].StepBytes, cols[c].Pad
+		switch s {
+		case 1:
+			if windowsTyped[uint8](out, ring, pad, wins, seqLen, capacity, lo, hi) {
+				continue
+			}
+		case 4:
+			if windowsTyped[uint32](out, ring, pad, wins, seqLen, capacity, lo, hi) {
+				continue
+			}
+		case 8:
+			if windowsTyped[uint64](out, ring, pad, wins, seqLen, capacity, lo, hi) {
+				continue
+			}
+		}
+		for b := lo; b < hi; b++ {
+			w := wins[b]
+			dst := out[int64(b)*seqLen*s : int64(b+1)*seqLen*s]
+			slot, base := w.Start%capacity, w.Row*capacity
+			first := min(w.Len, capacity-slot) // steps before the wrap
+			copy(dst[:first*s], ring[(base+slot)*s:(base+slot+first)*s])
+			copy(dst[first*s:w.Len*s], ring[base*s:(base+w.Len-first)*s])
+			rest := dst[w.Len*s:]
+			if pad == nil {
+				clear(rest)
+				continue
+			}
+			for len(rest) > 0 {
+				rest = rest[copy(rest, pad):]
+			}
+		}
+	}
+	if mask == nil {
+		return
+	}
+	m := mask.(*Arena).b[maskOff:]
+	for b := lo; b < hi; b++ {
+		row := m[int64(b)*seqLen : int64(b+1)*seqLen]
+		l := wins[b].Len
+		for t := range row {
+			row[t] = 0
+			if int64(t) < l {
+				row[t] = 1
+			}
+		}
+	}
+}
+
+// A job is one data movement split over the shared workers. Jobs are
+// recycled through jobPool, so a split movement allocates nothing.
+type job struct {
+	kind     int
+	cols     []kernels.Column
+	idx      []int64
+	next     []int64
+	wins     []kernels.Window
+	seqLen   int64
+	capacity int64
+	mask     kernels.Arena
+	maskOff  int64
+	wg       sync.WaitGroup
+}
+
+const (
+	jobRows = iota
+	jobConcat
+	jobWindows
+)
+
+func (j *job) run(lo, hi int) {
+	switch j.kind {
+	case jobRows:
+		gatherRows(j.cols, j.idx, lo, hi)
+	case jobConcat:
+		concat(j.cols, j.idx, j.next, lo, hi)
+	case jobWindows:
+		gatherWindows(j.cols, j.wins, j.seqLen, j.capacity, j.mask, j.maskOff, lo, hi)
+	}
+}
+
+// part is a chunk of a job for one worker.
+type part struct {
+	j      *job
+	lo, hi int
+}
+
+var (
+	jobPool     = sync.Pool{New: func() any { return new(job) }}
+	workersOnce sync.Once
+	parts       chan part
+)
+
+// startWorkers starts the process-wide workers (GOMAXPROCS-1 of them; the
+// calling goroutine does a share too). They live as long as the process.
+func startWorkers() {
+	n := max(1, runtime.GOMAXPROCS(0)-1)
+	parts = make(chan part, n)
+	for range n {
+		go func() {
+			for p := range parts {
+				p.j.run(p.lo, p.hi)
+				p.j.wg.Done()
+			}
+		}()
+	}
+}
+
+// split runs j over [0, n) in up to b.workers chunks, the first on the
+// calling goroutine, and waits; it then clears j and returns it to the pool.
+func (b *Backend) split(j *job, n int) {
+	workersOnce.Do(startWorkers)
+	w := min(b.workers, n)
+	chunk := (n + w - 1) / w
+	for lo := chunk; lo < n; lo += chunk {
+		j.wg.Add(1)
+		parts <- part{j: j, lo: lo, hi: min(lo+chunk, n)}
+	}
+	j.run(0, min(chunk, n))
+	j.wg.Wait()
+	*j = job{}
+	jobPool.Put(j)
+}
+
+func newJob(kind int) *job {
+	j := jobPool.Get().(*job)
+	j.kind = kind
+	return j
+}
