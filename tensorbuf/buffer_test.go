@@ -3,6 +3,7 @@ package tensorbuf_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -354,5 +355,45 @@ func TestRingMemoryIsTheStepBytes(t *testing.T) {
 	raw := int64(4*1000) * b.StepBytes()
 	if got := b.MemoryBytes(); got < raw || float64(got) > 1.05*float64(raw) {
 		t.Fatalf("memory %d bytes for %d bytes of steps", got, raw)
+	}
+}
+
+// TestExportOrderWithRowsFarApart exports rows whose stored steps do not
+// overlap in time (one row written far more often than the other), which
+// takes the sorting path of the export, and rows that overlap, which
+// take the scanning path.
+func TestExportOrderWithRowsFarApart(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		adds0, adds1 int
+	}{
+		{"far apart", 50, 3},
+		{"overlapping", 9, 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBuffer(t, 2, 6)
+			m := newModel(2, 6)
+			w, err := b.NewWriter()
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := &adder{t: t, m: m, w: w}
+			eps := &episodes{rng: rand.New(rand.NewPCG(7, 7)), next: make([]tensorbuf.StepType, 2)}
+			for i := range max(tc.adds0, tc.adds1) {
+				var rows []int
+				if i < tc.adds0 {
+					rows = append(rows, 0)
+				}
+				if i < tc.adds1 {
+					rows = append(rows, 1)
+				}
+				meta := make([]rawStep, len(rows))
+				for k, r := range rows {
+					meta[k] = eps.step(r)
+				}
+				a.add(rows, meta)
+			}
+			checkExport(t, b, m)
+		})
 	}
 }

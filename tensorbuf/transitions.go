@@ -1,8 +1,10 @@
 package tensorbuf
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"math"
+	"slices"
 
 	"gorgonia.org/tensor"
 )
@@ -333,11 +335,34 @@ func (b *Buffer) drawTransitions(tr *Transitions, n int) error {
 // allTransitions returns every stored transition, ordered by step, then
 // row, as AllExperiences orders them. The caller holds b.mu.
 func (b *Buffer) allTransitions() (rows []int, steps []int64) {
+	var n, lo, hi int64 = 0, math.MaxInt64, 0 // transitions at most; steps [lo, hi)
+	for r := range b.numEnvs {
+		if c := b.cursor[r]; c-b.oldest(r) >= 2 {
+			n += c - 1 - b.oldest(r)
+			lo, hi = min(lo, b.oldest(r)), max(hi, c-1)
+		}
+	}
+	rows, steps = make([]int, 0, n), make([]int64, 0, n)
+	if n == 0 {
+		return rows, steps
+	}
+	if (hi-lo)*int64(b.numEnvs) <= 4*n {
+		// Rows hold about the same steps: visit them in order, time-major.
+		for t := lo; t < hi; t++ {
+			for r := range b.numEnvs {
+				if t >= b.oldest(r) && t+1 < b.cursor[r] && !b.isBoundary(r, t) {
+					rows, steps = append(rows, r), append(steps, t)
+				}
+			}
+		}
+		return rows, steps
+	}
+	// Rows far apart in time: collect per row, then sort by step, then row.
 	type pos struct {
 		t   int64
 		row int
 	}
-	var all []pos
+	all := make([]pos, 0, n)
 	for r := range b.numEnvs {
 		for t := b.oldest(r); t+1 < b.cursor[r]; t++ {
 			if !b.isBoundary(r, t) {
@@ -345,15 +370,14 @@ func (b *Buffer) allTransitions() (rows []int, steps []int64) {
 			}
 		}
 	}
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].t != all[j].t {
-			return all[i].t < all[j].t
+	slices.SortFunc(all, func(x, y pos) int {
+		if c := cmp.Compare(x.t, y.t); c != 0 {
+			return c
 		}
-		return all[i].row < all[j].row
+		return cmp.Compare(x.row, y.row)
 	})
-	rows, steps = make([]int, len(all)), make([]int64, len(all))
-	for i, p := range all {
-		rows[i], steps[i] = p.row, p.t
+	for _, p := range all {
+		rows, steps = append(rows, p.row), append(steps, p.t)
 	}
 	return rows, steps
 }
