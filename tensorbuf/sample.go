@@ -86,6 +86,29 @@ func (t *Table) selectLocked(n int, visit func(it *item, p, w float64)) {
 	if t.cfg.Selector == Prioritized && t.tree.total() > 0 {
 		pMin = t.tree.minPositive() / t.tree.total()
 	}
+	if t.cfg.Selector == Prioritized && t.cfg.MaxTimesSampled == 0 && t.tree.total() > 0 {
+		// Draws are independent (no item can leave mid-batch): descend the
+		// sum tree for all of them at once.
+		total := t.tree.total()
+		us, slots := grow(&t.us, n), grow(&t.slots, n)
+		for k := range us {
+			us[k] = t.rng.Float64() * total
+		}
+		t.tree.findMany(us, slots)
+		for _, s := range slots {
+			it := &t.items[s]
+			p := t.tree.get(int(s)) / total
+			w := 1.0
+			if t.cfg.Beta > 0 && pMin > 0 && p > 0 {
+				w = math.Min(1, math.Pow(p/pMin, -t.cfg.Beta))
+			}
+			visit(it, p, w)
+			it.timesSampled++
+		}
+		t.samples += int64(n)
+		t.notifyLocked()
+		return
+	}
 	for range n {
 		s, p := t.pick()
 		it := &t.items[s]

@@ -78,3 +78,27 @@ func (t *sumTree) find(u float64) int {
 	}
 	return i - t.n
 }
+
+// findMany is find for many draws at once: it descends the tree one level
+// at a time for all of them, so the cache misses of independent draws
+// overlap instead of following each other. us is overwritten; out[k]
+// receives the slot of us[k], exactly as find(us[k]) would return it.
+func (t *sumTree) findMany(us []float64, out []int32) {
+	for k := range out {
+		out[k] = 1
+	}
+	for span := t.n; span > 1; span /= 2 {
+		for k, i := range out {
+			l := 2 * i
+			if u := us[k]; u < t.sum[l] || t.sum[l+1] <= 0 {
+				out[k] = l
+			} else {
+				us[k] = u - t.sum[l]
+				out[k] = l + 1
+			}
+		}
+	}
+	for k := range out {
+		out[k] -= int32(t.n)
+	}
+}

@@ -122,6 +122,8 @@ type Table struct {
 	inserts int64
 	samples int64
 	rng     *rand.Rand
+	us      []float64 // scratch of batched prioritized draws
+	slots   []int32
 }
 
 // NewTable adds a table to the buffer.
