@@ -33,6 +33,9 @@ const (
 //	trajring_gather_rows(cols, ncols, idx, n)
 //	trajring_concat(cols, ncols, idx, next, n)
 //	trajring_gather_windows(cols, ncols, wins, nwin, seqLen, capacity, mask)
+//	trajring_nstep_reward(ring, out, wins, n, capacity, gamma)
+//
+// (gamma is a double, passed as the 8 bytes of math.Float64bits.)
 //
 // Launch grid: x strides over steps, y over columns (GatherWindows writes
 // the mask as column ncols when mask != 0); any grid and block size is

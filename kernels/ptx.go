@@ -22,10 +22,11 @@ var (
 	GatherRows    = Kernel{Module: "gather_rows", Entry: "trajring_gather_rows", Args: 4}
 	Concat        = Kernel{Module: "concat", Entry: "trajring_concat", Args: 5}
 	GatherWindows = Kernel{Module: "window_gather", Entry: "trajring_gather_windows", Args: 7}
+	NStepReward   = Kernel{Module: "nstep_reward", Entry: "trajring_nstep_reward", Args: 6}
 )
 
 // All lists every kernel.
-var All = []Kernel{Scatter, GatherRows, Concat, GatherWindows}
+var All = []Kernel{Scatter, GatherRows, Concat, GatherWindows, NStepReward}
 
 // PTX returns the PTX text of the kernel's module, compiled by `make
 // kernels` for compute_80 and embedded in the binary. It is safe for

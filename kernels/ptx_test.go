@@ -32,9 +32,9 @@ func TestEmbeddedPTX(t *testing.T) {
 			t.Errorf("%s: entry %q, want %q", k.Module, m[0][1], k.Entry)
 		}
 		params := strings.Count(m[0][2], ".param")
-		wide := strings.Count(m[0][2], ".param .u64")
+		wide := strings.Count(m[0][2], ".param .u64") + strings.Count(m[0][2], ".param .f64")
 		if params != k.Args || wide != k.Args {
-			t.Errorf("%s: %d parameters (%d of them .u64), want %d 8-byte parameters", k.Entry, params, wide, k.Args)
+			t.Errorf("%s: %d parameters (%d of them .u64 or .f64), want %d 8-byte parameters", k.Entry, params, wide, k.Args)
 		}
 	}
 	if _, err := (Kernel{Module: "missing"}).PTX(); err == nil {

@@ -15,6 +15,7 @@
 
 #include "concat.h"
 #include "gather_rows.h"
+#include "nstep_reward.h"
 #include "window_gather.h"
 #include "scatter.h"
 
@@ -83,6 +84,20 @@ static void tr_host_gather_windows(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx)
 			}
 }
 
+static void tr_host_nstep_reward(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx)
+{
+	const float *ring = TR_ARG_PTR(const float *, p, 0);
+	float *out = TR_ARG_PTR(float *, p, 1);
+	const tr_win *wins = TR_ARG_PTR(const tr_win *, p, 2);
+	tr_i64 n = TR_ARG_I64(p, 3);
+	tr_i64 capacity = TR_ARG_I64(p, 4);
+	double gamma = *(const double *)p[5];
+	tr_i64 nt = gx * bx, y, tid;
+	for (y = 0; y < gy; y++) /* every y-block runs the same windows, as on the device */
+		for (tid = 0; tid < nt; tid++)
+			tr_nstep_reward_run(ring, out, wins, n, capacity, gamma, tid, nt);
+}
+
 typedef void (*tr_host_fn)(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx);
 
 /* tr_host_lookup returns the host build of the kernel with the given entry
@@ -98,6 +113,7 @@ static tr_host_fn tr_host_lookup(const char *name, int *nargs)
 		{"trajring_gather_rows", tr_host_gather_rows, 4},
 		{"trajring_concat", tr_host_concat, 5},
 		{"trajring_gather_windows", tr_host_gather_windows, 7},
+		{"trajring_nstep_reward", tr_host_nstep_reward, 6},
 	};
 	size_t i;
 	for (i = 0; i < sizeof table / sizeof table[0]; i++) {
