@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/trajring/trajring/kernels"
@@ -64,9 +65,10 @@ const maxStagedUpload = 16 << 20
 
 // Backend is the CUDA backend. It is safe for concurrent use.
 type Backend struct {
-	mu     sync.RWMutex // held for reading by calls, for writing by Close
-	closed bool
-	reqs   chan *call
+	mu       sync.RWMutex // held for reading by calls, for writing by Close
+	closed   bool
+	reqs     chan *call
+	launches atomic.Int64 // kernel launches issued (see Launches)
 
 	// Owned by the worker goroutine.
 	dev     cu.Device
@@ -104,6 +106,7 @@ const (
 	opGatherRows
 	opConcat
 	opGatherWindows
+	opNStepReward
 	opClose
 )
 
@@ -119,6 +122,7 @@ type call struct {
 	a, a2                       kernels.Arena
 	buf                         []byte
 	n, off, off2, seqLen, capac int64
+	gamma                       float64
 	dt                          tensor.Dtype
 	shape                       []int
 
@@ -203,6 +207,8 @@ func (b *Backend) exec(c *call) error {
 		return b.concat(c.cols, c.idx, c.next)
 	case opGatherWindows:
 		return b.gatherWindows(c.cols, c.wins, c.seqLen, c.capac, c.a, c.off)
+	case opNStepReward:
+		return b.nstepReward(c.a, c.a2, c.off, c.wins, c.capac, c.gamma)
 	case opClose:
 		return b.release()
 	}

@@ -319,6 +319,9 @@ func (b *Backend) launch(k kernels.Kernel, st *slot, size, n, words, gy int64, a
 	gx := min(max((n*lanes+blockSize-1)/blockSize, 1), int64(b.blocks))
 	copy(b.args[:], args) // b.params point at b.args: no allocation per launch
 	err := b.fns[k.Entry].Launch(int(gx), int(min(gy, 65535)), 1, blockSize, 1, 1, 0, b.stream, b.params[:len(args)])
+	if err == nil {
+		b.launches.Add(1)
+	}
 	if rerr := st.record(b.stream); err == nil {
 		err = rerr
 	}

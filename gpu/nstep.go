@@ -1,0 +1,95 @@
+//go:build cuda
+
+package gpu
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/trajring/trajring/kernels"
+)
+
+// NStepReward writes the discounted sum of up to capacity float32 rewards
+// per window of a ring shaped [rows, capacity] (a buffer's reward column),
+// for n-step transitions, in one kernel launch (kernels/nstep_reward.cu,
+// one thread per window):
+//
+//	for i, w := range wins {
+//		s, g := 0.0, 1.0
+//		for j := int64(0); j < w.Len; j++ {
+//			ix := w.Row*capacity + (w.Start+j)%capacity
+//			s = float64(s + float64(g*float64(ring[ix])))
+//			g = float64(g * gamma)
+//		}
+//		out[outOff/4+i] = float32(s)
+//	}
+//
+// Sums are accumulated in double precision, every product and sum rounded
+// on its own (no fused multiply-add), and rounded once to float32, so the
+// results equal cpu.Backend.NStepReward's bit for bit (NaN payloads
+// aside: a NaN reward gives a NaN sum, whose bits the device may choose).
+//
+// ring and out are arenas of this backend; outOff is a byte offset, a
+// multiple of 4, and out must hold len(wins) floats from it. capacity
+// must be positive and divide the ring into whole rows of float32;
+// every window needs 0 <= Row < rows, Start >= 0 and 0 <= Len <=
+// capacity; gamma must lie in [0, 1]. On any violation it returns an error
+// wrapping ErrBounds (ErrArena for a foreign or freed arena) and queues
+// nothing. No windows means no launch. It returns once the launch is
+// queued; wins may be reused at once. It is safe for concurrent use.
+func (b *Backend) NStepReward(ring, out kernels.Arena, outOff int64, wins []kernels.Window, capacity int64, gamma float64) error {
+	c := newCall(opNStepReward)
+	c.a, c.a2, c.off, c.wins, c.capac, c.gamma = ring, out, outOff, wins, capacity, gamma
+	return b.run(c)
+}
+
+func (b *Backend) nstepReward(ring, out kernels.Arena, outOff int64, wins []kernels.Window, capacity int64, gamma float64) error {
+	r, err := b.arena(ring)
+	if err != nil {
+		return fmt.Errorf("n-step reward ring: %w", err)
+	}
+	o, err := b.arena(out)
+	if err != nil {
+		return fmt.Errorf("n-step reward output: %w", err)
+	}
+	if capacity <= 0 || r.size%4 != 0 || (r.size/4)%capacity != 0 {
+		return fmt.Errorf("%w: reward ring of %d bytes, capacity %d", ErrBounds, r.size, capacity)
+	}
+	if math.IsNaN(gamma) || gamma < 0 || gamma > 1 {
+		return fmt.Errorf("%w: gamma %v outside [0, 1]", ErrBounds, gamma)
+	}
+	n := int64(len(wins))
+	if outOff < 0 || outOff%4 != 0 || outOff > o.size || n > (o.size-outOff)/4 {
+		return fmt.Errorf("%w: %d sums at %d into %d bytes", ErrBounds, n, outOff, o.size)
+	}
+	rows := r.size / 4 / capacity
+	for i, w := range wins {
+		if w.Row < 0 || w.Row >= rows || w.Start < 0 || w.Len < 0 || w.Len > capacity {
+			return fmt.Errorf("%w: window %d %+v (rows %d, capacity %d)", ErrBounds, i, w, rows, capacity)
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	var l layout
+	winOff := l.add(n * kernels.WinDescSize)
+	st, err := b.slot(l.n)
+	if err != nil {
+		return err
+	}
+	buf := st.bytes(l.n)
+	wd := unsafe.Slice((*kernels.WinDesc)(unsafe.Pointer(&buf[winOff])), n)
+	for i, w := range wins {
+		wd[i] = kernels.WinDesc{Row: w.Row, Start: w.Start % capacity, Len: w.Len}
+	}
+	return b.launch(kernels.NStepReward, st, l.n, n, 1, 1,
+		uint64(r.ptr), uint64(o.ptr)+uint64(outOff), uint64(st.dev)+uint64(winOff),
+		uint64(n), uint64(capacity), math.Float64bits(gamma))
+}
+
+// Launches returns the number of kernel launches this backend has issued
+// so far (every Scatter, GatherRows, Concat, GatherWindows and
+// NStepReward that had work to do launches one kernel). It is safe for
+// concurrent use.
+func (b *Backend) Launches() int64 { return b.launches.Load() }
