@@ -10,9 +10,9 @@
 // thread (runtime.LockOSThread) that holds the CUDA context; the exported
 // methods hand their work to it and wait for the answer, so a Backend is
 // safe for concurrent use. Work runs on one stream per Backend, in the
-// order it was issued: Scatter, GatherRows, GatherWindows, Concat, Alloc's
-// zeroing and small Uploads return once their work is queued, and
-// Download and Sync wait for it. Wrappers validate every size and index on
+// order it was issued: Scatter, GatherRows, GatherWindows, Concat,
+// NStepReward, Alloc's zeroing and small Uploads return once their work is
+// queued, and Download and Sync wait for it. Wrappers validate every size and index on
 // the host before queueing anything and pass kernels only 8-byte
 // arguments; a call that returns an error has queued nothing.
 //
