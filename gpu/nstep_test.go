@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/trajring/trajring/kernels"
@@ -252,4 +254,135 @@ func TestLaunches(t *testing.T) {
 			t.Errorf("%s: %d launches, want %d", tc.name, got, tc.want)
 		}
 	}
+}
+
+// TestNStepRewardConcurrent runs n-step sums from several goroutines into
+// disjoint parts of one output (run with -race) and checks every part
+// against the cpu reference.
+func TestNStepRewardConcurrent(t *testing.T) {
+	b := newBackend(t)
+	p := newPair(t, b, 13)
+	const rows, capacity, workers, per = 4, 16, 4, 64
+	ring := p.rewards(rows, capacity, false)
+	out := p.arena(4 * workers * per)
+	wins := make([][]kernels.Window, workers)
+	for w := range wins {
+		wins[w] = make([]kernels.Window, per)
+		for i := range wins[w] {
+			wins[w][i] = kernels.Window{Row: p.rng.Int64N(rows), Start: p.rng.Int64N(100), Len: p.rng.Int64N(capacity + 1)}
+		}
+	}
+	errs := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			for range 20 {
+				if err := b.NStepReward(ring.g, out.g, int64(4*w*per), wins[w], capacity, 0.97); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for w := range workers {
+		if err := p.c.NStepReward(ring.c, out.c, int64(4*w*per), wins[w], capacity, 0.97); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.same("concurrent n-step sums", out)
+}
+
+// BenchmarkNStepReward times the n-step reward kernel on B windows of 5
+// steps from a reward ring of 1M steps (16 rows), and in the same run the
+// path tensorbuf takes for a backend without it: gather the windows'
+// rewards (GatherWindows), Sync, download, sum on the host, upload. It
+// reports us/op of both and fallback_x = t(fallback) / t(kernel). With
+// -short the ring is small, for smoke runs on the stand-in driver.
+func BenchmarkNStepReward(b *testing.B) {
+	be := newBackend(b)
+	for _, batch := range []int64{256, 65536} {
+		b.Run(fmt.Sprintf("B%d/n5/1M", batch), func(b *testing.B) { benchNStep(b, be, batch, 5) })
+	}
+}
+
+func benchNStep(b *testing.B, be *Backend, batch, n int64) {
+	rows, capacity := int64(16), int64(1<<16)
+	if testing.Short() {
+		capacity, batch = 256, min(batch, 1024)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	ring, err := be.Alloc(4 * rows * capacity)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Free(ring)
+	out, err := be.Alloc(4 * batch)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Free(out)
+	scratch, err := be.Alloc(4 * batch * n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Free(scratch)
+	sets := make([][]kernels.Window, rotations)
+	for s := range sets {
+		sets[s] = make([]kernels.Window, batch)
+		for i := range sets[s] {
+			sets[s][i] = kernels.Window{Row: rng.Int64N(rows), Start: rng.Int64N(capacity), Len: 1 + rng.Int64N(n)}
+		}
+	}
+	const gamma = 0.99
+	if err := be.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	start := time.Now()
+	for i := range b.N {
+		if err := be.NStepReward(ring, out, 0, sets[i%rotations], capacity, gamma); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := be.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	kernel := time.Since(start)
+	b.StopTimer()
+	rew := make([]float32, batch*n)
+	sums := make([]float32, batch)
+	cols := []kernels.Column{{Ring: ring, StepBytes: 4, Out: scratch}}
+	start = time.Now()
+	for i := range b.N {
+		wins := sets[i%rotations]
+		if err := be.GatherWindows(cols, wins, n, capacity, nil, 0); err != nil {
+			b.Fatal(err)
+		}
+		if err := be.Download(f32Bytes(rew), scratch, 0); err != nil {
+			b.Fatal(err)
+		}
+		for w, win := range wins {
+			s, g := 0.0, 1.0
+			for j := range win.Len {
+				s = float64(s + float64(g*float64(rew[int64(w)*n+j])))
+				g = float64(g * gamma)
+			}
+			sums[w] = float32(s)
+		}
+		if err := be.Upload(out, 0, f32Bytes(sums)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := be.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	fallback := time.Since(start)
+	b.ReportMetric(float64(kernel.Microseconds())/float64(b.N), "kernel_us/op")
+	b.ReportMetric(float64(fallback.Microseconds())/float64(b.N), "fallback_us/op")
+	b.ReportMetric(fallback.Seconds()/kernel.Seconds(), "fallback_x")
 }
