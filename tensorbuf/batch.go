@@ -79,21 +79,29 @@ func (o *outArena) view(be Backend, i int, s outSpec, lead ...int) (*tensor.Dens
 	return be.Tensor(o.arena, o.offs[i], s.dtype.Tensor(), shape...)
 }
 
-// hostCopy downloads the arena's used bytes into a new host arena with
-// the same layout.
-func (o *outArena) hostCopy() (*outArena, *cpu.Backend, error) {
+// hostCopy downloads steps [first, first+count) of every spec into a new
+// host arena laid out for count steps.
+func (o *outArena) hostCopy(specs []outSpec, first, count int64) (*outArena, *cpu.Backend, error) {
 	h := cpu.New()
 	if err := o.be.Sync(); err != nil {
 		return nil, nil, fmt.Errorf("%w: sync: %w", ErrBackend, err)
 	}
-	a, err := h.Alloc(max(o.used, 8))
+	ho := &outArena{be: h, capSteps: count}
+	ho.layout(specs, count)
+	a, err := h.Alloc(max(ho.used, 8))
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrBackend, err)
 	}
-	if err := o.be.Download(a.(*cpu.Arena).Bytes()[:o.used], o.arena, 0); err != nil {
-		return nil, nil, fmt.Errorf("%w: download: %w", ErrBackend, err)
+	ho.arena = a
+	raw := a.(*cpu.Arena).Bytes()
+	for i, s := range specs {
+		n := count * s.stepBytes
+		if err := o.be.Download(raw[ho.offs[i]:ho.offs[i]+n], o.arena, o.offs[i]+first*s.stepBytes); err != nil {
+			_ = h.Free(a)
+			return nil, nil, fmt.Errorf("%w: download: %w", ErrBackend, err)
+		}
 	}
-	return &outArena{be: h, arena: a, capSteps: o.capSteps, offs: append([]int64(nil), o.offs...), used: o.used}, h, nil
+	return ho, h, nil
 }
 
 // Batch is a sample of sequences: every field shaped [n, L, ...shape]
@@ -124,6 +132,7 @@ type Batch struct {
 	// TableSize is the number of items in the table when sampled.
 	TableSize int
 
+	owner  *Buffer // the buffer whose layout out and specs follow
 	out    outArena
 	specs  []outSpec
 	n, l   int
@@ -156,8 +165,13 @@ func (b *Buffer) batchSpecs(dst []outSpec) []outSpec {
 
 // prepare makes room in bt for n items of up to maxL steps.
 func (b *Buffer) prepare(bt *Batch, n, maxL int) (realloc bool, err error) {
-	if bt.specs == nil || bt.out.be != b.be {
-		bt.specs = b.batchSpecs(bt.specs)
+	if bt.owner != b {
+		// A batch last used with another buffer: its layout and views
+		// describe that buffer's fields.
+		if err := bt.out.release(); err != nil {
+			return false, fmt.Errorf("%w: %w", ErrBackend, err)
+		}
+		bt.specs, bt.Mask, bt.owner = b.batchSpecs(bt.specs), nil, b
 	}
 	realloc, err = bt.out.ensure(b.be, bt.specs, int64(n)*int64(maxL))
 	if err != nil {
@@ -204,7 +218,7 @@ func (bt *Batch) Host() (*Batch, error) {
 	if bt.Mask == nil {
 		return nil, fmt.Errorf("%w: empty batch", ErrInvalidArg)
 	}
-	ho, h, err := bt.out.hostCopy()
+	ho, h, err := bt.out.hostCopy(bt.specs, 0, int64(bt.n)*int64(bt.l))
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package tensorbuf
 
 import (
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -49,6 +50,12 @@ const (
 	metaNextShift = 2   // next_step_type << 2
 	metaNextMask  = 0x3 << metaNextShift
 	metaDiscZero  = 1 << 4 // discount == 0
+	// metaCut marks a step whose successor in the row does not continue it
+	// (its next_step_type is not the next stored step's step_type): steps
+	// between them were never written, as when an observer skips an
+	// episode or a driver idles a row. No transition, n-step window or
+	// episode runs across a cut.
+	metaCut = 1 << 5
 )
 
 // Buffer is a ring buffer of trajectory steps, one time axis per env row,
@@ -66,9 +73,10 @@ type Buffer struct {
 	byName   map[string]int
 	nUser    int
 
-	cursor []int64 // steps ever written, per row
-	meta   []uint8 // host mirror of step types and discount==0, per step
-	owner  []*Writer
+	memBytes int64   // arenas plus host metadata, fixed at New
+	cursor   []int64 // steps ever written, per row
+	meta     []uint8 // host mirror of step types and discount==0, per step
+	owner    []*Writer
 
 	tables    map[string]*Table
 	tableList []*Table
@@ -100,7 +108,6 @@ func New(cfg Config) (*Buffer, error) {
 		byName:   make(map[string]int),
 		nUser:    len(cfg.Fields),
 		cursor:   make([]int64, cfg.NumEnvs),
-		meta:     make([]uint8, cfg.NumEnvs*cfg.Capacity),
 		owner:    make([]*Writer, cfg.NumEnvs),
 		tables:   make(map[string]*Table),
 		rng:      rand.New(rand.NewPCG(cfg.Seed, 0x7472616a72696e67)),
@@ -132,6 +139,10 @@ func New(cfg Config) (*Buffer, error) {
 		b.cols = append(b.cols, c)
 	}
 	steps := int64(cfg.NumEnvs) * b.capacity
+	if hi, lo := bits.Mul64(uint64(steps), uint64(b.StepBytes())); hi != 0 || lo > maxArenaBytes ||
+		uint64(steps) > maxArenaBytes || steps/b.capacity != int64(cfg.NumEnvs) {
+		return nil, fmt.Errorf("%w: %d rows of %d steps of %d bytes is too large", ErrConfig, cfg.NumEnvs, cfg.Capacity, b.StepBytes())
+	}
 	for i := range b.cols {
 		a, err := be.Alloc(steps * b.cols[i].stepBytes)
 		if err != nil {
@@ -140,7 +151,10 @@ func New(cfg Config) (*Buffer, error) {
 		}
 		b.cols[i].arena = a
 		b.ring = append(b.ring, Column{Ring: a, StepBytes: b.cols[i].stepBytes})
+		b.memBytes += a.Size()
 	}
+	b.meta = make([]uint8, steps)
+	b.memBytes += steps
 	return b, nil
 }
 
@@ -152,6 +166,10 @@ func isBuiltin(name string) bool {
 	return false
 }
 
+// maxArenaBytes bounds a buffer's ring memory (1 PiB): larger sizes are
+// configuration mistakes, refused before anything is allocated.
+const maxArenaBytes = 1 << 50
+
 func validField(f Field) error {
 	if f.Name == "" {
 		return fmt.Errorf("%w: field with no name", ErrConfig)
@@ -162,10 +180,16 @@ func validField(f Field) error {
 	if f.Role < Observation || f.Role > PolicyInfo {
 		return fmt.Errorf("%w: field %q: invalid role %v", ErrConfig, f.Name, f.Role)
 	}
+	elems := uint64(1)
 	for _, d := range f.Shape {
 		if d <= 0 {
 			return fmt.Errorf("%w: field %q: shape %v", ErrConfig, f.Name, f.Shape)
 		}
+		hi, lo := bits.Mul64(elems, uint64(d))
+		if hi != 0 || lo > maxArenaBytes {
+			return fmt.Errorf("%w: field %q: shape %v is too large", ErrConfig, f.Name, f.Shape)
+		}
+		elems = lo
 	}
 	return nil
 }
@@ -232,13 +256,7 @@ func (b *Buffer) StepBytes() int64 {
 // MemoryBytes returns the memory the buffer holds for its steps: the ring
 // arenas (numEnvs*capacity*StepBytes) plus the host mirror of step types
 // (one byte per step).
-func (b *Buffer) MemoryBytes() int64 {
-	var n int64
-	for i := range b.cols {
-		n += b.cols[i].arena.Size()
-	}
-	return n + int64(len(b.meta))
-}
+func (b *Buffer) MemoryBytes() int64 { return b.memBytes }
 
 // Cursor returns the number of steps ever written to a row; the newest
 // stored step of the row is Cursor-1. It returns -1 for a row out of range.

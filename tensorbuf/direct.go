@@ -33,7 +33,7 @@ func (b *Buffer) SampleSequences(n, l int, opt SequenceOptions) (*Batch, error) 
 // with ErrInvalidArg for n or l below 1, ErrSequenceLen for l above the
 // capacity, and ErrEmpty when no row holds a valid window.
 func (b *Buffer) SampleSequencesInto(bt *Batch, n, l int, opt SequenceOptions) error {
-	if n <= 0 || l <= 0 || bt == nil {
+	if n <= 0 || l <= 0 || bt == nil || int64(n)*int64(l) > maxBatch {
 		return fmt.Errorf("%w: sample of %d sequences of %d steps", ErrInvalidArg, n, l)
 	}
 	if int64(l) > b.capacity {
@@ -48,13 +48,9 @@ func (b *Buffer) SampleSequencesInto(bt *Batch, n, l int, opt SequenceOptions) e
 	if total == 0 {
 		return fmt.Errorf("%w: no row holds %d steps", ErrEmpty, l)
 	}
-	realloc, err := b.prepare(bt, n, l)
-	if err != nil {
-		return err
-	}
-	bt.wins, bt.Items = bt.wins[:0], bt.Items[:0]
-	bt.Keys, bt.Probabilities, bt.Weights = bt.Keys[:0], bt.Probabilities[:0], bt.Weights[:0]
-	bt.TableSize = 0
+	// Draw into the batch's private scratch first: a draw can fail only
+	// before anything visible has changed.
+	bt.wins = bt.wins[:0]
 	var valid []Window // enumerated only when rejection keeps failing
 	for range n {
 		var w Window
@@ -77,6 +73,14 @@ func (b *Buffer) SampleSequencesInto(bt *Batch, n, l int, opt SequenceOptions) e
 			w.Len = b.episodeLen(int(w.Row), w.Start, int64(l))
 		}
 		bt.wins = append(bt.wins, w)
+	}
+	realloc, err := b.prepare(bt, n, l)
+	if err != nil {
+		return err
+	}
+	bt.Items, bt.Keys, bt.Probabilities, bt.Weights = bt.Items[:0], bt.Keys[:0], bt.Probabilities[:0], bt.Weights[:0]
+	bt.TableSize = 0
+	for _, w := range bt.wins {
 		bt.Items = append(bt.Items, Item{Row: int(w.Row), Start: w.Start, Len: int(w.Len), Pad: l - int(w.Len)})
 		bt.Weights = append(bt.Weights, 1)
 	}
@@ -108,8 +112,12 @@ func (b *Buffer) drawStart(prefix []int64, total int64) Window {
 	return Window{Row: int64(r), Start: b.oldest(r) + u - before}
 }
 
+// isBoundary reports whether the stored step ends its stream of
+// trajectory: a boundary step (step_type Last), or a step followed by a
+// cut (see metaCut). Neither starts a transition.
 func (b *Buffer) isBoundary(row int, pos int64) bool {
-	return StepType(b.metaAt(row, pos)&metaStepMask) == Last
+	m := b.metaAt(row, pos)
+	return StepType(m&metaStepMask) == Last || m&metaCut != 0
 }
 
 // episodeLen returns how many of the l steps from start belong to the

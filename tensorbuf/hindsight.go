@@ -750,6 +750,9 @@ func (hs *Hindsight) SampleTable(ctx context.Context, ht *HindsightTransitions, 
 	if n <= 0 || ht == nil {
 		return fmt.Errorf("%w: sample of %d items", ErrInvalidArg, n)
 	}
+	if err := t.checkBatch(n); err != nil {
+		return err
+	}
 	for {
 		if err := t.waitN(ctx, t.canSampleLocked, n); err != nil {
 			return err

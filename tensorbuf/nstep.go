@@ -79,8 +79,12 @@ var _ NStepper = (*cpu.Backend)(nil)
 // The caller holds b.mu and t+1 is stored.
 func (b *Buffer) nstepLen(row int, t int64, n int64) int64 {
 	limit := min(n, b.cursor[row]-1-t)
-	for j := int64(1); j < limit; j++ {
-		if StepType((b.metaAt(row, t+j-1)&metaNextMask)>>metaNextShift) == Last {
+	for j := int64(1); j <= limit; j++ {
+		m := b.metaAt(row, t+j-1)
+		if m&metaCut != 0 {
+			return j - 1 // step t+j does not follow t+j-1; t itself has a successor, so j >= 2
+		}
+		if StepType((m&metaNextMask)>>metaNextShift) == Last {
 			return j
 		}
 	}
@@ -114,7 +118,6 @@ func (b *Buffer) SampleNStepInto(tr *Transitions, n int, opt NStepOptions) error
 	if b.closed {
 		return fmt.Errorf("%w: SampleNStep", ErrClosed)
 	}
-	tr.Rows, tr.Steps = tr.Rows[:0], tr.Steps[:0]
 	if err := b.drawTransitions(tr, n); err != nil {
 		return err
 	}

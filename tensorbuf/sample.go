@@ -29,6 +29,9 @@ func (t *Table) SampleInto(ctx context.Context, bt *Batch, n int) error {
 	if bt == nil {
 		return fmt.Errorf("%w: nil batch", ErrInvalidArg)
 	}
+	if err := t.checkBatch(n); err != nil {
+		return err
+	}
 	for {
 		if err := t.waitN(ctx, t.canSampleLocked, n); err != nil {
 			return err

@@ -48,7 +48,9 @@ func (s Selector) String() string {
 // So once the table holds MinSize items, samplers may run ErrorBuffer
 // samples behind the ratio and inserters ErrorBuffer samples ahead of it;
 // ErrorBuffer must be at least SamplesPerInsert, or neither side could
-// ever move.
+// ever move, and a sample asks for at most 2*ErrorBuffer items at once
+// (a larger one is refused with ErrInvalidArg). A RateLimiter is a plain
+// value; a table keeps its own copy.
 type RateLimiter struct {
 	MinSize          int
 	SamplesPerInsert float64
@@ -116,7 +118,10 @@ type Table struct {
 	tail    int32
 	tree    sumTree
 	starts  []startHeap // per row: items by start, for eviction
-	nextKey uint64      // insertions so far; a key is nextKey<<32 | slot
+	nextKey uint64      // insertions so far
+	// gens counts the items each slot has held: a key is gen<<32 | slot,
+	// so a key names one item until its slot has been reused 2^32 times.
+	gens    []uint32
 	maxLen  int
 	budget  int64 // samples left before MaxTimesSampled removes all
 	inserts int64
@@ -227,7 +232,7 @@ func (t *Table) insert(it Item) (key uint64, again bool, err error) {
 	if b.closed {
 		return 0, false, fmt.Errorf("%w: Insert", ErrClosed)
 	}
-	if it.Start < b.oldest(it.Row) || it.Start+int64(it.Len) > b.cursor[it.Row] {
+	if it.Start < b.oldest(it.Row) || it.Start > b.cursor[it.Row]-int64(it.Len) {
 		return 0, false, fmt.Errorf("%w: item %+v, row %d holds [%d, %d)", ErrItem, it, it.Row, b.oldest(it.Row), b.cursor[it.Row])
 	}
 	t.mu.Lock()
@@ -240,7 +245,8 @@ func (t *Table) insert(it Item) (key uint64, again bool, err error) {
 	}
 	t.nextKey++
 	s := t.alloc()
-	key = t.nextKey<<32 | uint64(s)
+	t.gens[s]++
+	key = uint64(t.gens[s])<<32 | uint64(s)
 	t.items[s] = item{Item: it, key: key, live: true, pos: len(t.live), prev: t.tail, next: -1}
 	t.live = append(t.live, s)
 	if t.tail >= 0 {
@@ -264,8 +270,7 @@ func (t *Table) insert(it Item) (key uint64, again bool, err error) {
 }
 
 // lookup returns the slot of a live item by key. Keys carry their slot in
-// their low 32 bits and the insertion number above, so a key is never
-// reused and needs no map.
+// their low 32 bits and the slot's generation above, so they need no map.
 func (t *Table) lookup(key uint64) (int32, bool) {
 	s := int64(key & (1<<32 - 1))
 	if s >= int64(len(t.items)) || !t.items[s].live || t.items[s].key != key {
@@ -281,6 +286,7 @@ func (t *Table) alloc() int32 {
 		return s
 	}
 	t.items = append(t.items, item{})
+	t.gens = append(t.gens, 0)
 	return int32(len(t.items) - 1)
 }
 
@@ -395,6 +401,24 @@ func (t *Table) canInsertLocked(int) bool {
 	}
 	diff := float64(t.inserts)*rl.SamplesPerInsert - float64(t.samples)
 	return diff+rl.SamplesPerInsert <= float64(rl.MinSize)*rl.SamplesPerInsert+rl.ErrorBuffer
+}
+
+// maxBatch bounds the items of one sample, so that sizes computed from
+// it cannot overflow.
+const maxBatch = 1 << 31
+
+// checkBatch refuses sample sizes that could never be served: a
+// samples-per-insert limiter lets samplers run at most 2*ErrorBuffer
+// samples ahead of inserters, so a larger batch would wait forever.
+func (t *Table) checkBatch(n int) error {
+	if n > maxBatch {
+		return fmt.Errorf("%w: sample of %d items", ErrInvalidArg, n)
+	}
+	if rl := t.cfg.RateLimiter; rl != nil && rl.SamplesPerInsert > 0 && float64(n) > 2*rl.ErrorBuffer {
+		return fmt.Errorf("%w: a sample of %d items exceeds twice the rate limiter's error buffer (%v) and could never be served",
+			ErrInvalidArg, n, rl.ErrorBuffer)
+	}
+	return nil
 }
 
 func (t *Table) canSampleLocked(n int) bool {

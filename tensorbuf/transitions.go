@@ -44,8 +44,10 @@ type Transitions struct {
 	roles  []Role // per spec: the role of user fields
 	nUser  int
 	nObs   int
-	shape  []int // leading dims of the current views
-	first  int64 // step of the arena where the views start
+	shape  []int   // leading dims of the current views
+	first  int64   // step of the arena where the views start
+	owner  *Buffer // the buffer whose layout out and specs follow
+	shared bool    // out is shared with the other experiences of an export
 	cols   []Column
 	idx    []int64
 	next   []int64
@@ -91,10 +93,23 @@ func (b *Buffer) isDone(row int, pos int64) uint8 {
 // tr's arena and uploads IsDone; len(tr.idx) steps in all.
 func (b *Buffer) materialise(tr *Transitions) error {
 	n := int64(len(tr.idx))
+	if tr.shared {
+		// One experience of an ExportNone export: never write over the
+		// others; take memory of its own.
+		tr.out, tr.shared, tr.first, tr.shape = nil, false, 0, nil
+	}
+	if tr.owner != b {
+		if tr.out != nil {
+			if err := tr.out.release(); err != nil {
+				return fmt.Errorf("%w: %w", ErrBackend, err)
+			}
+		}
+		tr.out, tr.specs, tr.shape, tr.owner = nil, nil, nil, b
+	}
 	if tr.out == nil {
 		tr.out = new(outArena)
 	}
-	if tr.specs == nil || tr.nUser != b.nUser {
+	if tr.specs == nil {
 		b.transitionSpecs(tr)
 	}
 	realloc, err := tr.out.ensure(b.be, tr.specs, n)
@@ -203,7 +218,11 @@ func (tr *Transitions) Host() (*Transitions, error) {
 	if tr.out == nil || tr.out.arena == nil || tr.shape == nil {
 		return nil, fmt.Errorf("%w: empty transitions", ErrInvalidArg)
 	}
-	ho, h, err := tr.out.hostCopy()
+	count := int64(1)
+	for _, d := range tr.shape {
+		count *= int64(d)
+	}
+	ho, h, err := tr.out.hostCopy(tr.specs, tr.first, count)
 	if err != nil {
 		return nil, err
 	}
@@ -211,8 +230,7 @@ func (tr *Transitions) Host() (*Transitions, error) {
 		Rows: append([]int(nil), tr.Rows...), Steps: append([]int64(nil), tr.Steps...),
 		out: ho, specs: tr.specs, roles: tr.roles, nUser: tr.nUser, nObs: tr.nObs,
 	}
-	c.first = tr.first
-	if err := c.views(h, tr.first, tr.shape...); err != nil {
+	if err := c.views(h, 0, tr.shape...); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -233,7 +251,7 @@ func (b *Buffer) SampleTransitions(n int) (*Transitions, error) {
 // It fails with ErrInvalidArg for n below 1 and ErrEmpty when the buffer
 // holds no transition.
 func (b *Buffer) SampleTransitionsInto(tr *Transitions, n int) error {
-	if n <= 0 || tr == nil {
+	if n <= 0 || tr == nil || n > maxBatch {
 		return fmt.Errorf("%w: sample of %d transitions", ErrInvalidArg, n)
 	}
 	b.mu.RLock()
@@ -241,7 +259,6 @@ func (b *Buffer) SampleTransitionsInto(tr *Transitions, n int) error {
 	if b.closed {
 		return fmt.Errorf("%w: SampleTransitions", ErrClosed)
 	}
-	tr.Rows, tr.Steps = tr.Rows[:0], tr.Steps[:0]
 	if err := b.drawTransitions(tr, n); err != nil {
 		return err
 	}
@@ -302,14 +319,16 @@ func (b *Buffer) indexSuccessors(tr *Transitions) {
 	}
 }
 
-// drawTransitions appends n transitions drawn uniformly over every stored
-// transition to tr.Rows and tr.Steps, as SampleTransitionsInto draws
-// them. The caller holds b.mu.
+// drawTransitions sets tr.Rows and tr.Steps to n transitions drawn
+// uniformly over every stored transition. The caller holds b.mu.
 func (b *Buffer) drawTransitions(tr *Transitions, n int) error {
 	prefix, total := b.windowCounts(&tr.prefix, 2)
 	if total == 0 {
 		return fmt.Errorf("%w: no row holds two steps", ErrEmpty)
 	}
+	// Only the first draw can fail (no valid transition at all), before
+	// anything is appended: a failed call leaves tr as it was.
+	rows, steps := tr.Rows[:0], tr.Steps[:0]
 	var valid []Window
 	for range n {
 		var w Window
@@ -326,9 +345,9 @@ func (b *Buffer) drawTransitions(tr *Transitions, n int) error {
 			}
 			w = valid[b.randN(int64(len(valid)))]
 		}
-		tr.Rows = append(tr.Rows, int(w.Row))
-		tr.Steps = append(tr.Steps, w.Start)
+		rows, steps = append(rows, int(w.Row)), append(steps, w.Start)
 	}
+	tr.Rows, tr.Steps = rows, steps
 	return nil
 }
 
@@ -404,6 +423,7 @@ func (b *Buffer) exportViews(tr *Transitions, mode ExportMode) ([]*Transitions, 
 		e := &Transitions{
 			Rows: tr.Rows[i : i+1 : i+1], Steps: tr.Steps[i : i+1 : i+1],
 			out: tr.out, specs: tr.specs, roles: tr.roles, nUser: tr.nUser, nObs: tr.nObs, first: int64(i),
+			owner: b, shared: true,
 		}
 		if err := e.views(b.be, int64(i), 1, 1); err != nil {
 			_ = tr.Release()

@@ -187,6 +187,12 @@ func (w *Writer) Add(s *Step) error {
 		if s.Discount[i] == 0 {
 			m |= metaDiscZero
 		}
+		if pos > 0 {
+			prev := &b.meta[b.slot(r, pos-1)]
+			if StepType((*prev&metaNextMask)>>metaNextShift) != s.StepType[i] {
+				*prev |= metaCut
+			}
+		}
 		b.meta[w.idx[i]] = m
 		b.cursor[r] = pos + 1
 	}
