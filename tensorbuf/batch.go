@@ -110,7 +110,9 @@ func (o *outArena) hostCopy(specs []outSpec, first, count int64) (*outArena, *cp
 // memory in cuda builds); Host returns a host copy.
 //
 // A Batch is reused by the SampleInto calls, which keep its memory when it
-// is large enough. It is not safe for concurrent use.
+// is large enough; when they must grow it (or the batch moves to another
+// buffer), tensors taken from it earlier stop being valid. A failed call
+// leaves it as it was. It is not safe for concurrent use.
 type Batch struct {
 	// Fields holds the user fields by name.
 	Fields map[string]*tensor.Dense
@@ -124,8 +126,8 @@ type Batch struct {
 	Items []Item
 	// Keys are the items' keys in their table (nil for direct samples).
 	Keys []uint64
-	// Probabilities are the probabilities with which the items were
-	// selected; Weights their importance weights (1 unless the table is
+	// Probabilities are the probabilities with which a table selected the
+	// items (empty for direct samples, which draw uniformly); Weights their importance weights (1 unless the table is
 	// prioritized with Beta > 0).
 	Probabilities []float64
 	Weights       []float64

@@ -10,7 +10,7 @@ import (
 	"unsafe"
 )
 
-// Config configures a Buffer.
+// Config configures a Buffer. It is a plain value; New copies what it keeps.
 type Config struct {
 	// NumEnvs is the number of env rows; each row is its own time axis.
 	NumEnvs int
@@ -203,9 +203,12 @@ func (b *Buffer) freeArenas() {
 	}
 }
 
-// Close frees the buffer's memory. Every later call on the buffer, its
-// writers and its tables returns an error wrapping ErrClosed; tables'
-// blocked samplers and inserters are woken with it.
+// Close frees the buffer's memory. Every later call on the buffer and its
+// writers, and every sample or insert of its tables, returns an error
+// wrapping ErrClosed; blocked samplers and inserters are woken with it.
+// Calls that only touch a table's metadata (Size, Delete, SetBeta,
+// UpdatePriorities) keep working. Batches and transitions keep their own
+// memory and stay valid until released.
 func (b *Buffer) Close() error {
 	b.mu.Lock()
 	if b.closed {

@@ -5,7 +5,8 @@ import (
 	"sort"
 )
 
-// SequenceOptions configure the buffer's direct sequence sampler.
+// SequenceOptions configure the buffer's direct sequence sampler. It is a
+// plain value, safe to share between goroutines.
 type SequenceOptions struct {
 	// EpisodeAware cuts each window after its episode's boundary step (the
 	// step whose step_type is Last) and pads the rest, as an episode-end

@@ -52,7 +52,9 @@
 // # Errors and concurrency
 //
 // Every error wraps one of the package's sentinel errors (errors.Is), and
-// a call that fails changes nothing. Buffer and Table are safe for
+// a call that fails changes nothing, with one exception: when the backend
+// itself fails while a table sample gathers its items (ErrBackend, a lost
+// device say), the items were already counted as sampled. Buffer and Table are safe for
 // concurrent use; a Writer, Batch or Transitions value is used by one
 // goroutine at a time.
 package tensorbuf

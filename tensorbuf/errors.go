@@ -3,7 +3,9 @@ package tensorbuf
 import "errors"
 
 // Sentinel errors. Every error a tensorbuf call returns wraps one of these
-// (test with errors.Is), and a call that fails changes nothing.
+// (test with errors.Is), and a call that fails changes nothing (see the
+// package documentation for the one exception, a backend failure during a
+// table sample).
 var (
 	ErrUnknownField = errors.New("tensorbuf: unknown field")
 	ErrMissingField = errors.New("tensorbuf: missing field")

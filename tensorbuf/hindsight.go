@@ -39,6 +39,7 @@ const (
 	GoalRandom
 )
 
+// String returns the strategy's name, such as "future".
 func (s GoalStrategy) String() string {
 	switch s {
 	case GoalFinal:

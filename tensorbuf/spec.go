@@ -6,7 +6,8 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// DType is the element type of a field.
+// DType is the element type of a field. Like Role, StepType and Field, it
+// is a plain value, safe to share between goroutines.
 type DType int
 
 // The supported element types.
@@ -50,6 +51,7 @@ func (d DType) Tensor() tensor.Dtype {
 	return dtypeInfo[d].t
 }
 
+// String returns the dtype's name, such as "float32".
 func (d DType) String() string {
 	if !d.valid() {
 		return fmt.Sprintf("DType(%d)", int(d))
@@ -77,6 +79,7 @@ const (
 	PolicyInfo
 )
 
+// String returns the role's name, such as "observation".
 func (r Role) String() string {
 	switch r {
 	case Observation:
@@ -123,6 +126,7 @@ const (
 	Last  StepType = 2
 )
 
+// String returns F, M or L (TF-Agents' First, Mid, Last).
 func (s StepType) String() string {
 	switch s {
 	case First:

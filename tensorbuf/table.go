@@ -9,7 +9,8 @@ import (
 	"time"
 )
 
-// Selector chooses which item a table returns on each sample.
+// Selector chooses which item a table returns on each sample. Like
+// ExportMode, it is a plain value.
 type Selector int
 
 // The selectors of Reverb.
@@ -25,6 +26,7 @@ const (
 	LIFO
 )
 
+// String returns the selector's name, such as "prioritized".
 func (s Selector) String() string {
 	switch s {
 	case Uniform:
@@ -59,7 +61,8 @@ type RateLimiter struct {
 	Timeout time.Duration
 }
 
-// TableConfig configures a Table.
+// TableConfig configures a Table. It is a plain value; NewTable copies it
+// (and its RateLimiter).
 type TableConfig struct {
 	Name     string
 	Selector Selector
@@ -82,7 +85,7 @@ type TableConfig struct {
 	Seed uint64
 }
 
-// Item is a sequence of steps of one env row: Len real steps from
+// Item (a plain value) is a sequence of steps of one env row: Len real steps from
 // absolute step Start, followed by Pad pad steps when sampled.
 type Item struct {
 	Row      int

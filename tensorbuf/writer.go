@@ -8,8 +8,13 @@ import (
 )
 
 // Step is one batched trajectory step for some env rows, in TF-Agents'
-// Trajectory layout: the observation, action and policy info at t with
-// StepType at t, and NextStepType, Reward and Discount from t+1.
+// layout. Writer.Add only reads it (and not after it returns), so a Step
+// and its tensors can be reused for the next add; it must not change
+// during the call.
+//
+// It holds a TF-Agents Trajectory for each row: the observation, action
+// and policy info at t with StepType at t, and NextStepType, Reward and
+// Discount from t+1.
 type Step struct {
 	// Rows are the env rows written, in the order of the data; nil means
 	// all of the writer's rows in the writer's order. A subset is a

@@ -17,9 +17,6 @@ func init() {
 	commands["bench"] = command{run: benchMain, summary: "measure the engine next to the copy ceiling and peers"}
 }
 
-// runBench runs `trajring bench` with the process's stdout and stderr.
-func runBench(args []string) error { return benchMain(args, os.Stdout, os.Stderr) }
-
 // benchMain parses the bench flags, runs the suite, prints the markdown
 // table on stdout and writes the JSON report and the SVG plots.
 func benchMain(args []string, stdout, stderr io.Writer) error {
