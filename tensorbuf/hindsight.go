@@ -380,7 +380,9 @@ type stepRef struct {
 // number of experiences made. With RelabelAtSample it fails with
 // ErrInvalidArg. With a Table, an item whose step the ring overwrites
 // while Generate inserts is skipped; any other refused insert (a closed
-// buffer) fails the call, keeping what was made and inserted before it.
+// buffer) fails the call; the episodes it had scanned are then not scanned
+// again, and their relabeled experiences may be only partly stored. A
+// closed buffer serves nothing afterwards, so this loses nothing usable.
 func (hs *Hindsight) Generate() (int, error) {
 	if hs.cfg.Mode != RelabelAtEpisodeEnd {
 		return 0, fmt.Errorf("%w: Generate with RelabelAtSample", ErrInvalidArg)
