@@ -237,7 +237,8 @@ func (b *Backend) split(j *job, n int) {
 	}
 	j.run(0, min(chunk, n))
 	j.wg.Wait()
-	*j = job{}
+	// Drop the references the job held; the WaitGroup is reused as is.
+	j.cols, j.idx, j.next, j.wins, j.mask = nil, nil, nil, nil, nil
 	jobPool.Put(j)
 }
 
