@@ -36,6 +36,7 @@ type RowError struct {
 	Err error
 }
 
+// Error returns "row R: cause".
 func (e *RowError) Error() string { return fmt.Sprintf("row %d: %v", e.Row, e.Err) }
 
 // Unwrap returns the row's error.
@@ -55,6 +56,7 @@ const (
 	StageCanceled // the run's context was done
 )
 
+// String returns the stage's name.
 func (s Stage) String() string {
 	switch s {
 	case StageReset:
@@ -91,6 +93,7 @@ type StepError struct {
 	Err   error
 }
 
+// Error describes the stage, iteration and row (when known) and the cause.
 func (e *StepError) Error() string {
 	where := ""
 	if e.Index >= 0 {

@@ -26,6 +26,7 @@ const (
 	Truncated
 )
 
+// String returns the status's name.
 func (s Status) String() string {
 	switch s {
 	case Running:
@@ -44,7 +45,8 @@ func (s Status) String() string {
 // starts an episode and Step applies an action; both must write every
 // element of obs (the buffer holds older data). The action and obs tensors
 // are only valid during the call. An Env is used by one goroutine at a time
-// but not always the same one.
+// but not always the same one, so it need not be safe for concurrent use
+// but must not rely on goroutine-local state.
 type Env interface {
 	ObservationSpec() []tensorbuf.Field
 	ActionSpec() []tensorbuf.Field

@@ -13,7 +13,7 @@ import (
 )
 
 // Stats counts what an item-writing observer has done since it was
-// created. It is a snapshot returned by value.
+// created. It is a snapshot returned by value, safe to share.
 type Stats struct {
 	// Steps is the number of trajectory steps written to the buffer,
 	// summed over rows.
