@@ -28,7 +28,7 @@ var ErrArena = errors.New("cpu: foreign or freed arena")
 // parallelBytes is the size of a data movement above which the backend
 // splits it over goroutines. Waking a second goroutine costs tens of
 // microseconds, so only large movements gain from it.
-const parallelBytes = 4 << 20
+const parallelBytes = 2 << 20
 
 // Arena is a block of host memory. Large arenas are mapped on their own
 // pages with transparent huge pages requested (on Linux), which makes
