@@ -145,6 +145,19 @@ run() {
 		printf "%-30s %9s %9s %9s %9s %9s %8s\n", name, us, p50, p99, gb, cgb, frac
 	}' "$logs/bench-gpu.log"
 	echo
+	echo "== n-step reward sum: kernel vs the gather-download-sum-upload fallback, same run"
+	printf '%-30s %14s %16s %11s\n' case kernel_us/op fallback_us/op fallback_x
+	awk '/^BenchmarkNStepReward\// {
+		name = $1; sub(/^BenchmarkNStepReward\//, "", name); sub(/-[0-9]+$/, "", name)
+		k = f = x = "-"
+		for (i = 2; i < NF; i++) {
+			if ($(i+1) == "kernel_us/op") k = $i
+			if ($(i+1) == "fallback_us/op") f = $i
+			if ($(i+1) == "fallback_x") x = $i
+		}
+		printf "%-30s %14s %16s %11s\n", name, k, f, x
+	}' "$logs/bench-gpu.log"
+	echo
 	for k in "${!status[@]}"; do
 		if [ "${status[$k]}" = FAIL ]; then
 			echo "--- $k (last lines of $dir/$logs/$k.log)"
