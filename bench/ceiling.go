@@ -75,7 +75,7 @@ func NewCeiling(be tensorbuf.Backend, cfg CeilingConfig) (Ceiling, error) {
 // parallelBytes mirrors the cpu backend's threshold for splitting a data
 // movement over goroutines, so the ceiling uses the same goroutines as
 // the engine does at every size.
-const parallelBytes = 4 << 20
+const parallelBytes = 2 << 20
 
 // hostCeiling is the cpu ceiling: one mmapped arena per column (the cpu
 // backend's own allocator, so the same page kind: MADV_HUGEPAGE above

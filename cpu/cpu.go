@@ -234,7 +234,10 @@ func (b *Backend) GatherWindows(cols []kernels.Column, wins []kernels.Window, se
 	if seqLen <= 0 || capacity <= 0 {
 		return fmt.Errorf("%w: sequence length %d, capacity %d", ErrBounds, seqLen, capacity)
 	}
-	n := int64(len(wins)) * seqLen
+	n, ok := kernels.Mul(int64(len(wins)), seqLen)
+	if !ok {
+		return fmt.Errorf("%w: %d windows of %d steps", ErrBounds, len(wins), seqLen)
+	}
 	var total int64
 	rows := int64(math.MaxInt64)
 	for c := range cols {
@@ -248,7 +251,7 @@ func (b *Backend) GatherWindows(cols []kernels.Column, wins []kernels.Window, se
 			return err
 		}
 		s := col.StepBytes
-		if s <= 0 || col.OutOff < 0 || col.OutOff+n*s > out.Size() {
+		if !kernels.Fits(col.OutOff, n, s, out.Size()) {
 			return fmt.Errorf("%w: column %d: %d steps of %d bytes at %d into %d", ErrBounds, c, n, s, col.OutOff, out.Size())
 		}
 		if col.Pad != nil && int64(len(col.Pad)) != s {
@@ -267,7 +270,7 @@ func (b *Backend) GatherWindows(cols []kernels.Column, wins []kernels.Window, se
 		if err != nil {
 			return err
 		}
-		if maskOff < 0 || maskOff+n > m.Size() {
+		if !kernels.Fits(maskOff, n, 1, m.Size()) {
 			return fmt.Errorf("%w: mask of %d at %d into %d", ErrBounds, n, maskOff, m.Size())
 		}
 	}
@@ -291,13 +294,13 @@ func (*Backend) Tensor(a kernels.Arena, off int64, dt tensor.Dtype, shape ...int
 	}
 	n := int64(1)
 	for _, d := range shape {
-		if d <= 0 {
+		var ok bool
+		if n, ok = kernels.Mul(n, int64(d)); !ok || d <= 0 {
 			return nil, fmt.Errorf("%w: shape %v", ErrBounds, shape)
 		}
-		n *= int64(d)
 	}
 	size := int64(dt.Size())
-	if off < 0 || off%size != 0 || off+n*size > h.Size() {
+	if size <= 0 || off%size != 0 || !kernels.Fits(off, n, size, h.Size()) {
 		return nil, fmt.Errorf("%w: %v tensor %v at %d in %d bytes", ErrBounds, dt, shape, off, h.Size())
 	}
 	p := unsafe.Pointer(&h.b[off])
@@ -356,7 +359,7 @@ func checkGather(cols []kernels.Column, idx []int64, n int64, next bool) (int64,
 		if err != nil {
 			return 0, err
 		}
-		if col.OutOff < 0 || col.OutOff+n*s > out.Size() {
+		if !kernels.Fits(col.OutOff, n, s, out.Size()) {
 			return 0, fmt.Errorf("%w: column %d: %d steps of %d at %d into %d", ErrBounds, c, n, s, col.OutOff, out.Size())
 		}
 		if next && col.NextOut != nil {
@@ -364,7 +367,7 @@ func checkGather(cols []kernels.Column, idx []int64, n int64, next bool) (int64,
 			if err != nil {
 				return 0, err
 			}
-			if col.NextOff < 0 || col.NextOff+n*s > no.Size() {
+			if !kernels.Fits(col.NextOff, n, s, no.Size()) {
 				return 0, fmt.Errorf("%w: column %d: %d successors of %d at %d into %d", ErrBounds, c, n, s, col.NextOff, no.Size())
 			}
 		}

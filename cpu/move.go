@@ -94,7 +94,7 @@ func windowsTyped[T word](out, ring, pad []byte, wins []kernels.Window, seqLen, 
 	}
 	var p T
 	if pad != nil {
-		p = *(*T)(unsafe.Pointer(unsafe.SliceData(pad)))
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&p)), unsafe.Sizeof(p)), pad) // pad may be unaligned
 	}
 	for b := lo; b < hi; b++ {
 		w := wins[b]

@@ -37,14 +37,14 @@ func (*Backend) NStepReward(ring, out kernels.Arena, outOff int64, wins []kernel
 	if err != nil {
 		return err
 	}
-	if capacity <= 0 || r.Size()%(4*capacity) != 0 {
+	if capacity <= 0 || r.Size()%4 != 0 || (r.Size()/4)%capacity != 0 {
 		return fmt.Errorf("%w: reward ring of %d bytes, capacity %d", ErrBounds, r.Size(), capacity)
 	}
 	if math.IsNaN(gamma) || gamma < 0 || gamma > 1 {
 		return fmt.Errorf("%w: gamma %v outside [0, 1]", ErrBounds, gamma)
 	}
 	n := int64(len(wins))
-	if outOff < 0 || outOff%4 != 0 || outOff+4*n > o.Size() {
+	if outOff%4 != 0 || !kernels.Fits(outOff, n, 4, o.Size()) {
 		return fmt.Errorf("%w: %d sums at %d into %d bytes", ErrBounds, n, outOff, o.Size())
 	}
 	rows := r.Size() / 4 / capacity
@@ -60,10 +60,13 @@ func (*Backend) NStepReward(ring, out kernels.Arena, outOff int64, wins []kernel
 	ow := unsafe.Slice((*float32)(unsafe.Pointer(&o.b[outOff])), n)
 	for i, w := range wins {
 		s, g := 0.0, 1.0
+		slot := w.Start % capacity // wraps at most once: Len <= capacity
 		for j := int64(0); j < w.Len; j++ {
-			ix := w.Row*capacity + (w.Start+j)%capacity
-			s = float64(s + float64(g*float64(rw[ix])))
+			s = float64(s + float64(g*float64(rw[w.Row*capacity+slot])))
 			g = float64(g * gamma)
+			if slot++; slot == capacity {
+				slot = 0
+			}
 		}
 		ow[i] = float32(s)
 	}

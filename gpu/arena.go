@@ -232,13 +232,13 @@ func (b *Backend) tensorOf(c *call) (err error) {
 	}
 	n := int64(1)
 	for _, s := range shape {
-		if s <= 0 {
+		var ok bool
+		if n, ok = kernels.Mul(n, int64(s)); !ok || s <= 0 {
 			return fmt.Errorf("%w: shape %v", ErrBounds, shape)
 		}
-		n *= int64(s)
 	}
 	size := int64(dt.Size())
-	if off < 0 || off%size != 0 || off > d.size || n*size > d.size-off {
+	if size <= 0 || off%size != 0 || !kernels.Fits(off, n, size, d.size) {
 		return fmt.Errorf("%w: %v tensor %v at %d in %d bytes", ErrBounds, dt, shape, off, d.size)
 	}
 	defer func() {

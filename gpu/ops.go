@@ -221,7 +221,10 @@ func (b *Backend) gatherWindows(cols []kernels.Column, wins []kernels.Window, se
 	if seqLen <= 0 || capacity <= 0 {
 		return fmt.Errorf("%w: sequence length %d, capacity %d", ErrBounds, seqLen, capacity)
 	}
-	n := int64(len(wins)) * seqLen
+	n, ok := kernels.Mul(int64(len(wins)), seqLen)
+	if !ok {
+		return fmt.Errorf("%w: %d windows of %d steps", ErrBounds, len(wins), seqLen)
+	}
 	rings := scratch(&b.rings, len(cols))
 	outs := scratch(&b.outs, len(cols))
 	for c := range cols {
@@ -235,7 +238,7 @@ func (b *Backend) gatherWindows(cols []kernels.Column, wins []kernels.Window, se
 			return fmt.Errorf("column %d output: %w", c, err)
 		}
 		s := col.StepBytes
-		if s <= 0 || col.OutOff < 0 || col.OutOff > out.size || n*s > out.size-col.OutOff {
+		if !kernels.Fits(col.OutOff, n, s, out.size) {
 			return fmt.Errorf("%w: column %d: %d steps of %d bytes at %d into %d", ErrBounds, c, n, s, col.OutOff, out.size)
 		}
 		if col.Pad != nil && int64(len(col.Pad)) != s {
@@ -352,7 +355,7 @@ func (b *Backend) checkGather(cols []kernels.Column, idx []int64, n int64, next 
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("column %d output: %w", c, err)
 		}
-		if col.OutOff < 0 || col.OutOff > out.size || n*s > out.size-col.OutOff {
+		if !kernels.Fits(col.OutOff, n, s, out.size) {
 			return nil, nil, nil, fmt.Errorf("%w: column %d: %d steps of %d at %d into %d", ErrBounds, c, n, s, col.OutOff, out.size)
 		}
 		if next && col.NextOut != nil {
@@ -360,7 +363,7 @@ func (b *Backend) checkGather(cols []kernels.Column, idx []int64, n int64, next 
 			if err != nil {
 				return nil, nil, nil, fmt.Errorf("column %d successor output: %w", c, err)
 			}
-			if col.NextOff < 0 || col.NextOff > no.size || n*s > no.size-col.NextOff {
+			if !kernels.Fits(col.NextOff, n, s, no.size) {
 				return nil, nil, nil, fmt.Errorf("%w: column %d: %d successors of %d at %d into %d", ErrBounds, c, n, s, col.NextOff, no.size)
 			}
 			nexts[c] = no

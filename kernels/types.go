@@ -46,3 +46,19 @@ type Window struct {
 	Start int64
 	Len   int64
 }
+
+// Fits reports whether count items of size bytes from byte offset off lie
+// within an arena of arenaSize bytes. It cannot overflow: backends check
+// every launch with it before touching memory.
+func Fits(off, count, size, arenaSize int64) bool {
+	return off >= 0 && count >= 0 && size > 0 && off <= arenaSize && count <= (arenaSize-off)/size
+}
+
+// Mul returns a*b for non-negative a and b, and false when the product
+// overflows int64.
+func Mul(a, b int64) (int64, bool) {
+	if a < 0 || b < 0 || (a > 0 && b > (1<<63-1)/a) {
+		return 0, false
+	}
+	return a * b, true
+}

@@ -91,5 +91,5 @@ $SUDO apt-get update -q
 # nvidia-cuda-toolkit asks no questions, but some dependencies ship debconf
 # prompts (licences): accept them up front.
 echo "nvidia-cuda-toolkit nvidia-cuda-toolkit/license note" | $SUDO debconf-set-selections 2>/dev/null || true
-$SUDO apt-get install -y -q --no-install-recommends nvidia-cuda-toolkit
+$SUDO apt-get install -y -q --no-install-recommends nvidia-cuda-toolkit gcc libc6-dev
 echo "install-cuda: $(nvcc --version | tail -n 1)"

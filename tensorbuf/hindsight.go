@@ -451,6 +451,12 @@ func (hs *Hindsight) scanLocked() (eps []episode, scanned, starts []int64) {
 		}
 		for ; t+1 < b.cursor[r]; t++ {
 			m := b.metaAt(r, t)
+			if m&metaCut != 0 {
+				// Step t+1 does not continue t: the episode holding t never
+				// completes here (its final observation was not stored).
+				start = t + 1
+				continue
+			}
 			switch StepType(m & metaStepMask) {
 			case Last:
 				start = t + 1
@@ -565,7 +571,7 @@ func (b *Buffer) episodeOf(row int, t int64) (s, e int64) {
 	for s = t; s > old && StepType(b.metaAt(row, s)&metaStepMask) != First && !b.isBoundary(row, s-1); s-- {
 	}
 	for e = t; e+2 < b.cursor[row]; e++ {
-		if StepType((b.metaAt(row, e)&metaNextMask)>>metaNextShift) == Last || StepType(b.metaAt(row, e+2)&metaStepMask) == First {
+		if StepType((b.metaAt(row, e)&metaNextMask)>>metaNextShift) == Last || b.isBoundary(row, e+1) {
 			break
 		}
 	}
@@ -576,7 +582,7 @@ func (b *Buffer) episodeOf(row int, t int64) (s, e int64) {
 // backend memory and returns their goals, goal i at [i*d, (i+1)*d) for
 // goals of d elements, in scratch memory valid until the next call. The
 // caller holds hs.mu and b.mu.
-func (hs *Hindsight) achievedAt(refs []stepRef) ([]float64, error) {
+func (hs *Hindsight) achievedAt(refs []stepRef) (_ []float64, err error) {
 	b := hs.b
 	if len(refs) == 0 {
 		return nil, nil
@@ -591,7 +597,11 @@ func (hs *Hindsight) achievedAt(refs []stepRef) ([]float64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: goal scratch: %w", ErrBackend, err)
 	}
-	defer b.be.Free(scratch)
+	defer func() {
+		if ferr := b.be.Free(scratch); ferr != nil && err == nil {
+			err = fmt.Errorf("%w: freeing goal scratch: %w", ErrBackend, ferr)
+		}
+	}()
 	cols := []Column{{Ring: b.cols[hs.ach.col].arena, StepBytes: step, Out: scratch}}
 	if err := b.be.GatherRows(cols, idx); err != nil {
 		return nil, fmt.Errorf("%w: gather goals: %w", ErrBackend, err)

@@ -200,7 +200,7 @@ func (b *Buffer) materialiseNStep(tr *Transitions, opt NStepOptions) error {
 // nstepRewards writes the windows' discounted reward sums as float32 at
 // byte offset off of out: by the backend's NStepper when it has one, else
 // by gathering the rewards and summing them on the host.
-func (b *Buffer) nstepRewards(out Arena, off int64, wins []Window, gamma float64) error {
+func (b *Buffer) nstepRewards(out Arena, off int64, wins []Window, gamma float64) (err error) {
 	ring := b.cols[b.nUser+colReward].arena
 	if ns, ok := b.be.(NStepper); ok {
 		if err := ns.NStepReward(ring, out, off, wins, b.capacity, gamma); err != nil {
@@ -217,7 +217,11 @@ func (b *Buffer) nstepRewards(out Arena, off int64, wins []Window, gamma float64
 	if err != nil {
 		return fmt.Errorf("%w: n-step scratch: %w", ErrBackend, err)
 	}
-	defer b.be.Free(scratch)
+	defer func() {
+		if ferr := b.be.Free(scratch); ferr != nil && err == nil {
+			err = fmt.Errorf("%w: freeing n-step scratch: %w", ErrBackend, ferr)
+		}
+	}()
 	cols := []Column{{Ring: ring, StepBytes: 4, Out: scratch}}
 	if err := b.be.GatherWindows(cols, wins, l, b.capacity, nil, 0); err != nil {
 		return fmt.Errorf("%w: gather rewards: %w", ErrBackend, err)
