@@ -234,6 +234,9 @@ func (b *Backend) GatherWindows(cols []kernels.Column, wins []kernels.Window, se
 	if seqLen <= 0 || capacity <= 0 {
 		return fmt.Errorf("%w: sequence length %d, capacity %d", ErrBounds, seqLen, capacity)
 	}
+	if c, bad := kernels.WritesRing(cols); bad {
+		return fmt.Errorf("%w: column %d writes a ring arena", ErrBounds, c)
+	}
 	n, ok := kernels.Mul(int64(len(wins)), seqLen)
 	if !ok {
 		return fmt.Errorf("%w: %d windows of %d steps", ErrBounds, len(wins), seqLen)
@@ -344,6 +347,9 @@ func checkIdx(idx []int64, steps int64) error {
 // checkGather validates the columns of a gather of n output steps and
 // returns the bytes it moves.
 func checkGather(cols []kernels.Column, idx []int64, n int64, next bool) (int64, error) {
+	if c, bad := kernels.WritesRing(cols); bad {
+		return 0, fmt.Errorf("%w: column %d writes a ring arena", ErrBounds, c)
+	}
 	var total int64
 	for c := range cols {
 		col := &cols[c]

@@ -23,6 +23,8 @@ func TestHugeArgumentsAreErrors(t *testing.T) {
 		"rows at OutOff MaxInt64-7":      be.GatherRows([]kernels.Column{{Ring: ring, StepBytes: 8, Out: out, OutOff: math.MaxInt64 - 7}}, []int64{0}),
 		"n-step capacity 2^62":           be.NStepReward(ring, out, 0, []kernels.Window{{Len: 1}}, 1<<62, 0.9),
 		"n-step outOff MaxInt64-3":       be.NStepReward(ring, out, math.MaxInt64-3, []kernels.Window{{Len: 1}}, 16, 0.9),
+		"gather into its ring":           be.GatherRows([]kernels.Column{{Ring: ring, StepBytes: 4, Out: ring}}, []int64{0}),
+		"windows into another ring":      be.GatherWindows([]kernels.Column{{Ring: ring, StepBytes: 4, Out: out}, {Ring: out, StepBytes: 4, Out: arena(t, be, 64)}}, []kernels.Window{{Len: 1}}, 1, 16, nil, 0),
 		"tensor 2^32 x 2^32":             func() error { _, err := be.Tensor(out, 0, tensor.Float32, 1<<32, 1<<32); return err }(),
 	} {
 		if !errors.Is(err, cpu.ErrBounds) {

@@ -221,6 +221,9 @@ func (b *Backend) gatherWindows(cols []kernels.Column, wins []kernels.Window, se
 	if seqLen <= 0 || capacity <= 0 {
 		return fmt.Errorf("%w: sequence length %d, capacity %d", ErrBounds, seqLen, capacity)
 	}
+	if c, bad := kernels.WritesRing(cols); bad {
+		return fmt.Errorf("%w: column %d writes a ring arena", ErrBounds, c)
+	}
 	n, ok := kernels.Mul(int64(len(wins)), seqLen)
 	if !ok {
 		return fmt.Errorf("%w: %d windows of %d steps", ErrBounds, len(wins), seqLen)
@@ -338,6 +341,9 @@ func (b *Backend) launch(k kernels.Kernel, st *slot, size, n, words, gy int64, a
 // their successor outputs when next is set) and returns their arenas. It
 // runs on the worker.
 func (b *Backend) checkGather(cols []kernels.Column, idx []int64, n int64, next bool) (rings, outs, nexts []*Arena, err error) {
+	if c, bad := kernels.WritesRing(cols); bad {
+		return nil, nil, nil, fmt.Errorf("%w: column %d writes a ring arena", ErrBounds, c)
+	}
 	rings = scratch(&b.rings, len(cols))
 	outs = scratch(&b.outs, len(cols))
 	nexts = scratch(&b.nexts, len(cols))

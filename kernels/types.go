@@ -62,3 +62,18 @@ func Mul(a, b int64) (int64, bool) {
 	}
 	return a * b, true
 }
+
+// WritesRing returns the index of the first column whose Out or NextOut
+// is the Ring of any column, and true; a gather must never write the
+// arenas it reads (the CUDA kernels read rings through the read-only
+// cache, which is undefined for memory written in the same launch).
+func WritesRing(cols []Column) (int, bool) {
+	for c := range cols {
+		for r := range cols {
+			if cols[c].Out == cols[r].Ring || (cols[c].NextOut != nil && cols[c].NextOut == cols[r].Ring) {
+				return c, true
+			}
+		}
+	}
+	return 0, false
+}
