@@ -27,6 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <cuda.h>
@@ -71,6 +73,8 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 struct alloc {
 	uintptr_t base;
 	size_t size;
+	void *map;     /* the mapping holding it, ending in a PROT_NONE guard page */
+	size_t maplen;
 };
 
 static struct alloc *allocs;
@@ -450,12 +454,27 @@ CUresult cuMemAlloc(CUdeviceptr *p, size_t n)
 		allocs = a;
 		capallocs = c;
 	}
-	if (posix_memalign(&m, 256, n) != 0) {
+	/* The allocation ends (after rounding to 256 bytes, the alignment the
+	   driver guarantees) right before a PROT_NONE page: a kernel that runs
+	   past an arena faults in tests instead of corrupting the heap. */
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t rounded = (n + 255) & ~(size_t)255;
+	size_t data = (rounded + page - 1) / page * page;
+	void *map = mmap(NULL, data + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (map == MAP_FAILED) {
 		pthread_mutex_unlock(&mu);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
+	if (mprotect((char *)map + data, page, PROT_NONE) != 0) {
+		munmap(map, data + page);
+		pthread_mutex_unlock(&mu);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	m = (char *)map + (data - rounded);
 	allocs[nallocs].base = (uintptr_t)m;
 	allocs[nallocs].size = n;
+	allocs[nallocs].map = map;
+	allocs[nallocs].maplen = data + page;
 	nallocs++;
 	used += n;
 	pthread_mutex_unlock(&mu);
@@ -476,10 +495,12 @@ CUresult cuMemFree(CUdeviceptr p)
 	pthread_mutex_lock(&mu);
 	for (i = 0; i < nallocs; i++) {
 		if (allocs[i].base == p) {
+			void *map = allocs[i].map;
+			size_t maplen = allocs[i].maplen;
 			used -= allocs[i].size;
 			allocs[i] = allocs[--nallocs];
 			pthread_mutex_unlock(&mu);
-			free((void *)(uintptr_t)p);
+			munmap(map, maplen);
 			return CUDA_SUCCESS;
 		}
 	}
