@@ -48,9 +48,13 @@ func (s *slot) free() error {
 	return first
 }
 
+// shrinkAbove is the size above which a staging slot is given back when
+// a launch needs less than a quarter of it.
+const shrinkAbove = 16 << 20
+
 // slot returns the next staging slot with room for n bytes, waiting for
-// its previous use to finish and growing it if needed. It runs on the
-// worker.
+// its previous use to finish and growing (or shrinking) it if needed. It
+// runs on the worker.
 func (b *Backend) slot(n int64) (*slot, error) {
 	s := &b.slots[b.next]
 	b.next = (b.next + 1) % len(b.slots)
@@ -60,7 +64,10 @@ func (b *Backend) slot(n int64) (*slot, error) {
 		}
 		s.pending = false
 	}
-	if n <= s.cap {
+	// Keep the slot unless it is too small, or a large slot (grown by one
+	// big export, say) now serves much smaller launches: pinned memory is
+	// scarce, so it shrinks back.
+	if n <= s.cap && (s.cap <= shrinkAbove || n >= s.cap/4) {
 		return s, nil
 	}
 	if err := s.free(); err != nil {
