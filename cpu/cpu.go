@@ -231,15 +231,9 @@ func (b *Backend) Concat(cols []kernels.Column, idx, next []int64) error {
 //
 // The mask is skipped when mask is nil.
 func (b *Backend) GatherWindows(cols []kernels.Column, wins []kernels.Window, seqLen, capacity int64, mask kernels.Arena, maskOff int64) error {
-	if seqLen <= 0 || capacity <= 0 {
-		return fmt.Errorf("%w: sequence length %d, capacity %d", ErrBounds, seqLen, capacity)
-	}
-	if c, bad := kernels.WritesRing(cols); bad {
-		return fmt.Errorf("%w: column %d writes a ring arena", ErrBounds, c)
-	}
-	n, ok := kernels.Mul(int64(len(wins)), seqLen)
-	if !ok {
-		return fmt.Errorf("%w: %d windows of %d steps", ErrBounds, len(wins), seqLen)
+	n, problem := kernels.WindowSteps(cols, wins, seqLen, capacity)
+	if problem != "" {
+		return fmt.Errorf("%w: %s", ErrBounds, problem)
 	}
 	var total int64
 	rows := int64(math.MaxInt64)
@@ -263,10 +257,8 @@ func (b *Backend) GatherWindows(cols []kernels.Column, wins []kernels.Window, se
 		rows = min(rows, ring.Size()/s/capacity)
 		total += n * s
 	}
-	for i, w := range wins {
-		if w.Row < 0 || w.Row >= rows || w.Start < 0 || w.Len < 0 || w.Len > seqLen || w.Len > capacity {
-			return fmt.Errorf("%w: window %d %+v (rows %d, capacity %d, length %d)", ErrBounds, i, w, rows, capacity, seqLen)
-		}
+	if i, bad := kernels.BadWindow(wins, rows, min(seqLen, capacity)); bad {
+		return fmt.Errorf("%w: window %d %+v (rows %d, capacity %d, length %d)", ErrBounds, i, wins[i], rows, capacity, seqLen)
 	}
 	if mask != nil {
 		m, err := host(mask)

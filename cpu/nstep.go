@@ -48,10 +48,8 @@ func (*Backend) NStepReward(ring, out kernels.Arena, outOff int64, wins []kernel
 		return fmt.Errorf("%w: %d sums at %d into %d bytes", ErrBounds, n, outOff, o.Size())
 	}
 	rows := r.Size() / 4 / capacity
-	for i, w := range wins {
-		if w.Row < 0 || w.Row >= rows || w.Start < 0 || w.Len < 0 || w.Len > capacity {
-			return fmt.Errorf("%w: window %d %+v (rows %d, capacity %d)", ErrBounds, i, w, rows, capacity)
-		}
+	if i, bad := kernels.BadWindow(wins, rows, capacity); bad {
+		return fmt.Errorf("%w: window %d %+v (rows %d, capacity %d)", ErrBounds, i, wins[i], rows, capacity)
 	}
 	if n == 0 {
 		return nil

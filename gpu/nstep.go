@@ -60,14 +60,12 @@ func (b *Backend) nstepReward(ring, out kernels.Arena, outOff int64, wins []kern
 		return fmt.Errorf("%w: gamma %v outside [0, 1]", ErrBounds, gamma)
 	}
 	n := int64(len(wins))
-	if outOff < 0 || outOff%4 != 0 || outOff > o.size || n > (o.size-outOff)/4 {
+	if outOff%4 != 0 || !kernels.Fits(outOff, n, 4, o.size) {
 		return fmt.Errorf("%w: %d sums at %d into %d bytes", ErrBounds, n, outOff, o.size)
 	}
 	rows := r.size / 4 / capacity
-	for i, w := range wins {
-		if w.Row < 0 || w.Row >= rows || w.Start < 0 || w.Len < 0 || w.Len > capacity {
-			return fmt.Errorf("%w: window %d %+v (rows %d, capacity %d)", ErrBounds, i, w, rows, capacity)
-		}
+	if i, bad := kernels.BadWindow(wins, rows, capacity); bad {
+		return fmt.Errorf("%w: window %d %+v (rows %d, capacity %d)", ErrBounds, i, wins[i], rows, capacity)
 	}
 	if n == 0 {
 		return nil

@@ -218,15 +218,9 @@ func (b *Backend) GatherWindows(cols []kernels.Column, wins []kernels.Window, se
 }
 
 func (b *Backend) gatherWindows(cols []kernels.Column, wins []kernels.Window, seqLen, capacity int64, mask kernels.Arena, maskOff int64) error {
-	if seqLen <= 0 || capacity <= 0 {
-		return fmt.Errorf("%w: sequence length %d, capacity %d", ErrBounds, seqLen, capacity)
-	}
-	if c, bad := kernels.WritesRing(cols); bad {
-		return fmt.Errorf("%w: column %d writes a ring arena", ErrBounds, c)
-	}
-	n, ok := kernels.Mul(int64(len(wins)), seqLen)
-	if !ok {
-		return fmt.Errorf("%w: %d windows of %d steps", ErrBounds, len(wins), seqLen)
+	n, problem := kernels.WindowSteps(cols, wins, seqLen, capacity)
+	if problem != "" {
+		return fmt.Errorf("%w: %s", ErrBounds, problem)
 	}
 	rings := scratch(&b.rings, len(cols))
 	outs := scratch(&b.outs, len(cols))
@@ -247,11 +241,8 @@ func (b *Backend) gatherWindows(cols []kernels.Column, wins []kernels.Window, se
 		if col.Pad != nil && int64(len(col.Pad)) != s {
 			return fmt.Errorf("%w: column %d: pad of %d bytes for steps of %d", ErrBounds, c, len(col.Pad), s)
 		}
-		rows := ring.size / s / capacity
-		for i, w := range wins {
-			if w.Row < 0 || w.Row >= rows || w.Start < 0 || w.Len < 0 || w.Len > seqLen || w.Len > capacity {
-				return fmt.Errorf("%w: column %d: window %d %+v (rows %d, capacity %d, length %d)", ErrBounds, c, i, w, rows, capacity, seqLen)
-			}
+		if i, bad := kernels.BadWindow(wins, ring.size/s/capacity, min(seqLen, capacity)); bad {
+			return fmt.Errorf("%w: column %d: window %d %+v (rows %d, capacity %d, length %d)", ErrBounds, c, i, wins[i], ring.size/s/capacity, capacity, seqLen)
 		}
 		rings[c], outs[c] = ring, out
 	}

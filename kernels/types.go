@@ -8,6 +8,8 @@
 // either. They carry no behaviour of their own.
 package kernels
 
+import "fmt"
+
 // Arena is one block of backend memory: host memory for the cpu backend,
 // device memory for the gpu backend. Offsets into an arena are in bytes.
 type Arena interface {
@@ -73,6 +75,35 @@ func WritesRing(cols []Column) (int, bool) {
 			if cols[c].Out == cols[r].Ring || (cols[c].NextOut != nil && cols[c].NextOut == cols[r].Ring) {
 				return c, true
 			}
+		}
+	}
+	return 0, false
+}
+
+// WindowSteps checks the arguments of a window gather that do not depend
+// on a backend's memory and returns the output steps, len(wins)*seqLen;
+// problem describes the first fault, empty when there is none.
+func WindowSteps(cols []Column, wins []Window, seqLen, capacity int64) (n int64, problem string) {
+	if seqLen <= 0 || capacity <= 0 {
+		return 0, fmt.Sprintf("sequence length %d, capacity %d", seqLen, capacity)
+	}
+	if c, bad := WritesRing(cols); bad {
+		return 0, fmt.Sprintf("column %d writes a ring arena", c)
+	}
+	n, ok := Mul(int64(len(wins)), seqLen)
+	if !ok {
+		return 0, fmt.Sprintf("%d windows of %d steps", len(wins), seqLen)
+	}
+	return n, ""
+}
+
+// BadWindow returns the index of the first window outside rows rows or
+// longer than maxLen steps, and true; windows start at absolute steps, so
+// any Start >= 0 is valid.
+func BadWindow(wins []Window, rows, maxLen int64) (int, bool) {
+	for i, w := range wins {
+		if w.Row < 0 || w.Row >= rows || w.Start < 0 || w.Len < 0 || w.Len > maxLen {
+			return i, true
 		}
 	}
 	return 0, false
