@@ -160,18 +160,30 @@ static pthread_mutex_t qmu = PTHREAD_MUTEX_INITIALIZER;
 static struct qop *queue;
 static size_t qlen, qcap;
 
+/* reserve makes room for one more element in a growable array *arr of
+   *len elements of size bytes (capacity *cap, first growth to first);
+   it returns 0, or -1 when memory runs out and the array is unchanged. */
+static int reserve(void **arr, size_t len, size_t *cap, size_t size, size_t first)
+{
+	size_t c;
+	void *a;
+	if (len < *cap)
+		return 0;
+	c = *cap ? 2 * *cap : first;
+	a = realloc(*arr, c * size);
+	if (a == NULL)
+		return -1;
+	*arr = a;
+	*cap = c;
+	return 0;
+}
+
 static CUresult enqueue(const struct qop *op)
 {
 	pthread_mutex_lock(&qmu);
-	if (qlen == qcap) {
-		size_t c = qcap ? 2 * qcap : 256;
-		struct qop *q = realloc(queue, c * sizeof *q);
-		if (q == NULL) {
-			pthread_mutex_unlock(&qmu);
-			return CUDA_ERROR_OUT_OF_MEMORY;
-		}
-		queue = q;
-		qcap = c;
+	if (reserve((void **)&queue, qlen, &qcap, sizeof *queue, 256) != 0) {
+		pthread_mutex_unlock(&qmu);
+		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	queue[qlen++] = *op;
 	pthread_mutex_unlock(&qmu);
@@ -444,15 +456,9 @@ CUresult cuMemAlloc(CUdeviceptr *p, size_t n)
 		pthread_mutex_unlock(&mu);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	if (nallocs == capallocs) {
-		size_t c = capallocs ? 2 * capallocs : 64;
-		struct alloc *a = realloc(allocs, c * sizeof *a);
-		if (a == NULL) {
-			pthread_mutex_unlock(&mu);
-			return CUDA_ERROR_OUT_OF_MEMORY;
-		}
-		allocs = a;
-		capallocs = c;
+	if (reserve((void **)&allocs, nallocs, &capallocs, sizeof *allocs, 64) != 0) {
+		pthread_mutex_unlock(&mu);
+		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	/* The allocation ends (after rounding to 256 bytes, the alignment the
 	   driver guarantees) right before a PROT_NONE page: a kernel that runs
@@ -539,16 +545,10 @@ CUresult cuMemHostAlloc(void **p, size_t n, unsigned int flags)
 	if (posix_memalign(&m, 4096, n ? n : 1) != 0)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	pthread_mutex_lock(&mu);
-	if (nhosts == caphosts) {
-		size_t c = caphosts ? 2 * caphosts : 64;
-		void **h = realloc(hosts, c * sizeof *h);
-		if (h == NULL) {
-			pthread_mutex_unlock(&mu);
-			free(m);
-			return CUDA_ERROR_OUT_OF_MEMORY;
-		}
-		hosts = h;
-		caphosts = c;
+	if (reserve((void **)&hosts, nhosts, &caphosts, sizeof *hosts, 64) != 0) {
+		pthread_mutex_unlock(&mu);
+		free(m);
+		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	hosts[nhosts++] = m;
 	pthread_mutex_unlock(&mu);
