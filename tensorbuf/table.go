@@ -19,7 +19,10 @@ const (
 	// Uniform picks every item with the same probability.
 	Uniform Selector = iota
 	// Prioritized picks item i with probability p_i^a / sum_j p_j^a
-	// (a = TableConfig.PriorityExponent), from a sum tree.
+	// (a = TableConfig.PriorityExponent), from a sum tree. A priority
+	// whose p^a, or the sum with it, would not fit a float64 (it must
+	// stay below MaxFloat64*(1-2^-40)) is refused with ErrInvalidArg, so
+	// the sums and probabilities stay finite.
 	Prioritized
 	// FIFO picks the oldest item.
 	FIFO
