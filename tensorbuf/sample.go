@@ -21,8 +21,14 @@ func (t *Table) Sample(ctx context.Context, n int) (*Batch, error) {
 // gathers them into bt, reusing its memory. With a rate limiter it waits
 // until the table can serve n samples, or until the context is done or
 // the limiter's timeout passes; without one it fails with ErrEmpty
-// (consuming nothing) when the table cannot serve n samples.
+// (consuming nothing) when the table cannot serve n samples. A nil ctx or
+// bt, n <= 0, or a batch whose size overflows is refused with
+// ErrInvalidArg, consuming nothing. It is safe for concurrent use, on
+// distinct batches.
 func (t *Table) SampleInto(ctx context.Context, bt *Batch, n int) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArg)
+	}
 	if n <= 0 {
 		return fmt.Errorf("%w: sample of %d items", ErrInvalidArg, n)
 	}
@@ -57,6 +63,10 @@ func (t *Table) sampleOnce(bt *Batch, n int) (done bool, err error) {
 		t.mu.Unlock()
 		return false, nil
 	}
+	if err := b.checkWindows(n, t.maxLen); err != nil {
+		t.mu.Unlock()
+		return true, err
+	}
 	realloc, err := b.prepare(bt, n, t.maxLen)
 	if err != nil {
 		t.mu.Unlock()
@@ -85,9 +95,12 @@ func (t *Table) sampleOnce(bt *Batch, n int) (done bool, err error) {
 // sampled MaxTimesSampled times. The caller holds t.mu and has checked
 // canSampleLocked(n).
 func (t *Table) selectLocked(n int, visit func(it *item, p, w float64)) {
-	pMin := 0.0
+	// The importance weight (N*P(i))^-b / max_j (N*P(j))^-b is
+	// (P(i)/P_min)^-b = (w_i/w_min)^-b, taken from the tree's weights
+	// directly so that no probability can round to 0 on the way.
+	wMin := 0.0
 	if t.cfg.Selector == Prioritized && t.tree.total() > 0 {
-		pMin = t.tree.minPositive() / t.tree.total()
+		wMin = t.tree.minPositive()
 	}
 	if t.cfg.Selector == Prioritized && t.cfg.MaxTimesSampled == 0 && t.tree.total() > 0 {
 		// Draws are independent (no item can leave mid-batch): descend the
@@ -101,10 +114,7 @@ func (t *Table) selectLocked(n int, visit func(it *item, p, w float64)) {
 		for _, s := range slots {
 			it := &t.items[s]
 			p := t.tree.get(int(s)) / total
-			w := 1.0
-			if t.cfg.Beta > 0 && pMin > 0 && p > 0 {
-				w = math.Min(1, math.Pow(p/pMin, -t.cfg.Beta))
-			}
+			w := t.importance(int(s), wMin)
 			visit(it, p, w)
 			it.timesSampled++
 		}
@@ -116,8 +126,8 @@ func (t *Table) selectLocked(n int, visit func(it *item, p, w float64)) {
 		s, p := t.pick()
 		it := &t.items[s]
 		w := 1.0
-		if t.cfg.Selector == Prioritized && t.cfg.Beta > 0 && pMin > 0 && p > 0 {
-			w = math.Min(1, math.Pow(p/pMin, -t.cfg.Beta))
+		if t.cfg.Selector == Prioritized {
+			w = t.importance(int(s), wMin)
 		}
 		visit(it, p, w)
 		it.timesSampled++
@@ -130,6 +140,38 @@ func (t *Table) selectLocked(n int, visit func(it *item, p, w float64)) {
 	}
 	t.samples += int64(n)
 	t.notifyLocked()
+}
+
+// importance returns the importance weight of a Prioritized slot, given
+// the smallest positive weight of the table when it was drawn: in [0, 1],
+// 1 without Beta.
+func (t *Table) importance(s int, wMin float64) float64 {
+	w := t.tree.get(s)
+	if t.cfg.Beta == 0 || wMin <= 0 || w <= 0 {
+		return 1
+	}
+	return math.Min(1, math.Pow(w/wMin, -t.cfg.Beta))
+}
+
+// checkWindows refuses a batch of n windows of l steps whose size in
+// steps or bytes does not fit an int64, before anything is allocated or
+// consumed.
+func (b *Buffer) checkWindows(n, l int) error {
+	if n <= 0 || l <= 0 {
+		return nil
+	}
+	steps := int64(n) * int64(l) // n <= maxBatch and l <= capacity: no overflow in practice, checked below
+	if steps/int64(l) != int64(n) {
+		return fmt.Errorf("%w: %d windows of %d steps", ErrInvalidArg, n, l)
+	}
+	per := int64(1) + 8 // the mask, and alignment
+	for i := range b.cols {
+		per += b.cols[i].stepBytes + 8
+	}
+	if steps > math.MaxInt64/per {
+		return fmt.Errorf("%w: %d windows of %d steps of %d bytes overflow", ErrInvalidArg, n, l, per)
+	}
+	return nil
 }
 
 // pick selects one live item and returns its slot and the probability
@@ -177,6 +219,9 @@ func (t *Table) All() (*Batch, error) {
 		l = max(l, it.Len+it.Pad)
 	}
 	t.mu.Unlock()
+	if err := b.checkWindows(n, l); err != nil {
+		return nil, err
+	}
 	if _, err := b.prepare(bt, n, l); err != nil {
 		return nil, err
 	}

@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync"
-	"time"
 )
 
 // Selector chooses which item a table returns on each sample. Like
@@ -18,7 +17,10 @@ const (
 	// Uniform picks every item with the same probability.
 	Uniform Selector = iota
 	// Prioritized picks item i with probability p_i^a / sum_j p_j^a
-	// (a = TableConfig.PriorityExponent), from a sum tree.
+	// (a = TableConfig.PriorityExponent), from a sum tree. A priority
+	// whose p^a, or the sum with it, would not fit a float64 (it must
+	// stay below MaxFloat64*(1-2^-40)) is refused with ErrInvalidArg, so
+	// the sums and probabilities stay finite.
 	Prioritized
 	// FIFO picks the oldest item.
 	FIFO
@@ -41,35 +43,17 @@ func (s Selector) String() string {
 	return fmt.Sprintf("Selector(%d)", int(s))
 }
 
-// RateLimiter paces samplers and inserters of a table as Reverb's
-// SampleToInsertRatio limiter does. Let diff = inserts*SamplesPerInsert -
-// samples. Sampling waits until the table holds MinSize items and, when
-// SamplesPerInsert > 0, until diff-1 >= MinSize*SamplesPerInsert -
-// ErrorBuffer; inserting waits while the table holds at least MinSize
-// items and diff+SamplesPerInsert > MinSize*SamplesPerInsert + ErrorBuffer.
-// So once the table holds MinSize items, samplers may run ErrorBuffer
-// samples behind the ratio and inserters ErrorBuffer samples ahead of it;
-// ErrorBuffer must be at least SamplesPerInsert, or neither side could
-// ever move, and a sample asks for at most 2*ErrorBuffer items at once
-// (a larger one is refused with ErrInvalidArg). A RateLimiter is a plain
-// value; a table keeps its own copy.
-type RateLimiter struct {
-	MinSize          int
-	SamplesPerInsert float64
-	ErrorBuffer      float64
-	// Timeout bounds each wait; 0 waits until the context is done.
-	Timeout time.Duration
-}
-
 // TableConfig configures a Table. It is a plain value; NewTable copies it
 // (and its RateLimiter).
 type TableConfig struct {
 	Name     string
 	Selector Selector
-	// PriorityExponent is the a of Prioritized; 0 is taken as 1.
+	// PriorityExponent is the a of Prioritized; 0 is taken as 1. It
+	// must be finite and at least 0.
 	PriorityExponent float64
 	// Beta is the importance-weight exponent of Prioritized samples
-	// (Batch.Weights); 0 leaves the weights at 1.
+	// (Batch.Weights); 0 leaves the weights at 1. It must be finite and
+	// at least 0.
 	Beta float64
 	// MaxSize bounds the items held; inserting into a full table removes
 	// the oldest item first. 0 means unbounded.
@@ -101,6 +85,7 @@ type item struct {
 	timesSampled int
 	live         bool
 	pos          int   // index in Table.live
+	hpos         int   // index in Table.starts[Row]
 	prev, next   int32 // insertion order, oldest first; -1 ends
 }
 
@@ -120,7 +105,7 @@ type Table struct {
 	head    int32
 	tail    int32
 	tree    sumTree
-	starts  []startHeap // per row: items by start, for eviction
+	starts  []startHeap // per row: live items by start, for eviction
 	nextKey uint64      // insertions so far
 	// gens counts the items each slot has held: a key is gen<<32 | slot,
 	// so a key names one item until its slot has been reused 2^32 times.
@@ -134,15 +119,18 @@ type Table struct {
 	slots   []int32
 }
 
-// NewTable adds a table to the buffer.
+// NewTable adds a table to the buffer. It fails with ErrConfig for an
+// invalid configuration (see TableConfig and RateLimiter) and with
+// ErrClosed after Close. It is safe for concurrent use.
 func (b *Buffer) NewTable(cfg TableConfig) (*Table, error) {
 	if cfg.Name == "" || cfg.Selector < Uniform || cfg.Selector > LIFO || cfg.MaxSize < 0 || cfg.MaxTimesSampled < 0 ||
-		cfg.PriorityExponent < 0 || cfg.Beta < 0 || math.IsNaN(cfg.PriorityExponent) || math.IsNaN(cfg.Beta) {
+		!finiteNonNeg(cfg.PriorityExponent) || !finiteNonNeg(cfg.Beta) {
 		return nil, fmt.Errorf("%w: table %+v", ErrConfig, cfg)
 	}
-	if rl := cfg.RateLimiter; rl != nil && (rl.MinSize < 0 || rl.SamplesPerInsert < 0 || rl.ErrorBuffer < 0 || rl.Timeout < 0 ||
-		rl.SamplesPerInsert > 0 && rl.ErrorBuffer < rl.SamplesPerInsert) {
-		return nil, fmt.Errorf("%w: table %q: rate limiter %+v", ErrConfig, cfg.Name, *rl)
+	if rl := cfg.RateLimiter; rl != nil {
+		if err := rl.validate(cfg.MaxSize, int64(b.numEnvs)*b.capacity); err != nil {
+			return nil, fmt.Errorf("%w: table %q: rate limiter %+v: %s", ErrConfig, cfg.Name, *rl, err)
+		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -201,15 +189,25 @@ func (t *Table) Insert(it Item) (uint64, error) { return t.InsertContext(context
 // InsertContext adds an item and returns its key. The item's steps must
 // be stored: Start at or after the row's oldest step, Start+Len at or
 // before its cursor (ErrItem); Len >= 1, Pad >= 0 and Len+Pad no more
-// than the capacity (ErrSequenceLen); a finite Priority >= 0. With a rate
+// than the capacity (ErrSequenceLen); a finite Priority >= 0, and in a
+// Prioritized table one whose Priority^PriorityExponent is finite and
+// keeps the sum over the table's items finite (see Prioritized), or
+// ErrInvalidArg. A nil ctx is refused with ErrInvalidArg. With a rate
 // limiter it waits until inserting is allowed, or fails with
-// ErrRateLimited or the context's error.
+// ErrRateLimited or the context's error. A refused insert changes
+// nothing.
 func (t *Table) InsertContext(ctx context.Context, it Item) (uint64, error) {
 	b := t.b
-	if it.Len < 1 || it.Pad < 0 || math.IsNaN(it.Priority) || math.IsInf(it.Priority, 0) || it.Priority < 0 {
+	if ctx == nil {
+		return 0, fmt.Errorf("%w: nil context", ErrInvalidArg)
+	}
+	if it.Len < 1 || it.Pad < 0 || !finiteNonNeg(it.Priority) {
 		return 0, fmt.Errorf("%w: item %+v", ErrInvalidArg, it)
 	}
-	if int64(it.Len)+int64(it.Pad) > b.capacity {
+	if _, err := t.weight(it.Priority); err != nil {
+		return 0, err
+	}
+	if int64(it.Len) > b.capacity || int64(it.Pad) > b.capacity-int64(it.Len) { // no sum: Len+Pad may overflow
 		return 0, fmt.Errorf("%w: item of %d+%d steps, capacity %d", ErrSequenceLen, it.Len, it.Pad, b.capacity)
 	}
 	if it.Row < 0 || it.Row >= b.numEnvs {
@@ -243,7 +241,20 @@ func (t *Table) insert(it Item) (key uint64, again bool, err error) {
 	if !t.canInsertLocked(0) {
 		return 0, true, nil
 	}
-	if t.cfg.MaxSize > 0 && len(t.live) >= t.cfg.MaxSize {
+	full := t.cfg.MaxSize > 0 && len(t.live) >= t.cfg.MaxSize
+	var w float64
+	if t.cfg.Selector == Prioritized {
+		w, _ = t.weight(it.Priority) // checked by InsertContext
+		out := 0.0
+		if full {
+			out = t.tree.get(int(t.head))
+		}
+		if !t.fits(w - out) {
+			return 0, false, fmt.Errorf("%w: priority %v: the sum of priority^%v over the table would exceed %v",
+				ErrInvalidArg, it.Priority, t.a, maxTreeTotal)
+		}
+	}
+	if full {
 		t.remove(t.head)
 	}
 	t.nextKey++
@@ -260,9 +271,9 @@ func (t *Table) insert(it Item) (key uint64, again bool, err error) {
 	t.tail = s
 	if t.cfg.Selector == Prioritized {
 		t.tree.grow(len(t.items))
-		t.tree.set(int(s), math.Pow(it.Priority, t.a))
+		t.tree.set(int(s), w)
 	}
-	t.starts[it.Row].push(startEntry{start: it.Start, slot: s, key: key})
+	t.starts[it.Row].push(t.items, startEntry{start: it.Start, slot: s})
 	t.maxLen = max(t.maxLen, it.Len+it.Pad)
 	if t.cfg.MaxTimesSampled > 0 {
 		t.budget += int64(t.cfg.MaxTimesSampled)
@@ -316,6 +327,7 @@ func (t *Table) remove(s int32) {
 	if t.cfg.Selector == Prioritized {
 		t.tree.set(int(s), 0)
 	}
+	t.starts[it.Row].removeAt(t.items, it.hpos)
 	if t.cfg.MaxTimesSampled > 0 {
 		t.budget -= int64(t.cfg.MaxTimesSampled - it.timesSampled)
 	}
@@ -331,16 +343,17 @@ func (t *Table) evict(row int, minStart int64) {
 	defer t.mu.Unlock()
 	h := &t.starts[row]
 	for len(*h) > 0 && (*h)[0].start < minStart {
-		e := h.pop()
-		if it := &t.items[e.slot]; it.live && it.key == e.key {
-			t.remove(e.slot)
-		}
+		t.remove((*h)[0].slot)
 	}
 }
 
 // UpdatePriorities sets the priorities of items by key (Prioritized
-// tables keep them in the sum tree; other selectors store them). It fails
-// with ErrUnknownKey, changing nothing, if any key is not in the table.
+// tables keep them in the sum tree; other selectors store them); a key
+// given twice takes its last priority. It fails, changing nothing, with
+// ErrUnknownKey if any key is not in the table, and with ErrInvalidArg
+// for a priority InsertContext would refuse, or, in a Prioritized table,
+// when the new priorities together would make the sum of
+// priority^PriorityExponent over the table non-finite.
 func (t *Table) UpdatePriorities(keys []uint64, priorities []float64) error {
 	if len(keys) != len(priorities) {
 		return fmt.Errorf("%w: %d keys, %d priorities", ErrInvalidArg, len(keys), len(priorities))
@@ -351,23 +364,78 @@ func (t *Table) UpdatePriorities(keys []uint64, priorities []float64) error {
 		if _, ok := t.lookup(k); !ok {
 			return fmt.Errorf("%w: %d", ErrUnknownKey, k)
 		}
-		if p := priorities[i]; math.IsNaN(p) || math.IsInf(p, 0) || p < 0 {
+		if p := priorities[i]; !finiteNonNeg(p) {
 			return fmt.Errorf("%w: priority %v", ErrInvalidArg, p)
+		}
+		if _, err := t.weight(priorities[i]); err != nil {
+			return err
+		}
+	}
+	if t.cfg.Selector == Prioritized {
+		// Set every leaf, then undo them all (in reverse, so that a key
+		// given twice gets its first value back) if the total no longer
+		// fits: the tree's sums are recomputed from the leaves, so the
+		// undo restores it bit for bit.
+		old := grow(&t.us, len(keys))
+		for i, k := range keys {
+			s, _ := t.lookup(k)
+			old[i] = t.tree.get(int(s))
+			w, _ := t.weight(priorities[i])
+			t.tree.set(int(s), w)
+		}
+		if !t.fits(0) {
+			for i := len(keys) - 1; i >= 0; i-- {
+				s, _ := t.lookup(keys[i])
+				t.tree.set(int(s), old[i])
+			}
+			return fmt.Errorf("%w: %d priorities: the sum of priority^%v over the table would exceed %v",
+				ErrInvalidArg, len(keys), t.a, maxTreeTotal)
 		}
 	}
 	for i, k := range keys {
 		s, _ := t.lookup(k)
 		t.items[s].Priority = priorities[i]
-		if t.cfg.Selector == Prioritized {
-			t.tree.set(int(s), math.Pow(priorities[i], t.a))
-		}
 	}
 	return nil
 }
 
-// SetBeta changes the importance-weight exponent of later samples.
+// maxTreeTotal bounds the sum of a Prioritized table's weights
+// priority^a, a hair (2^-40 relative) below MaxFloat64. Every node of the
+// sum tree is a partial sum of at most 2^31 leaves rounded at most 32
+// times, each by a relative 2^-53, so with the total below maxTreeTotal
+// no node can round up to +Inf: the tree stays exact in the sense of
+// float64 sums, and p/total, u*total and the importance weights stay
+// finite. Checking a change against it before making it (total+delta,
+// itself rounded) keeps that margin.
+const maxTreeTotal = math.MaxFloat64 * (1 - 1.0/(1<<40))
+
+// weight returns priority^a, the sum-tree weight of a priority, or
+// ErrInvalidArg when it is not finite (a priority above 1 with a large
+// exponent). Other selectors do not use it and accept any finite
+// priority.
+func (t *Table) weight(p float64) (float64, error) {
+	if t.cfg.Selector != Prioritized {
+		return p, nil
+	}
+	w := math.Pow(p, t.a)
+	if !(w <= maxTreeTotal) {
+		return 0, fmt.Errorf("%w: priority %v: priority^%v = %v exceeds %v", ErrInvalidArg, p, t.a, w, maxTreeTotal)
+	}
+	return w, nil
+}
+
+// finiteNonNeg reports whether x is a finite number >= 0 (false for NaN).
+func finiteNonNeg(x float64) bool { return x >= 0 && x <= math.MaxFloat64 }
+
+// fits reports whether the sum tree's total, changed by delta, stays at
+// most maxTreeTotal. The caller holds t.mu.
+func (t *Table) fits(delta float64) bool { return t.tree.total()+delta <= maxTreeTotal }
+
+// SetBeta changes the importance-weight exponent of later samples; beta
+// must be finite and at least 0 (ErrInvalidArg otherwise). It is safe for
+// concurrent use.
 func (t *Table) SetBeta(beta float64) error {
-	if beta < 0 || math.IsNaN(beta) {
+	if !finiteNonNeg(beta) {
 		return fmt.Errorf("%w: beta %v", ErrInvalidArg, beta)
 	}
 	t.mu.Lock()
@@ -385,155 +453,4 @@ func (t *Table) Delete(keys ...uint64) {
 			t.remove(s)
 		}
 	}
-}
-
-// notifyLocked wakes the goroutines waiting for a change of the table.
-// The channel is made only when somebody waits, so changes without
-// waiters allocate nothing.
-func (t *Table) notifyLocked() {
-	if t.changed != nil {
-		close(t.changed)
-		t.changed = nil
-	}
-}
-
-func (t *Table) canInsertLocked(int) bool {
-	rl := t.cfg.RateLimiter
-	if rl == nil || rl.SamplesPerInsert == 0 || len(t.live) < rl.MinSize {
-		return true
-	}
-	diff := float64(t.inserts)*rl.SamplesPerInsert - float64(t.samples)
-	return diff+rl.SamplesPerInsert <= float64(rl.MinSize)*rl.SamplesPerInsert+rl.ErrorBuffer
-}
-
-// maxBatch bounds the items of one sample, so that sizes computed from
-// it cannot overflow.
-const maxBatch = 1 << 31
-
-// checkBatch refuses sample sizes that could never be served: a
-// samples-per-insert limiter lets samplers run at most 2*ErrorBuffer
-// samples ahead of inserters, so a larger batch would wait forever.
-func (t *Table) checkBatch(n int) error {
-	if n > maxBatch {
-		return fmt.Errorf("%w: sample of %d items", ErrInvalidArg, n)
-	}
-	if rl := t.cfg.RateLimiter; rl != nil && rl.SamplesPerInsert > 0 && float64(n) > 2*rl.ErrorBuffer {
-		return fmt.Errorf("%w: a sample of %d items exceeds twice the rate limiter's error buffer (%v) and could never be served",
-			ErrInvalidArg, n, rl.ErrorBuffer)
-	}
-	return nil
-}
-
-func (t *Table) canSampleLocked(n int) bool {
-	if len(t.live) == 0 || (t.cfg.MaxTimesSampled > 0 && t.budget < int64(n)) {
-		return false
-	}
-	rl := t.cfg.RateLimiter
-	if rl == nil {
-		return true
-	}
-	if len(t.live) < max(rl.MinSize, 1) {
-		return false
-	}
-	if rl.SamplesPerInsert == 0 {
-		return true
-	}
-	diff := float64(t.inserts)*rl.SamplesPerInsert - float64(t.samples)
-	return diff-float64(n) >= float64(rl.MinSize)*rl.SamplesPerInsert-rl.ErrorBuffer
-}
-
-// wait blocks until ok holds (checked under the table's lock), the
-// context is done, the limiter's timeout passes or the buffer closes.
-// Without a rate limiter it never blocks: it fails with ErrEmpty for a
-// sampler that cannot be served.
-func (t *Table) wait(ctx context.Context, ok func(n int) bool) error { return t.waitN(ctx, ok, 0) }
-
-func (t *Table) waitN(ctx context.Context, ok func(n int) bool, n int) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("table %q: %w", t.cfg.Name, err)
-	}
-	var timeout <-chan time.Time
-	for {
-		t.mu.Lock()
-		if t.b.closedFlag.Load() {
-			t.mu.Unlock()
-			return fmt.Errorf("%w: table %q", ErrClosed, t.cfg.Name)
-		}
-		if ok(n) {
-			t.mu.Unlock()
-			return nil
-		}
-		rl := t.cfg.RateLimiter
-		if rl == nil {
-			size, budget := len(t.live), t.budget
-			t.mu.Unlock()
-			return fmt.Errorf("%w: table %q holds %d items (%d samples left), asked for %d", ErrEmpty, t.cfg.Name, size, budget, n)
-		}
-		if t.changed == nil {
-			t.changed = make(chan struct{})
-		}
-		ch := t.changed
-		t.mu.Unlock()
-		if timeout == nil && rl.Timeout > 0 {
-			timer := time.NewTimer(rl.Timeout)
-			defer timer.Stop()
-			timeout = timer.C
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("table %q: %w", t.cfg.Name, ctx.Err())
-		case <-timeout:
-			return fmt.Errorf("%w: table %q after %v", ErrRateLimited, t.cfg.Name, rl.Timeout)
-		}
-	}
-}
-
-// startEntry is an item in a row's eviction heap; entries of removed
-// items stay until popped and are recognised by their key.
-type startEntry struct {
-	start int64
-	slot  int32
-	key   uint64
-}
-
-// startHeap is a binary min-heap of entries by start (hand-written rather
-// than container/heap, whose interface boxes every pushed entry).
-type startHeap []startEntry
-
-func (h *startHeap) push(e startEntry) {
-	*h = append(*h, e)
-	a := *h
-	for i := len(a) - 1; i > 0; {
-		p := (i - 1) / 2
-		if a[p].start <= a[i].start {
-			break
-		}
-		a[p], a[i] = a[i], a[p]
-		i = p
-	}
-}
-
-func (h *startHeap) pop() startEntry {
-	a := *h
-	top := a[0]
-	n := len(a) - 1
-	a[0] = a[n]
-	a = a[:n]
-	for i := 0; ; {
-		l, m := 2*i+1, i
-		if l < n && a[l].start < a[m].start {
-			m = l
-		}
-		if l+1 < n && a[l+1].start < a[m].start {
-			m = l + 1
-		}
-		if m == i {
-			break
-		}
-		a[i], a[m] = a[m], a[i]
-		i = m
-	}
-	*h = a
-	return top
 }
