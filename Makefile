@@ -13,6 +13,22 @@ vet:
 test-go:
 	$(GO) test -race -count=1 ./...
 
+# fuzz runs every Go fuzz target for FUZZTIME each (the seed corpora already
+# run in `make test`); soak runs the concurrency soak for SOAK under -race.
+FUZZTIME ?= 30s
+SOAK ?= 2m
+.PHONY: fuzz soak
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		done; \
+	done
+
+soak:
+	TRAJRING_SOAK=$(SOAK) $(GO) test -race -count=1 -run TestSoakConcurrent -v ./tensorbuf/
+
 # --- CUDA build (issue 4). `make test` above needs neither nvcc nor a GPU;
 # the targets below need the CUDA toolkit (scripts/install-cuda.sh).
 NVCC ?= nvcc
