@@ -3,10 +3,13 @@ package tensorbuf_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/trajring/trajring/tensorbuf"
 )
@@ -34,6 +37,14 @@ func FuzzOps(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// A hang is a failure too: the fuzzer keeps an input that crashes its
+		// worker, so panic (from another goroutine, which nothing recovers)
+		// with the goroutines' stacks.
+		watchdog := time.AfterFunc(20*time.Second, func() {
+			buf := make([]byte, 1<<20)
+			panic(fmt.Sprintf("FuzzOps: input %x still running after 20 s\n%s", data, buf[:runtime.Stack(buf, true)]))
+		})
+		defer watchdog.Stop()
 		runOps(t, &byteReader{b: data})
 	})
 }
@@ -284,8 +295,12 @@ func runOps(t *testing.T, in *byteReader) {
 				it.Start = m.oldest(r) + off
 				valid = valid && it.Start+int64(it.Len) <= m.cursor(r)
 			}
-			if ft.sel == tensorbuf.Prioritized && valid && math.IsInf(ft.sum()+it.Priority, 0) {
-				valid = false // the sum tree cannot hold it
+			if ft.sel == tensorbuf.Prioritized && valid {
+				sum := ft.sum()
+				if ft.maxSize > 0 && len(ft.order) >= ft.maxSize {
+					sum -= ft.items[ft.order[0]].Priority // MaxSize pushes the oldest out first
+				}
+				valid = !math.IsInf(sum+it.Priority, 0) // else the sum tree cannot hold it
 			}
 			size := tbl.Size()
 			k, err := tbl.Insert(it)
