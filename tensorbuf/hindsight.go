@@ -105,8 +105,8 @@ type HindsightConfig struct {
 	IsDone func(achieved, desired []float64) bool
 	// Strategy chooses the substituted goals.
 	Strategy GoalStrategy
-	// NumGoals is k, at least 1: relabeled experiences per transition at
-	// episode end, or the her_ratio k/(k+1) at sample time.
+	// NumGoals is k, in [1, MaxNumGoals]: relabeled experiences per
+	// transition at episode end, or the her_ratio k/(k+1) at sample time.
 	NumGoals int
 	// Mode says when relabeling happens.
 	Mode RelabelMode
@@ -191,7 +191,11 @@ type hsScratch struct {
 	idx, lens                  []int64
 	raw                        []byte
 	goals                      []float64
-	rew, disc                  []float32
+	rew, disc, sums            []float32
+	done                       []byte
+	wins                       []Window
+	goalCols                   []Column
+	goalArena                  *goalScratch
 }
 
 // HindsightTransitions are sampled or exported hindsight transitions: the
@@ -211,9 +215,11 @@ type HindsightTransitions struct {
 // NewHindsight validates cfg and returns a relabeler over b. An unknown
 // goal field fails with ErrUnknownField; a goal field that is not an
 // observation, goal indices out of range, repeated or shared between the
-// goals, goals of different sizes, no Reward or IsDone, NumGoals below 1,
-// an unknown strategy or mode, a table of another buffer, one that limits
-// inserts or one with RelabelAtSample fail with ErrConfig.
+// goals, goals of different sizes, no Reward or IsDone, NumGoals outside
+// [1, MaxNumGoals], an unknown strategy or mode, a table of another
+// buffer, one that limits inserts or one with RelabelAtSample fail with
+// ErrConfig; a closed buffer fails with ErrClosed, as NewWriter and
+// NewTable do. It is safe for concurrent use.
 func NewHindsight(b *Buffer, cfg HindsightConfig) (*Hindsight, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%w: nil buffer", ErrConfig)
@@ -239,8 +245,8 @@ func NewHindsight(b *Buffer, cfg HindsightConfig) (*Hindsight, error) {
 	switch {
 	case cfg.Reward == nil || cfg.IsDone == nil:
 		return nil, fmt.Errorf("%w: hindsight needs a Reward and an IsDone function", ErrConfig)
-	case cfg.NumGoals < 1:
-		return nil, fmt.Errorf("%w: NumGoals %d < 1", ErrConfig, cfg.NumGoals)
+	case cfg.NumGoals < 1 || cfg.NumGoals > MaxNumGoals:
+		return nil, fmt.Errorf("%w: NumGoals %d outside [1, %d]", ErrConfig, cfg.NumGoals, MaxNumGoals)
 	case cfg.Strategy < GoalFinal || cfg.Strategy > GoalRandom:
 		return nil, fmt.Errorf("%w: goal strategy %v", ErrConfig, cfg.Strategy)
 	case cfg.Mode != RelabelAtEpisodeEnd && cfg.Mode != RelabelAtSample:
@@ -254,6 +260,12 @@ func NewHindsight(b *Buffer, cfg HindsightConfig) (*Hindsight, error) {
 		if err := cfg.NStep.validate(); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
+	}
+	b.mu.RLock()
+	closed := b.closed
+	b.mu.RUnlock()
+	if closed {
+		return nil, fmt.Errorf("%w: NewHindsight", ErrClosed)
 	}
 	if t := cfg.Table; t != nil {
 		switch {

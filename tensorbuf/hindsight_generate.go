@@ -3,6 +3,7 @@ package tensorbuf
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
 )
@@ -159,7 +160,7 @@ func (hs *Hindsight) relabelEpisodesLocked(eps []episode) (made [][]relabel, rea
 	for _, p := range ps {
 		refs = append(refs, stepRef{p.row, p.t + 1}, stepRef{p.srcRow, p.src})
 	}
-	goals, err := hs.achievedAt(refs)
+	goals, err := hs.achievedAt(refs, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -230,8 +231,12 @@ func (b *Buffer) episodeOf(row int, t int64) (s, e int64) {
 // achievedAt gathers the steps refs of the achieved-goal field from
 // backend memory and returns their goals, goal i at [i*d, (i+1)*d) for
 // goals of d elements, in scratch memory valid until the next call. The
-// caller holds hs.mu and b.mu.
-func (hs *Hindsight) achievedAt(refs []stepRef) (_ []float64, err error) {
+// gather goes through a backend scratch arena: the relabeler's own, kept
+// for the next call, when keep is set (samples: so that their steady state
+// allocates nothing) or it is large enough; otherwise (Generate, whose
+// batches of episodes can be far larger than a sample) one allocated and
+// freed here. The caller holds hs.mu and b.mu.
+func (hs *Hindsight) achievedAt(refs []stepRef, keep bool) (_ []float64, err error) {
 	b := hs.b
 	if len(refs) == 0 {
 		return nil, nil
@@ -242,23 +247,34 @@ func (hs *Hindsight) achievedAt(refs []stepRef) (_ []float64, err error) {
 		idx = append(idx, b.slot(s.row, s.t))
 	}
 	hs.sc.idx = idx
-	scratch, err := b.be.Alloc(step * int64(len(refs)))
-	if err != nil {
-		return nil, fmt.Errorf("%w: goal scratch: %w", ErrBackend, err)
-	}
-	defer func() {
-		if ferr := b.be.Free(scratch); ferr != nil && err == nil {
-			err = fmt.Errorf("%w: freeing goal scratch: %w", ErrBackend, ferr)
+	size := step * int64(len(refs))
+	var scratch Arena
+	switch g := hs.sc.goalArena; {
+	case g != nil && g.size >= size:
+		scratch = g.arena
+	case keep:
+		if scratch, err = hs.growGoalArena(size); err != nil {
+			return nil, err
 		}
-	}()
-	cols := []Column{{Ring: b.cols[hs.ach.col].arena, StepBytes: step, Out: scratch}}
+	default:
+		if scratch, err = b.be.Alloc(size); err != nil {
+			return nil, fmt.Errorf("%w: goal scratch: %w", ErrBackend, err)
+		}
+		defer func() {
+			if ferr := b.be.Free(scratch); ferr != nil && err == nil {
+				err = fmt.Errorf("%w: freeing goal scratch: %w", ErrBackend, ferr)
+			}
+		}()
+	}
+	cols := append(hs.sc.goalCols[:0], Column{Ring: b.cols[hs.ach.col].arena, StepBytes: step, Out: scratch})
+	hs.sc.goalCols = cols
 	if err := b.be.GatherRows(cols, idx); err != nil {
 		return nil, fmt.Errorf("%w: gather goals: %w", ErrBackend, err)
 	}
 	if err := b.be.Sync(); err != nil {
 		return nil, fmt.Errorf("%w: sync: %w", ErrBackend, err)
 	}
-	raw := grow(&hs.sc.raw, int(step)*len(refs))
+	raw := grow(&hs.sc.raw, int(size))
 	if err := b.be.Download(raw, scratch, 0); err != nil {
 		return nil, fmt.Errorf("%w: download: %w", ErrBackend, err)
 	}
@@ -268,4 +284,41 @@ func (hs *Hindsight) achievedAt(refs []stepRef) (_ []float64, err error) {
 		readElems(out[i*d:(i+1)*d], raw[int64(i)*step:], hs.ach.dtype, hs.ach.idx)
 	}
 	return out, nil
+}
+
+// goalScratch is the backend arena a relabeler's samples gather goals
+// into, kept between calls. It holds no reference to its Hindsight, so
+// that a cleanup can free it once the Hindsight is unreachable.
+type goalScratch struct {
+	be    Backend
+	arena Arena
+	size  int64
+}
+
+// growGoalArena replaces the relabeler's goal scratch with one of at
+// least size bytes. The caller holds hs.mu.
+func (hs *Hindsight) growGoalArena(size int64) (Arena, error) {
+	g := hs.sc.goalArena
+	if g == nil {
+		g = &goalScratch{be: hs.b.be}
+		hs.sc.goalArena = g
+		runtime.AddCleanup(hs, func(g *goalScratch) {
+			if g.arena != nil {
+				_ = g.be.Free(g.arena) // nobody to report to
+			}
+		}, g)
+	}
+	size = max(size, 2*g.size) // amortise growth
+	a, err := g.be.Alloc(size)
+	if err != nil {
+		return nil, fmt.Errorf("%w: goal scratch: %w", ErrBackend, err)
+	}
+	if g.arena != nil {
+		if err := g.be.Free(g.arena); err != nil {
+			_ = g.be.Free(a)
+			return nil, fmt.Errorf("%w: freeing goal scratch: %w", ErrBackend, err)
+		}
+	}
+	g.arena, g.size = a, size
+	return a, nil
 }

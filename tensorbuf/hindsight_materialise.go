@@ -8,9 +8,9 @@ import (
 
 // materialise gathers the transitions rows/steps (one-step, or n-step
 // with cfg.NStep) into ht and writes the substituted goals, rewards,
-// discounts and IsDone of those with an override. The caller holds hs.mu
-// and b.mu.
-func (hs *Hindsight) materialise(ht *HindsightTransitions, rows []int, steps []int64, ov []*relabel) error {
+// discounts and IsDone of those with an override; sample says a sample,
+// not an export, asks (see achievedAt). The caller holds hs.mu and b.mu.
+func (hs *Hindsight) materialise(ht *HindsightTransitions, rows []int, steps []int64, ov []*relabel, sample bool) error {
 	b := hs.b
 	tr := &ht.Transitions
 	tr.Rows, tr.Steps = append(tr.Rows[:0], rows...), append(tr.Steps[:0], steps...)
@@ -21,7 +21,7 @@ func (hs *Hindsight) materialise(ht *HindsightTransitions, rows []int, steps []i
 		some = some || rl != nil
 	}
 	if hs.cfg.NStep.Horizon > 0 {
-		return hs.materialiseNStep(ht, ov, some)
+		return hs.materialiseNStep(ht, ov, some, sample)
 	}
 	tr.idx, tr.next = tr.idx[:0], tr.next[:0]
 	for i, r := range rows {
@@ -62,7 +62,7 @@ func (hs *Hindsight) materialise(ht *HindsightTransitions, rows []int, steps []i
 // step where IsDone(achieved(t+j+1), g) holds (then IsDone is Terminated
 // and the discount 0); otherwise k = k_env, the discount is gamma^k and
 // IsDone is Truncated if the k-th step was, Running if not.
-func (hs *Hindsight) materialiseNStep(ht *HindsightTransitions, ov []*relabel, some bool) error {
+func (hs *Hindsight) materialiseNStep(ht *HindsightTransitions, ov []*relabel, some, sample bool) error {
 	b, tr := hs.b, &ht.Transitions
 	opt := hs.cfg.NStep
 	h, gamma := int64(opt.Horizon), opt.DiscountFactor
@@ -78,14 +78,14 @@ func (hs *Hindsight) materialiseNStep(ht *HindsightTransitions, ov []*relabel, s
 		}
 	}
 	hs.sc.refs = refs
-	goals, err := hs.achievedAt(refs)
+	goals, err := hs.achievedAt(refs, sample)
 	if err != nil {
 		return err
 	}
 	d := len(hs.ach.idx)
 	rew, disc := grow(&hs.sc.rew, n), grow(&hs.sc.disc, n)
-	done := grow(&tr.done, n)
-	wins := make([]Window, n)
+	done := grow(&hs.sc.done, n) // b.materialise rewrites tr.done
+	wins := grow(&hs.sc.wins, n)
 	tr.idx, tr.next = tr.idx[:0], tr.next[:0]
 	at := 0 // next goal in goals
 	for i, r := range tr.Rows {
@@ -125,7 +125,6 @@ func (hs *Hindsight) materialiseNStep(ht *HindsightTransitions, ov []*relabel, s
 		tr.idx = append(tr.idx, b.slot(r, t))
 		tr.next = append(tr.next, b.slot(r, t+k))
 	}
-	done = append([]byte(nil), done...) // b.materialise rewrites tr.done
 	if err := b.materialise(tr); err != nil {
 		return err
 	}
@@ -137,7 +136,7 @@ func (hs *Hindsight) materialiseNStep(ht *HindsightTransitions, ov []*relabel, s
 	}
 	if some {
 		// Relabeled sums replace the stored-reward sums.
-		sums := make([]float32, n)
+		sums := grow(&hs.sc.sums, n)
 		if err := hs.download(tr, sums, nil); err != nil {
 			return err
 		}

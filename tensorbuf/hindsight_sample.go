@@ -10,11 +10,16 @@ import (
 // With RelabelAtEpisodeEnd every real transition and every stored
 // relabeled experience is equally likely; with RelabelAtSample real
 // transitions are drawn and each is relabeled with probability
-// NumGoals/(NumGoals+1). It fails with ErrInvalidArg for n below 1 and
-// ErrEmpty when there is nothing to sample.
+// NumGoals/(NumGoals+1). It fails with ErrInvalidArg for n below 1 or a
+// sample larger than the sample limit (see SampleBudget) and ErrEmpty when
+// there is nothing to sample. With RelabelAtEpisodeEnd and one-step
+// transitions it allocates nothing in steady state.
 func (hs *Hindsight) SampleInto(ht *HindsightTransitions, n int) error {
 	if n <= 0 || ht == nil {
 		return fmt.Errorf("%w: sample of %d transitions", ErrInvalidArg, n)
+	}
+	if err := hs.checkSampleSize("hindsight sample", n); err != nil {
+		return err
 	}
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
@@ -81,7 +86,7 @@ func (hs *Hindsight) SampleInto(ht *HindsightTransitions, n int) error {
 		}
 	}
 	ht.Keys, ht.Probabilities, ht.Weights = ht.Keys[:0], ht.Probabilities[:0], ht.Weights[:0]
-	if err := hs.materialise(ht, rows, steps, ov); err != nil {
+	if err := hs.materialise(ht, rows, steps, ov, true); err != nil {
 		return err
 	}
 	return ht.views(b.be, 0, n)
@@ -115,7 +120,7 @@ func (hs *Hindsight) relabelAtSampleLocked(rows []int, steps []int64, ov []*rela
 		which = append(which, i)
 		refs = append(refs, stepRef{r, t + 1}, stepRef{sr, src})
 	}
-	goals, err := hs.achievedAt(refs)
+	goals, err := hs.achievedAt(refs, true)
 	if err != nil {
 		return err
 	}
@@ -139,16 +144,24 @@ func (hs *Hindsight) relabelAtSampleLocked(rows []int, steps []int64, ov []*rela
 // selects them: real transitions as they are stored, relabeled ones with
 // their goal, reward and IsDone. It waits for the table's rate limiter as
 // Table.SampleInto does, and fails with ErrConfig when no table is
-// configured.
+// configured, and with ErrInvalidArg for a nil ctx or ht, n below 1 or a
+// sample larger than the sample limit (see SampleBudget). With one-step
+// transitions it reuses ht's memory and allocates nothing in steady state.
 func (hs *Hindsight) SampleTable(ctx context.Context, ht *HindsightTransitions, n int) error {
 	t := hs.cfg.Table
 	if t == nil {
 		return fmt.Errorf("%w: no hindsight table", ErrConfig)
 	}
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArg)
+	}
 	if n <= 0 || ht == nil {
 		return fmt.Errorf("%w: sample of %d items", ErrInvalidArg, n)
 	}
 	if err := t.checkBatch(n); err != nil {
+		return err
+	}
+	if err := hs.checkSampleSize("hindsight table sample", n); err != nil {
 		return err
 	}
 	for {
@@ -179,6 +192,9 @@ func (hs *Hindsight) sampleTableOnce(ht *HindsightTransitions, n int) (done bool
 	ht.Keys, ht.Probabilities, ht.Weights = ht.Keys[:0], ht.Probabilities[:0], ht.Weights[:0]
 	rows, steps, ov := hs.sc.rows[:0], hs.sc.steps[:0], hs.sc.ov[:0]
 	defer func() { hs.sc.rows, hs.sc.steps, hs.sc.ov = rows, steps, ov }()
+	// Copies of the relabeled experiences drawn: rels has room for all n,
+	// so appending never moves the copies ov points to.
+	rels := grow(&hs.sc.rels, n)[:0]
 	t.selectLocked(n, func(it *item, p, w float64) {
 		ht.Keys = append(ht.Keys, it.key)
 		ht.Probabilities = append(ht.Probabilities, p)
@@ -186,12 +202,13 @@ func (hs *Hindsight) sampleTableOnce(ht *HindsightTransitions, n int) (done bool
 		rows, steps = append(rows, it.Row), append(steps, it.Start)
 		var rl *relabel
 		if x, ok := hs.byKey[it.key]; ok {
-			rl = &x // a copy: the table path allocates one per relabeled sample
+			rels = append(rels, x)
+			rl = &rels[len(rels)-1]
 		}
 		ov = append(ov, rl)
 	})
 	t.mu.Unlock()
-	if err := hs.materialise(ht, rows, steps, ov); err != nil {
+	if err := hs.materialise(ht, rows, steps, ov, true); err != nil {
 		return true, err
 	}
 	return true, ht.views(b.be, 0, n)
@@ -254,7 +271,7 @@ func (hs *Hindsight) AllExperiences(mode ExportMode) (exp []*Transitions, relabe
 		rows[i], steps[i], ov[i] = e.row, e.t, e.rl
 	}
 	ht := new(HindsightTransitions)
-	if err := hs.materialise(ht, rows, steps, ov); err != nil {
+	if err := hs.materialise(ht, rows, steps, ov, false); err != nil {
 		return nil, nil, err
 	}
 	exp, err = b.exportViews(&ht.Transitions, mode)
@@ -262,4 +279,20 @@ func (hs *Hindsight) AllExperiences(mode ExportMode) (exp []*Transitions, relabe
 		return nil, nil, err
 	}
 	return exp, ht.Relabeled, nil
+}
+
+// checkSampleSize refuses a sample of n transitions larger than the
+// sample limit (see SampleBudget), counting the goals a sample may gather:
+// two a transition relabeled at sample time, one a look-ahead step of a
+// relabeled n-step transition.
+func (hs *Hindsight) checkSampleSize(what string, n int) error {
+	b := hs.b
+	goalBytes := int64(len(hs.ach.idx))*8 + hs.ach.step + 24 // goal, raw step, ref and index
+	if err := b.checkTransitionsSize(what, n, int64(hs.cfg.NStep.Horizon), 4+goalBytes); err != nil {
+		return err
+	}
+	if hs.cfg.Mode == RelabelAtSample {
+		return b.checkSampleSize(what, " goals", int64(n), 2, goalBytes)
+	}
+	return nil
 }

@@ -53,6 +53,7 @@ type Transitions struct {
 	next   []int64
 	done   []byte
 	prefix []int64
+	ns     nstepScratch // n-step samples' scratch (nstep.go)
 }
 
 // transitionSpecs lays out transitions: user fields, the next observation
