@@ -87,6 +87,8 @@ func TestOversizedSamplesRefused(t *testing.T) {
 			return b.SampleSequencesInto(seq, budget/4, 4, tensorbuf.SequenceOptions{})
 		}, tensorbuf.ErrInvalidArg, ""},
 		{"SampleSequences 4 x MaxInt", func() error { return b.SampleSequencesInto(seq, 4, math.MaxInt, tensorbuf.SequenceOptions{}) }, tensorbuf.ErrSequenceLen, ""},
+		{"SampleTransitions MaxInt", func() error { return b.SampleTransitionsInto(tr, math.MaxInt) }, tensorbuf.ErrInvalidArg, ""},
+		{"SampleTransitions over the budget", func() error { return b.SampleTransitionsInto(tr, budget) }, tensorbuf.ErrInvalidArg, "exceeds the sample limit"},
 		{"SampleNStep MaxInt", func() error { return b.SampleNStepInto(tr, math.MaxInt, opt) }, tensorbuf.ErrInvalidArg, ""},
 		{"SampleNStep over the budget", func() error { return b.SampleNStepInto(tr, budget, opt) }, tensorbuf.ErrInvalidArg, ""},
 		// 300,000 transitions fit the budget; 300,000 look-aheads of up
