@@ -2,6 +2,7 @@ package tensorbuf_test
 
 import (
 	"context"
+	"maps"
 	"testing"
 
 	"github.com/trajring/trajring/tensorbuf"
@@ -36,13 +37,17 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	bt, seq, tr := new(tensorbuf.Batch), new(tensorbuf.Batch), new(tensorbuf.Transitions)
-	for name, f := range map[string]func() error{
+	bt, seq, tr, ns := new(tensorbuf.Batch), new(tensorbuf.Batch), new(tensorbuf.Transitions), new(tensorbuf.Transitions)
+	nstep := tensorbuf.NStepOptions{Horizon: 3, DiscountFactor: 0.9}
+	calls := map[string]func() error{
 		"table SampleInto":      func() error { return tbl.SampleInto(ctx, bt, 32) },
 		"SampleSequencesInto":   func() error { return b.SampleSequencesInto(seq, 32, 4, tensorbuf.SequenceOptions{EpisodeAware: true}) },
 		"SampleTransitionsInto": func() error { return b.SampleTransitionsInto(tr, 32) },
+		"SampleNStepInto":       func() error { return b.SampleNStepInto(ns, 32, nstep) },
 		"UpdatePriorities":      func() error { return tbl.UpdatePriorities(bt.Keys, bt.Weights) },
-	} {
+	}
+	maps.Copy(calls, hindsightReuseCalls(t))
+	for name, f := range calls {
 		if err := f(); err != nil { // warm up: first call sizes the memory
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -56,5 +61,53 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(50, func() { _ = w.Add(step) }); n != 0 {
 		t.Errorf("Add: %v allocations per call", n)
+	}
+}
+
+// hindsightReuseCalls returns the reuse paths of hindsight relabeling, each
+// over a line-walker buffer of its own: sampling stored relabeled
+// experiences uniformly and from a prioritized table (which copied every
+// relabeled item it drew onto the heap), relabeling at sample time (which
+// allocated a backend scratch arena per call), and n-step relabeled
+// samples (three slices per call).
+func hindsightReuseCalls(t *testing.T) map[string]func() error {
+	ctx := context.Background()
+	newHS := func(s tensorbuf.GoalStrategy, mode tensorbuf.RelabelMode, table bool, nstep int) *tensorbuf.Hindsight {
+		b, _ := newGoalBuffer(t, nil, 16, lineSteps)
+		cfg := lineConfig(s, 2, mode)
+		cfg.NStep = tensorbuf.NStepOptions{Horizon: nstep, DiscountFactor: 0.5}
+		if table {
+			tbl, err := b.NewTable(tensorbuf.TableConfig{Name: "per", Selector: tensorbuf.Prioritized, Beta: 0.5, Seed: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Table = tbl
+		}
+		hs, err := tensorbuf.NewHindsight(b, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mode == tensorbuf.RelabelAtEpisodeEnd {
+			if n, err := hs.Generate(); n == 0 || err != nil {
+				t.Fatalf("Generate = %d, %v", n, err)
+			}
+		}
+		return hs
+	}
+	end := newHS(tensorbuf.GoalFuture, tensorbuf.RelabelAtEpisodeEnd, false, 0)
+	per := newHS(tensorbuf.GoalFuture, tensorbuf.RelabelAtEpisodeEnd, true, 0)
+	perN := newHS(tensorbuf.GoalFuture, tensorbuf.RelabelAtEpisodeEnd, true, 3)
+	atSample := newHS(tensorbuf.GoalFuture, tensorbuf.RelabelAtSample, false, 0)
+	atSampleN := newHS(tensorbuf.GoalEpisode, tensorbuf.RelabelAtSample, false, 3)
+	h := make([]*tensorbuf.HindsightTransitions, 5)
+	for i := range h {
+		h[i] = new(tensorbuf.HindsightTransitions)
+	}
+	return map[string]func() error{
+		"Hindsight.SampleInto at episode end":        func() error { return end.SampleInto(h[0], 32) },
+		"Hindsight.SampleTable":                      func() error { return per.SampleTable(ctx, h[1], 32) },
+		"Hindsight.SampleTable n-step":               func() error { return perN.SampleTable(ctx, h[2], 32) },
+		"Hindsight.SampleInto at sample time":        func() error { return atSample.SampleInto(h[3], 32) },
+		"Hindsight.SampleInto at sample time n-step": func() error { return atSampleN.SampleInto(h[4], 32) },
 	}
 }

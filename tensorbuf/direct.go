@@ -31,14 +31,19 @@ func (b *Buffer) SampleSequences(n, l int, opt SequenceOptions) (*Batch, error) 
 }
 
 // SampleSequencesInto is SampleSequences reusing bt's memory. It fails
-// with ErrInvalidArg for n or l below 1, ErrSequenceLen for l above the
-// capacity, and ErrEmpty when no row holds a valid window.
+// with ErrInvalidArg for n or l below 1 or a batch larger than the sample
+// limit (SampleBudget bytes, at most 2^31 steps), ErrSequenceLen for l
+// above the capacity, and ErrEmpty when no row holds a valid window.
 func (b *Buffer) SampleSequencesInto(bt *Batch, n, l int, opt SequenceOptions) error {
-	if n <= 0 || l <= 0 || bt == nil || int64(n)*int64(l) > maxBatch {
+	if n <= 0 || l <= 0 || bt == nil {
 		return fmt.Errorf("%w: sample of %d sequences of %d steps", ErrInvalidArg, n, l)
 	}
 	if int64(l) > b.capacity {
 		return fmt.Errorf("%w: sequence of %d steps, capacity %d", ErrSequenceLen, l, b.capacity)
+	}
+	all, _ := b.stepBytes()
+	if err := b.checkSampleSize("sample of sequences", "", int64(n), int64(l), all+1); err != nil { // +1: the mask
+		return err
 	}
 	b.mu.RLock()
 	defer b.mu.RUnlock()

@@ -102,15 +102,21 @@ func (b *Buffer) SampleNStep(n int, opt NStepOptions) (*Transitions, error) {
 }
 
 // SampleNStepInto samples n n-step transitions (see NStepOptions) into
-// tr, reusing its memory; tensors are shaped as SampleTransitionsInto
-// shapes them. It fails with ErrInvalidArg for n below 1 or bad options
-// and ErrEmpty when the buffer holds no transition. It is safe for
-// concurrent use with writers and other samplers; tr is not.
+// tr, reusing its memory (it allocates nothing in steady state); tensors
+// are shaped as SampleTransitionsInto shapes them. It fails with
+// ErrInvalidArg for n below 1, bad options or a sample larger than the
+// sample limit (see SampleBudget; the look-ahead counts min(Horizon,
+// Capacity) steps of 4 bytes per transition), and ErrEmpty when the buffer
+// holds no transition. It is safe for concurrent use with writers and
+// other samplers; tr is not.
 func (b *Buffer) SampleNStepInto(tr *Transitions, n int, opt NStepOptions) error {
 	if n <= 0 || tr == nil {
 		return fmt.Errorf("%w: sample of %d transitions", ErrInvalidArg, n)
 	}
 	if err := opt.validate(); err != nil {
+		return err
+	}
+	if err := b.checkTransitionsSize("n-step sample", n, int64(opt.Horizon), 4); err != nil {
 		return err
 	}
 	b.mu.RLock()
@@ -159,9 +165,8 @@ func (b *Buffer) materialiseNStep(tr *Transitions, opt NStepOptions) error {
 	n := len(tr.Rows)
 	h := int64(opt.Horizon)
 	gamma := opt.DiscountFactor
-	wins := make([]Window, n)
-	disc := make([]float32, n)
-	done := make([]byte, n)
+	wins, disc, done := grow(&tr.ns.wins, n), grow(&tr.ns.disc, n), grow(&tr.ns.done, n)
+	clear(disc)
 	tr.idx, tr.next = tr.idx[:0], tr.next[:0]
 	for i, r := range tr.Rows {
 		t := tr.Steps[i]
@@ -195,6 +200,13 @@ func (b *Buffer) materialiseNStep(tr *Transitions, opt NStepOptions) error {
 	}
 	tr.done = append(tr.done[:0], done...)
 	return nil
+}
+
+// nstepScratch is memory an n-step sample reuses across calls.
+type nstepScratch struct {
+	wins []Window
+	disc []float32
+	done []byte
 }
 
 // nstepRewards writes the windows' discounted reward sums as float32 at

@@ -53,6 +53,7 @@ type Transitions struct {
 	next   []int64
 	done   []byte
 	prefix []int64
+	ns     nstepScratch // n-step samples' scratch (nstep.go)
 }
 
 // transitionSpecs lays out transitions: user fields, the next observation
@@ -248,11 +249,15 @@ func (b *Buffer) SampleTransitions(n int) (*Transitions, error) {
 }
 
 // SampleTransitionsInto samples n transitions into tr, reusing its memory.
-// It fails with ErrInvalidArg for n below 1 and ErrEmpty when the buffer
-// holds no transition.
+// It fails with ErrInvalidArg for n below 1 or a sample larger than the
+// sample limit (see SampleBudget) and ErrEmpty when the buffer holds no
+// transition.
 func (b *Buffer) SampleTransitionsInto(tr *Transitions, n int) error {
-	if n <= 0 || tr == nil || n > maxBatch {
+	if n <= 0 || tr == nil {
 		return fmt.Errorf("%w: sample of %d transitions", ErrInvalidArg, n)
+	}
+	if err := b.checkTransitionsSize("sample of transitions", n, 1, 0); err != nil {
+		return err
 	}
 	b.mu.RLock()
 	defer b.mu.RUnlock()
