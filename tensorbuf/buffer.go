@@ -79,6 +79,7 @@ type Buffer struct {
 	cursor   []int64 // steps ever written, per row
 	meta     []uint8 // host mirror of step types and discount==0, per step
 	owner    []*Writer
+	stats    Stats // under mu
 
 	tables    map[string]*Table
 	tableList []*Table

@@ -16,7 +16,7 @@ type fakeDevice struct {
 	allocs int
 }
 
-func (f *fakeDevice) Name() string                  { return "fake" }
+func (f *fakeDevice) Name() string                 { return "fake" }
 func (f *fakeDevice) MemAvailable() (int64, error) { return f.avail, f.err }
 func (f *fakeDevice) Alloc(n int64) (Arena, error) {
 	f.allocs++
