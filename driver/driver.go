@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	"github.com/trajring/trajring/tensorbuf"
 )
@@ -23,7 +24,7 @@ type config struct {
 func WithObservers(obs ...Observer) Option {
 	return func(c *config) error {
 		for i, o := range obs {
-			if o == nil {
+			if isNil(o) {
 				return fmt.Errorf("%w: observer %d is nil", ErrConfig, len(c.observers)+i)
 			}
 		}
@@ -37,7 +38,7 @@ func WithObservers(obs ...Observer) Option {
 func WithTransitionObservers(obs ...TransitionObserver) Option {
 	return func(c *config) error {
 		for i, o := range obs {
-			if o == nil {
+			if isNil(o) {
 				return fmt.Errorf("%w: transition observer %d is nil", ErrConfig, len(c.transitions)+i)
 			}
 		}
@@ -78,6 +79,22 @@ type RunStats struct {
 	Episodes int64
 }
 
+var errNilContext = fmt.Errorf("%w: nil context (use context.Background())", ErrInvalidArg)
+
+// isNil reports whether v is nil or an interface holding a nil pointer,
+// map, slice, func or channel, such as (*envs.CartPole)(nil): calling a
+// method on one panics, so constructors refuse it.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface, reflect.UnsafePointer:
+		return rv.IsNil()
+	}
+	return false
+}
+
 // loop is the part shared by both drivers: one batched step at a time.
 type loop struct {
 	env    Environment
@@ -89,7 +106,7 @@ type loop struct {
 }
 
 func newLoop(env Environment, policy Policy, opts []Option) (*loop, error) {
-	if env == nil || policy == nil {
+	if isNil(env) || isNil(policy) {
 		return nil, fmt.Errorf("%w: nil environment or policy", ErrConfig)
 	}
 	l := &loop{env: env, policy: policy, batch: env.BatchSize()}
@@ -243,8 +260,12 @@ func NewStepDriver(env Environment, policy Policy, numSteps int, opts ...Option)
 // the previous Run continues exactly where that run stopped. Run returns
 // the final time step (owned by the environment) and policy state. On
 // error it returns a *StepError together with the latest time step and
-// state (see StepError); a canceled ctx stops the run between steps.
+// state (see StepError); a canceled ctx stops the run between steps. A nil
+// ctx is refused with ErrInvalidArg before anything runs.
 func (d *StepDriver) Run(ctx context.Context, ts *TimeStep, state any) (*TimeStep, any, error) {
+	if ctx == nil {
+		return ts, state, errNilContext
+	}
 	l := d.l
 	ts, state, err := l.start(ts, state)
 	if err != nil {
@@ -338,8 +359,11 @@ func NewEpisodeDriver(env Environment, policy Policy, numEpisodes int, opts ...O
 // but its trajectories are marked inactive in Trajectory.Active and not
 // counted. The run stops once every row is finished.
 //
-// ts, state, the return values and errors are as for StepDriver.Run.
+// ts, state, ctx, the return values and errors are as for StepDriver.Run.
 func (d *EpisodeDriver) Run(ctx context.Context, ts *TimeStep, state any) (*TimeStep, any, error) {
+	if ctx == nil {
+		return ts, state, errNilContext
+	}
 	l := d.l
 	ts, state, err := l.start(ts, state)
 	if err != nil {

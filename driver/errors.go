@@ -25,6 +25,9 @@ var (
 	ErrNotReset = errors.New("driver: environment needs Reset")
 	// ErrClosed reports use of a closed environment.
 	ErrClosed = errors.New("driver: environment closed")
+	// ErrInvalidArg reports an invalid argument to a call, such as a nil
+	// context.
+	ErrInvalidArg = errors.New("driver: invalid argument")
 )
 
 // RowError is an error that belongs to one row of a batch. Environments

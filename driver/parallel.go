@@ -95,7 +95,7 @@ func NewParallel(envs []Env, workers int) (*Parallel, error) {
 		return nil, fmt.Errorf("%w: no environments", ErrConfig)
 	}
 	for i, e := range envs {
-		if e == nil {
+		if isNil(e) {
 			return nil, fmt.Errorf("%w: environment %d is nil", ErrConfig, i)
 		}
 	}

@@ -107,6 +107,7 @@ const (
 	opConcat
 	opGatherWindows
 	opNStepReward
+	opMemInfo
 	opClose
 )
 
@@ -209,6 +210,8 @@ func (b *Backend) exec(c *call) error {
 		return b.gatherWindows(c.cols, c.wins, c.seqLen, c.capac, c.a, c.off)
 	case opNStepReward:
 		return b.nstepReward(c.a, c.a2, c.off, c.wins, c.capac, c.gamma)
+	case opMemInfo:
+		return b.memInfo(c)
 	case opClose:
 		return b.release()
 	}

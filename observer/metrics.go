@@ -51,6 +51,10 @@ func (r *ring) clear() { r.next, r.n = 0, 0 }
 
 func (w *window) add(v float64) { w.total.add(w.k, v); w.run.add(w.k, v) }
 
+// checkMetricTrajectory refuses, with ErrTrajectory, a nil trajectory,
+// one of another batch size (when batch > 0), columns of different
+// lengths, and step types other than First, Mid and Last (in every row,
+// active or not), so that a refused trajectory changes no metric.
 func checkMetricTrajectory(kind string, t *driver.Trajectory, batch int) error {
 	if t == nil {
 		return fmt.Errorf("%w: %s: nil trajectory", ErrTrajectory, kind)
@@ -63,6 +67,11 @@ func checkMetricTrajectory(kind string, t *driver.Trajectory, batch int) error {
 		return fmt.Errorf("%w: %s: %d step types, %d next step types, %d rewards, %d active flags",
 			ErrTrajectory, kind, n, len(t.NextStepType), len(t.Reward), len(t.Active))
 	}
+	for i := range n {
+		if !validStepType(t.StepType[i]) || !validStepType(t.NextStepType[i]) {
+			return fmt.Errorf("%w: %s: batch row %d: step types %d, %d", ErrTrajectory, kind, i, t.StepType[i], t.NextStepType[i])
+		}
+	}
 	return nil
 }
 
@@ -74,7 +83,9 @@ type EnvironmentSteps struct {
 	c  counter
 }
 
-// Observe counts the trajectory's non-boundary active rows.
+// Observe counts the trajectory's non-boundary active rows. A malformed
+// trajectory (see AverageReturn.Observe) is refused with ErrTrajectory and
+// changes nothing.
 func (m *EnvironmentSteps) Observe(t *driver.Trajectory) error {
 	if err := checkMetricTrajectory("EnvironmentSteps", t, 0); err != nil {
 		return err
@@ -113,7 +124,9 @@ type NumberOfEpisodes struct {
 	c  counter
 }
 
-// Observe counts the trajectory's active rows whose next step is Last.
+// Observe counts the trajectory's active rows whose next step is Last. A
+// malformed trajectory (see AverageReturn.Observe) is refused with
+// ErrTrajectory and changes nothing.
 func (m *NumberOfEpisodes) Observe(t *driver.Trajectory) error {
 	if err := checkMetricTrajectory("NumberOfEpisodes", t, 0); err != nil {
 		return err
@@ -196,8 +209,9 @@ func NewAverageReturn(batchSize, k int) (*AverageReturn, error) {
 }
 
 // Observe accumulates the trajectory's rewards and records the returns of
-// the episodes it ends. A trajectory of another batch size is refused
-// with ErrTrajectory and changes nothing.
+// the episodes it ends. A trajectory of another batch size, with columns
+// of different lengths, or with a step type other than First, Mid and Last
+// is refused with ErrTrajectory and changes nothing.
 func (m *AverageReturn) Observe(t *driver.Trajectory) error {
 	e := m.e
 	if err := checkMetricTrajectory(e.kind, t, len(e.acc)); err != nil {
@@ -253,8 +267,8 @@ func NewAverageEpisodeLength(batchSize, k int) (*AverageEpisodeLength, error) {
 }
 
 // Observe counts the trajectory's steps and records the lengths of the
-// episodes it ends. A trajectory of another batch size is refused with
-// ErrTrajectory and changes nothing.
+// episodes it ends. A malformed trajectory (see AverageReturn.Observe) is
+// refused with ErrTrajectory and changes nothing.
 func (m *AverageEpisodeLength) Observe(t *driver.Trajectory) error {
 	e := m.e
 	if err := checkMetricTrajectory(e.kind, t, len(e.acc)); err != nil {

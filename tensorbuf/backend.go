@@ -53,3 +53,15 @@ type Backend interface {
 	// Close releases the backend.
 	Close() error
 }
+
+// MemoryReporter is implemented by backends that can tell how much memory
+// new arenas may take: the cpu backend reports the host's available
+// memory (MemAvailable of /proc/meminfo on Linux), the gpu backend the
+// device's free memory. New refuses, with ErrConfig and before allocating
+// anything, a buffer that does not fit; with a backend that does not
+// implement it, or whose report fails, only the overflow checks apply.
+// Implementations must be safe for concurrent use.
+type MemoryReporter interface {
+	// MemAvailable returns the bytes of memory new arenas can take now.
+	MemAvailable() (int64, error)
+}

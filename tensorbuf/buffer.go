@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/trajring/trajring/cpu"
 )
 
 // Config configures a Buffer. It is a plain value; New copies what it keeps.
@@ -77,6 +79,7 @@ type Buffer struct {
 	cursor   []int64 // steps ever written, per row
 	meta     []uint8 // host mirror of step types and discount==0, per step
 	owner    []*Writer
+	stats    Stats // under mu
 
 	tables    map[string]*Table
 	tableList []*Table
@@ -90,27 +93,29 @@ type Buffer struct {
 
 // New allocates a buffer. It returns an error wrapping ErrConfig for an
 // invalid configuration, or ErrBackend when the backend cannot allocate.
-func New(cfg Config) (*Buffer, error) {
+//
+// Every size is checked before anything is allocated, with arithmetic that
+// cannot overflow: a ring of more than 1 PiB is refused, and so is a
+// buffer that does not fit in the memory available, whose error names the
+// bytes asked and the bytes available. The figures compared are the
+// arenas plus the host metadata (one byte per step and 16 bytes per row)
+// against the host's available memory (MemAvailable of /proc/meminfo) for
+// the cpu backend; for other backends that implement MemoryReporter (the
+// gpu backend: the device's free memory), the arenas against the
+// backend's figure and the host metadata against the host's. A figure
+// that cannot be read (the host's, off Linux) is not checked.
+func New(cfg Config) (*Buffer, error) { return newBuffer(cfg, cpu.MemAvailable) }
+
+// newBuffer is New with the host's available memory read by hostMem.
+func newBuffer(cfg Config, hostMem func() (int64, error)) (*Buffer, error) {
 	if cfg.NumEnvs <= 0 || cfg.Capacity <= 0 {
 		return nil, fmt.Errorf("%w: NumEnvs %d and Capacity %d must be positive", ErrConfig, cfg.NumEnvs, cfg.Capacity)
 	}
-	be := cfg.Backend
-	if be == nil {
-		var err error
-		if be, err = DefaultBackend(); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrBackend, err)
-		}
-	}
 	b := &Buffer{
-		be:       be,
 		numEnvs:  cfg.NumEnvs,
 		capacity: int64(cfg.Capacity),
 		byName:   make(map[string]int),
 		nUser:    len(cfg.Fields),
-		cursor:   make([]int64, cfg.NumEnvs),
-		owner:    make([]*Writer, cfg.NumEnvs),
-		tables:   make(map[string]*Table),
-		rng:      rand.New(rand.NewPCG(cfg.Seed, 0x7472616a72696e67)),
 	}
 	for _, f := range cfg.Fields {
 		if err := validField(f); err != nil {
@@ -138,11 +143,24 @@ func New(cfg Config) (*Buffer, error) {
 		b.byName[c.Name] = len(b.cols)
 		b.cols = append(b.cols, c)
 	}
-	steps := int64(cfg.NumEnvs) * b.capacity
-	if hi, lo := bits.Mul64(uint64(steps), uint64(b.StepBytes())); hi != 0 || lo > maxArenaBytes ||
-		uint64(steps) > maxArenaBytes || steps/b.capacity != int64(cfg.NumEnvs) {
-		return nil, fmt.Errorf("%w: %d rows of %d steps of %d bytes is too large", ErrConfig, cfg.NumEnvs, cfg.Capacity, b.StepBytes())
+	steps, ringBytes, hostBytes, err := b.sizes()
+	if err != nil {
+		return nil, err
 	}
+	be := cfg.Backend
+	if be == nil {
+		if be, err = DefaultBackend(); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBackend, err)
+		}
+	}
+	if err := checkMemory(be, ringBytes, hostBytes, hostMem); err != nil {
+		return nil, fmt.Errorf("%w: %d rows of %d steps of %d bytes: %w", ErrConfig, cfg.NumEnvs, cfg.Capacity, b.StepBytes(), err)
+	}
+	b.be = be
+	b.cursor = make([]int64, cfg.NumEnvs)
+	b.owner = make([]*Writer, cfg.NumEnvs)
+	b.tables = make(map[string]*Table)
+	b.rng = rand.New(rand.NewPCG(cfg.Seed, 0x7472616a72696e67))
 	for i := range b.cols {
 		a, err := be.Alloc(steps * b.cols[i].stepBytes)
 		if err != nil {
@@ -156,6 +174,63 @@ func New(cfg Config) (*Buffer, error) {
 	b.meta = make([]uint8, steps)
 	b.memBytes += steps
 	return b, nil
+}
+
+// rowMetaBytes is the host memory a buffer keeps per row besides its
+// steps: the cursor and the owning writer.
+const rowMetaBytes = int64(unsafe.Sizeof(int64(0)) + unsafe.Sizeof((*Writer)(nil)))
+
+// sizes returns the number of steps of the buffer's rings, the bytes of
+// its arenas and the bytes of its host metadata, or ErrConfig when they
+// exceed maxArenaBytes. Nothing here can overflow: every product is
+// checked with bits.Mul64.
+func (b *Buffer) sizes() (steps, ringBytes, hostBytes int64, err error) {
+	tooLarge := func() error {
+		return fmt.Errorf("%w: %d rows of %d steps is too large (more than %d bytes)", ErrConfig, b.numEnvs, b.capacity, int64(maxArenaBytes))
+	}
+	var stepBytes uint64
+	for i := range b.cols {
+		// validField bounds every field's elements by maxArenaBytes, so a
+		// step of one field is at most 8*maxArenaBytes: the sum is checked
+		// after each addition, so it cannot overflow.
+		stepBytes += uint64(b.cols[i].stepBytes)
+		if stepBytes > maxArenaBytes {
+			return 0, 0, 0, tooLarge()
+		}
+	}
+	hi, n := bits.Mul64(uint64(b.numEnvs), uint64(b.capacity))
+	if hi != 0 || n > maxArenaBytes {
+		return 0, 0, 0, tooLarge()
+	}
+	hi, ring := bits.Mul64(n, stepBytes)
+	if hi != 0 || ring > maxArenaBytes {
+		return 0, 0, 0, tooLarge()
+	}
+	// n <= 2^50 and numEnvs <= n: the host metadata is below 2^55.
+	return int64(n), int64(ring), int64(n) + int64(b.numEnvs)*rowMetaBytes, nil
+}
+
+// checkMemory compares what a buffer asks with what is available (see New)
+// and returns an error naming both, or nil.
+func checkMemory(be Backend, ringBytes, hostBytes int64, hostMem func() (int64, error)) error {
+	hostAvail, hostErr := hostMem()
+	if _, onHost := be.(*cpu.Backend); onHost {
+		if hostErr == nil && ringBytes+hostBytes > hostAvail {
+			return fmt.Errorf("the buffer needs %d bytes of host memory (%d of arenas, %d of metadata) but %d bytes are available",
+				ringBytes+hostBytes, ringBytes, hostBytes, hostAvail)
+		}
+		return nil
+	}
+	if r, ok := be.(MemoryReporter); ok {
+		if avail, err := r.MemAvailable(); err == nil && ringBytes > avail {
+			return fmt.Errorf("the arenas need %d bytes of %s backend memory but %d bytes are available",
+				ringBytes, be.Name(), avail)
+		}
+	}
+	if hostErr == nil && hostBytes > hostAvail {
+		return fmt.Errorf("the metadata needs %d bytes of host memory but %d bytes are available", hostBytes, hostAvail)
+	}
+	return nil
 }
 
 func isBuiltin(name string) bool {

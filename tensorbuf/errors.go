@@ -17,6 +17,7 @@ var (
 	ErrUnknownTable = errors.New("tensorbuf: unknown table")
 	ErrTableExists  = errors.New("tensorbuf: table already exists")
 	ErrInvalidArg   = errors.New("tensorbuf: invalid argument")
+	ErrStepType     = errors.New("tensorbuf: step type contradicts the previous step's next step type")
 	ErrSequenceLen  = errors.New("tensorbuf: sequence longer than capacity")
 	ErrItem         = errors.New("tensorbuf: item outside the stored steps")
 	ErrUnknownKey   = errors.New("tensorbuf: unknown item key")

@@ -2,6 +2,7 @@ package tensorbuf
 
 import (
 	"fmt"
+	"math"
 	"unsafe"
 
 	"gorgonia.org/tensor"
@@ -38,6 +39,7 @@ type Writer struct {
 	b      *Buffer
 	rows   []int
 	own    []bool // own[row] for rows of the buffer
+	strict bool
 	closed bool
 
 	idx  []int64
@@ -46,10 +48,28 @@ type Writer struct {
 	gen  int
 }
 
+// WriterOptions configures a Writer (see NewWriterOptions). It is a plain
+// value.
+type WriterOptions struct {
+	// Strict refuses, with ErrStepType, a step whose StepType contradicts
+	// the NextStepType of the previous step stored in its row. By default
+	// such a step is written and the previous step becomes a cut: no
+	// transition, n-step window or episode runs across it, and the buffer's
+	// Stats count it.
+	Strict bool
+}
+
 // NewWriter returns a writer owning the given rows (all rows when none are
-// given). It fails with ErrRowOwned if another open writer owns one of
-// them, or ErrRows for a row out of range or repeated.
+// given), with default options. It fails with ErrRowOwned if another open
+// writer owns one of them, or ErrRows for a row out of range or repeated.
 func (b *Buffer) NewWriter(rows ...int) (*Writer, error) {
+	return b.NewWriterOptions(WriterOptions{}, rows...)
+}
+
+// NewWriterOptions is NewWriter with options, such as a strict writer:
+//
+//	w, err := buf.NewWriterOptions(tensorbuf.WriterOptions{Strict: true})
+func (b *Buffer) NewWriterOptions(opts WriterOptions, rows ...int) (*Writer, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -75,12 +95,13 @@ func (b *Buffer) NewWriter(rows ...int) (*Writer, error) {
 		own[r] = true
 	}
 	w := &Writer{
-		b:    b,
-		rows: append([]int(nil), rows...),
-		own:  own,
-		idx:  make([]int64, 0, len(rows)),
-		src:  make([][]byte, len(b.cols)),
-		seen: make([]int, b.numEnvs),
+		b:      b,
+		rows:   append([]int(nil), rows...),
+		own:    own,
+		strict: opts.Strict,
+		idx:    make([]int64, 0, len(rows)),
+		src:    make([][]byte, len(b.cols)),
+		seen:   make([]int, b.numEnvs),
 	}
 	for _, r := range rows {
 		b.owner[r] = w
@@ -111,6 +132,11 @@ func (w *Writer) Close() error {
 // backend call. Each row's cursor advances by one; in a full row the
 // oldest step is overwritten, and items of the buffer's tables that start
 // at the overwritten step are removed first.
+//
+// Reward and Discount must be finite, and step types First, Mid or Last
+// (ErrInvalidArg). A step whose StepType is not the NextStepType of the
+// previous step of its row makes that previous step a cut (counted in the
+// buffer's Stats), or is refused with ErrStepType by a strict writer.
 //
 // Add validates everything before writing: on error nothing is written.
 func (w *Writer) Add(s *Step) error {
@@ -144,6 +170,9 @@ func (w *Writer) Add(s *Step) error {
 		if !validStepType(s.StepType[i]) || !validStepType(s.NextStepType[i]) {
 			return fmt.Errorf("%w: row %d: step types %d, %d", ErrInvalidArg, rows[i], s.StepType[i], s.NextStepType[i])
 		}
+		if !finite(s.Reward[i]) || !finite(s.Discount[i]) {
+			return fmt.Errorf("%w: row %d: reward %v and discount %v must be finite", ErrInvalidArg, rows[i], s.Reward[i], s.Discount[i])
+		}
 	}
 	if len(s.Values) != b.nUser {
 		for name := range s.Values {
@@ -174,6 +203,18 @@ func (w *Writer) Add(s *Step) error {
 	if b.closed || w.closed {
 		return fmt.Errorf("%w: Add", ErrClosed)
 	}
+	if w.strict {
+		for i, r := range rows {
+			pos := b.cursor[r]
+			if pos == 0 {
+				continue
+			}
+			if want := StepType((b.meta[b.slot(r, pos-1)] & metaNextMask) >> metaNextShift); want != s.StepType[i] {
+				return fmt.Errorf("%w: row %d: step %d has step type %v, the previous step's next step type is %v",
+					ErrStepType, r, pos, s.StepType[i], want)
+			}
+		}
+	}
 	w.idx = w.idx[:0]
 	for _, r := range rows {
 		w.idx = append(w.idx, b.slot(r, b.cursor[r]))
@@ -196,16 +237,26 @@ func (w *Writer) Add(s *Step) error {
 			prev := &b.meta[b.slot(r, pos-1)]
 			if StepType((*prev&metaNextMask)>>metaNextShift) != s.StepType[i] {
 				*prev |= metaCut
+				b.stats.Cuts++
+				// The transition at pos-1 is lost unless pos-1 is a
+				// boundary step (which starts none) or is overwritten by
+				// this add (capacity 1).
+				if StepType(*prev&metaStepMask) != Last && b.capacity > 1 {
+					b.stats.DroppedTransitions++
+				}
 			}
 		}
 		b.meta[w.idx[i]] = m
 		b.cursor[r] = pos + 1
 	}
+	b.stats.Steps += int64(n)
 	clear(w.src)
 	return nil
 }
 
 func validStepType(s StepType) bool { return s == First || s == Mid || s == Last }
+
+func finite(v float32) bool { return !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0) }
 
 // hostBytes returns the bytes of a contiguous host tensor after checking
 // its dtype and shape against a field for n rows.
