@@ -62,7 +62,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	defer batch.Release() // frees its memory now; tensors taken from it are emptied
+	defer batch.Release()  // frees its memory now; tensors taken from it are emptied
 	h, err := batch.Host() // a copy on the cpu backend, a download on the GPU
 	if err != nil {
 		panic(err)
