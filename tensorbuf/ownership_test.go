@@ -129,7 +129,7 @@ func dropResults(t *testing.T, b *tensorbuf.Buffer, rounds int) []any {
 func TestDroppedResultsAreFreed(t *testing.T) {
 	const rounds = 12
 	t.Run("cpu", func(t *testing.T) {
-		b := filledBuffer(t, nil)
+		b := filledBuffer(t, cpu.New())
 		debug.FreeOSMemory()
 		base, rss0 := cpu.LiveBytes(), rssBytes(t)
 		keep := dropResults(t, b, rounds)
@@ -173,7 +173,7 @@ func TestLeakScenarioRSS(t *testing.T) {
 	}
 	for _, name := range []string{"cpu", "mapped"} {
 		t.Run(name, func(t *testing.T) {
-			var be tensorbuf.Backend
+			var be tensorbuf.Backend = cpu.New()
 			live := cpu.LiveBytes
 			if name == "mapped" {
 				m := &mappedBackend{Backend: cpu.New()}
@@ -425,7 +425,7 @@ func TestTensorsAfterReleaseOrRegrow(t *testing.T) {
 // the new sample), a released batch can be sampled into again, and a
 // tensor the user put into a batch is left alone.
 func TestReuseKeepsTensors(t *testing.T) {
-	b := filledBuffer(t, nil)
+	b := filledBuffer(t, cpu.New()) // reads tensors on the host
 	bt := new(tensorbuf.Batch)
 	must(t, b.SampleSequencesInto(bt, 8, 4, tensorbuf.SequenceOptions{}))
 	obs := bt.Fields["obs"]
