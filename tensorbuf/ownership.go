@@ -25,7 +25,8 @@ import (
 // gorgonia copies a tensor's engine into the views it makes (Slice,
 // ShallowClone) and into clones. So the owner is unreachable only when the
 // result and every tensor over the arena are, and only then may the arena
-// go. The cleanup's argument (backend and arena) does not reference the
+// go. (Results of arithmetic on handed-out tensors inherit the engine too:
+// holding one keeps the arena until it is dropped, a cost in memory only.) The cleanup's argument (backend and arena) does not reference the
 // owner, as runtime.AddCleanup requires.
 //
 // Slices taken from a tensor (Data, Float32s, ...) hold no engine. They
@@ -109,9 +110,10 @@ func (o *arenaOwner) drop(why reason) {
 	runtime.KeepAlive(o) // reachable across Stop, as AddCleanup asks
 }
 
-// retire empties d, a tensor a result is about to replace, if it was
-// handed out by tensorbuf; tensors the user put into a result are left
-// alone.
+// retire empties d, a tensor a result is about to replace, if it is one
+// handed out over a live arena. Tensors the user put into a result (their
+// own, or results of arithmetic, which inherit the engine) are left alone,
+// and so are tensors already emptied.
 func retire(d *tensor.Dense, why reason) {
 	if d == nil {
 		return
@@ -122,8 +124,8 @@ func retire(d *tensor.Dense, why reason) {
 	}
 	if i := slices.Index(o.tensors, d); i >= 0 {
 		o.tensors = slices.Delete(o.tensors, i, i+1)
+		empty(d, o.kind, why)
 	}
-	empty(d, o.kind, why)
 }
 
 // reason says why a tensor was emptied.

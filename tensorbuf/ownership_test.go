@@ -436,11 +436,26 @@ func TestReuseKeepsTensors(t *testing.T) {
 	if got, want := floats(t, obs), floats(t, bt.Fields["obs"]); len(got) != 8*4*3 || fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("kept tensor shows %v, batch %v", got, want)
 	}
+	// Arithmetic works on handed-out tensors as on any (their engine is
+	// gorgonia's default one plus the arena's owner), and its results are
+	// the user's: neither Release nor a new shape empties them.
+	rew := floats(t, bt.Reward)
+	sum, err := bt.Reward.Add(bt.Reward)
+	must(t, err)
+	for i, v := range floats(t, sum) {
+		if v != 2*rew[i] {
+			t.Fatalf("reward+reward [%d] = %v, want %v", i, v, 2*rew[i])
+		}
+	}
 	mine := denseOf(tensorbuf.Float32, []int{2}, []float64{1, 2})
 	bt.Fields["mine"] = mine
+	bt.Fields["sum"] = sum
 	must(t, b.SampleSequencesInto(bt, 4, 4, tensorbuf.SequenceOptions{})) // new shape: views replaced
 	if got := floats(t, mine); fmt.Sprint(got) != "[1 2]" {
 		t.Fatalf("the user's own tensor became %v", got)
+	}
+	if got := floats(t, sum); len(got) != len(rew) || got[0] != 2*rew[0] {
+		t.Fatalf("the user's arithmetic result became %v", got)
 	}
 	checkEmptied(t, "obs", obs, "tensorbuf: tensor used after a later sample into its Batch")
 	must(t, bt.Release())
