@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/trajring/trajring/kernels"
@@ -30,13 +31,24 @@ var ErrArena = errors.New("cpu: foreign or freed arena")
 // microseconds, so only large movements gain from it.
 const parallelBytes = 2 << 20
 
-// Arena is a block of host memory. Large arenas are mapped on their own
-// pages with transparent huge pages requested (on Linux), which makes
-// random-row gathers 20-25% faster than on the Go heap.
+// Arena is a block of host memory. Large arenas from Alloc are mapped on
+// their own pages with transparent huge pages requested (on Linux), which
+// makes random-row gathers 20-25% faster than on the Go heap; arenas from
+// AllocOutput always live on the Go heap.
 type Arena struct {
 	b      []byte
 	mapped bool
 }
+
+// liveBytes counts the bytes of arenas allocated by every cpu Backend of
+// the process and not yet freed.
+var liveBytes atomic.Int64
+
+// LiveBytes returns the bytes of host arenas that cpu backends have
+// allocated (Alloc, AllocOutput) and not yet freed, summed over every
+// Backend of the process. Tests use it to check that results are given
+// back. It is safe for concurrent use.
+func LiveBytes() int64 { return liveBytes.Load() }
 
 // Size returns the arena's length in bytes.
 func (a *Arena) Size() int64 { return int64(len(a.b)) }
@@ -62,16 +74,44 @@ func (*Backend) Alloc(n int64) (kernels.Arena, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("%w: alloc of %d bytes", ErrBounds, n)
 	}
-	return alloc(n)
+	a, err := alloc(n)
+	if err != nil {
+		return nil, err
+	}
+	liveBytes.Add(n)
+	return a, nil
 }
 
-// Free releases an arena. Using it afterwards is an error.
+// AllocOutput returns a zeroed arena of n bytes for results handed to
+// users (sampled batches, transitions, exports, host copies). Unlike
+// Alloc it always takes Go heap memory, whatever the size: the garbage
+// collector then counts it towards its pacing and keeps it alive for as
+// long as any slice into it (a tensor's backing, a slice from Data) is
+// reachable, so a result that is dropped instead of freed can never leave
+// a slice pointing at unmapped memory. Such results are written in order,
+// so they gain little from huge pages.
+func (*Backend) AllocOutput(n int64) (kernels.Arena, error) {
+	if n < 0 || n > math.MaxInt {
+		return nil, fmt.Errorf("%w: alloc of %d bytes", ErrBounds, n)
+	}
+	a := &Arena{b: make([]byte, n)}
+	liveBytes.Add(n)
+	return a, nil
+}
+
+// Free releases an arena. Using it afterwards is an error, and so is a
+// second Free.
 func (*Backend) Free(a kernels.Arena) error {
 	h, err := host(a)
 	if err != nil {
 		return err
 	}
-	return free(h)
+	n := h.Size()
+	if err := free(h); err != nil {
+		return err
+	}
+	liveBytes.Add(-n)
+	return nil
 }
 
 // Upload copies src into dst at byte offset off.

@@ -16,11 +16,15 @@ type outSpec struct {
 	stepBytes int64
 }
 
-// outArena is the memory of a batch: one backend arena holding every
-// output tensor back to back, 8-byte aligned, for up to capSteps steps.
+// outArena is the memory of a result (a Batch, or Transitions and the
+// experiences of one export): one backend arena holding every output
+// tensor back to back, 8-byte aligned, for up to capSteps steps. Its
+// owner frees the arena when the result is dropped (see arenaOwner).
 type outArena struct {
 	be       Backend
 	arena    Arena
+	owner    *arenaOwner
+	kind     string // "Batch" (when empty) or "Transitions", for messages
 	capSteps int64
 	offs     []int64
 	used     int64 // bytes in use by the current layout
@@ -30,6 +34,7 @@ func align8(n int64) int64 { return (n + 7) &^ 7 }
 
 // ensure makes room for steps steps of every spec, reallocating (and
 // reporting realloc) when the arena is too small or of another backend.
+// Tensors handed out over a replaced arena are emptied.
 func (o *outArena) ensure(be Backend, specs []outSpec, steps int64) (realloc bool, err error) {
 	if o.arena != nil && o.be == be && steps <= o.capSteps && len(o.offs) == len(specs) {
 		o.layout(specs, o.capSteps)
@@ -43,14 +48,25 @@ func (o *outArena) ensure(be Backend, specs []outSpec, steps int64) (realloc boo
 	for _, s := range specs {
 		size = align8(size) + capSteps*s.stepBytes
 	}
-	a, err := be.Alloc(max(size, 8))
+	a, err := allocOutput(be, max(size, 8))
 	if err != nil {
 		return false, fmt.Errorf("%w: allocating a batch of %d bytes: %w", ErrBackend, size, err)
 	}
-	o.release()
-	o.be, o.arena, o.capSteps = be, a, capSteps
+	_ = o.free(replaced)
+	o.adopt(be, a)
+	o.capSteps = capSteps
 	o.layout(specs, capSteps)
 	return true, nil
+}
+
+// adopt takes charge of arena a of be: the arena is freed by release, or
+// by a cleanup once the result and every tensor over it are unreachable.
+func (o *outArena) adopt(be Backend, a Arena) {
+	kind := o.kind
+	if kind == "" {
+		kind = "Batch"
+	}
+	o.be, o.arena, o.owner = be, a, newOwner(be, a, kind)
 }
 
 func (o *outArena) layout(specs []outSpec, capSteps int64) {
@@ -64,19 +80,38 @@ func (o *outArena) layout(specs []outSpec, capSteps int64) {
 	o.used = off
 }
 
-func (o *outArena) release() error {
+// release frees the arena now, emptying every tensor handed out over it
+// (see empty). It is idempotent.
+func (o *outArena) release() error { return o.free(released) }
+
+// replace is release for a result about to take new memory.
+func (o *outArena) replace() error { return o.free(replaced) }
+
+func (o *outArena) free(why reason) error {
 	if o.arena == nil {
 		return nil
 	}
+	o.owner.drop(why) // cancels the cleanup: the arena is freed here
 	err := o.be.Free(o.arena)
-	o.arena, o.capSteps, o.offs = nil, 0, o.offs[:0]
+	o.arena, o.owner, o.capSteps, o.offs = nil, nil, 0, o.offs[:0]
 	return err
+}
+
+// tensor returns a tensor of dtype dt and the given shape viewing the
+// arena from byte offset off, owned by the arena's owner.
+func (o *outArena) tensor(be Backend, off int64, dt tensor.Dtype, shape ...int) (*tensor.Dense, error) {
+	d, err := be.Tensor(o.arena, off, dt, shape...)
+	if err != nil {
+		return nil, err
+	}
+	o.owner.adopt(d)
+	return d, nil
 }
 
 // view returns the tensor of spec i shaped [lead..., spec shape...].
 func (o *outArena) view(be Backend, i int, s outSpec, lead ...int) (*tensor.Dense, error) {
 	shape := append(append(make([]int, 0, len(lead)+len(s.shape)), lead...), s.shape...)
-	return be.Tensor(o.arena, o.offs[i], s.dtype.Tensor(), shape...)
+	return o.tensor(be, o.offs[i], s.dtype.Tensor(), shape...)
 }
 
 // hostCopy downloads steps [first, first+count) of every spec into a new
@@ -86,13 +121,12 @@ func (o *outArena) hostCopy(specs []outSpec, first, count int64) (*outArena, *cp
 	if err := o.be.Sync(); err != nil {
 		return nil, nil, fmt.Errorf("%w: sync: %w", ErrBackend, err)
 	}
-	ho := &outArena{be: h, capSteps: count}
+	ho := &outArena{kind: o.kind, capSteps: count}
 	ho.layout(specs, count)
-	a, err := h.Alloc(max(ho.used, 8))
+	a, err := h.AllocOutput(max(ho.used, 8))
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrBackend, err)
 	}
-	ho.arena = a
 	raw := a.(*cpu.Arena).Bytes()
 	for i, s := range specs {
 		n := count * s.stepBytes
@@ -101,6 +135,7 @@ func (o *outArena) hostCopy(specs []outSpec, first, count int64) (*outArena, *cp
 			return nil, nil, fmt.Errorf("%w: download: %w", ErrBackend, err)
 		}
 	}
+	ho.adopt(h, a)
 	return ho, h, nil
 }
 
@@ -110,9 +145,16 @@ func (o *outArena) hostCopy(specs []outSpec, first, count int64) (*outArena, *cp
 // memory in cuda builds); Host returns a host copy.
 //
 // A Batch is reused by the SampleInto calls, which keep its memory when it
-// is large enough; when they must grow it (or the batch moves to another
-// buffer), tensors taken from it earlier stop being valid. A failed call
-// leaves it as it was. It is not safe for concurrent use.
+// is large enough. Tensors taken from it stay valid, and show each new
+// sample, while later calls keep its shape (n and L) and its memory; a
+// call that grows the memory, changes the shape or moves the batch to
+// another buffer empties them (see Release). A failed call leaves it as it
+// was. It is not safe for concurrent use.
+//
+// Release frees the memory at once. A Batch dropped without Release is
+// freed by the garbage collector once neither the Batch nor any tensor
+// taken from it is reachable; Release is still the prompt way, and the
+// only one for device memory, which the collector does not see.
 type Batch struct {
 	// Fields holds the user fields by name.
 	Fields map[string]*tensor.Dense
@@ -146,8 +188,14 @@ type Batch struct {
 // Len returns the batch's n (items) and L (steps per item).
 func (bt *Batch) Len() (n, l int) { return bt.n, bt.l }
 
-// Release frees the batch's backend memory; its tensors are invalid
-// afterwards. A released batch can be passed to SampleInto again.
+// Release frees the batch's backend memory and empties every tensor it
+// handed out: afterwards reading one (Data, At, Get, printing, arithmetic)
+// panics with "tensorbuf: tensor used after Batch.Release" or returns an
+// error, and its typed slices (Float32s, ...) are empty; it never reaches
+// freed memory nor shows other data. Views made from those tensors with
+// Slice and slices taken from them earlier are not emptied: do not use
+// them after Release either. Release is idempotent, and a released batch
+// can be passed to SampleInto again.
 func (bt *Batch) Release() error {
 	bt.Fields, bt.StepType, bt.NextStepType, bt.Reward, bt.Discount, bt.Mask = nil, nil, nil, nil, nil, nil
 	bt.n, bt.l = 0, 0
@@ -170,7 +218,7 @@ func (b *Buffer) prepare(bt *Batch, n, maxL int) (realloc bool, err error) {
 	if bt.owner != b {
 		// A batch last used with another buffer: its layout and views
 		// describe that buffer's fields.
-		if err := bt.out.release(); err != nil {
+		if err := bt.out.replace(); err != nil {
 			return false, fmt.Errorf("%w: %w", ErrBackend, err)
 		}
 		bt.specs, bt.Mask, bt.owner = b.batchSpecs(bt.specs), nil, b
@@ -202,6 +250,7 @@ func (b *Buffer) gather(bt *Batch, n, l int, rebuild bool) error {
 	if bt.Fields == nil {
 		bt.Fields = make(map[string]*tensor.Dense, b.nUser)
 	}
+	bt.retire()
 	clear(bt.Fields)
 	for i, s := range bt.specs {
 		d, err := bt.out.view(b.be, i, s, n, l)
@@ -245,6 +294,17 @@ func (bt *Batch) Host() (*Batch, error) {
 		c.set(i, nUser, s.name, d)
 	}
 	return c, nil
+}
+
+// retire empties the tensors of the batch's current views, which a new
+// layout replaces.
+func (bt *Batch) retire() {
+	for _, d := range bt.Fields {
+		retire(d, replaced)
+	}
+	for _, d := range []*tensor.Dense{bt.StepType, bt.NextStepType, bt.Reward, bt.Discount, bt.Mask} {
+		retire(d, replaced)
+	}
 }
 
 // set stores output tensor i of the batch layout (user fields, built-in

@@ -62,10 +62,12 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
+	defer batch.Release()  // frees its memory now; tensors taken from it are emptied
 	h, err := batch.Host() // a copy on the cpu backend, a download on the GPU
 	if err != nil {
 		panic(err)
 	}
+	defer h.Release() // a copy owns memory of its own
 	fmt.Println("obs:", h.Fields["obs"].Shape(), "mask:", h.Mask.Shape())
 	fmt.Println("step types:", h.StepType.Data())
 	// Output:
@@ -93,7 +95,12 @@ func ExampleTable() {
 	if err != nil {
 		panic(err)
 	}
-	h, _ := batch.Host()
+	defer batch.Release()
+	h, err := batch.Host()
+	if err != nil {
+		panic(err)
+	}
+	defer h.Release()
 	fmt.Println("items:", len(h.Keys), "left:", tbl.Size())
 	fmt.Println("step types:", h.StepType.Data())
 	fmt.Println("mask:", h.Mask.Data())
@@ -112,7 +119,12 @@ func ExampleBuffer_AllExperiences() {
 	if err != nil {
 		panic(err)
 	}
-	h, _ := exp[0].Host()
+	defer exp[0].Release()
+	h, err := exp[0].Host()
+	if err != nil {
+		panic(err)
+	}
+	defer h.Release()
 	fmt.Println("observation:", h.Observation["obs"].Shape())
 	fmt.Println("rows:", h.Rows, "steps:", h.Steps)
 	fmt.Println("is_done:", h.IsDone.Data())

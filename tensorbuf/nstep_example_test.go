@@ -18,7 +18,12 @@ func ExampleBuffer_AllNStepExperiences() {
 	if err != nil {
 		panic(err)
 	}
-	h, _ := exp[0].Host()
+	defer exp[0].Release()
+	h, err := exp[0].Host()
+	if err != nil {
+		panic(err)
+	}
+	defer h.Release()
 	fmt.Println("steps:", h.Steps)
 	fmt.Println("reward:", h.Reward.Data())
 	fmt.Println("discount:", h.Discount.Data())
@@ -76,8 +81,16 @@ func ExampleHindsight() {
 		panic(err)
 	}
 	n, _ := hs.Generate()
-	exp, relabeled, _ := hs.AllExperiences(tensorbuf.ExportBatch)
-	h, _ := exp[0].Host()
+	exp, relabeled, err := hs.AllExperiences(tensorbuf.ExportBatch)
+	if err != nil {
+		panic(err)
+	}
+	defer exp[0].Release()
+	h, err := exp[0].Host()
+	if err != nil {
+		panic(err)
+	}
+	defer h.Release()
 	fmt.Println("made:", n, "relabeled:", relabeled)
 	fmt.Println("obs:", h.Observation["obs"].Data())
 	fmt.Println("reward:", h.Reward.Data())

@@ -26,6 +26,13 @@ const (
 // ones follow the export mode (see ExportMode). Tensors live in the
 // buffer's backend memory; Host returns a host copy. Not safe for
 // concurrent use.
+//
+// Tensors taken from Transitions stay valid while later SampleInto calls
+// keep their shape and memory; a call that grows the memory or changes the
+// shape empties them, as Release does. Release frees the memory at once;
+// Transitions dropped without Release are freed by the garbage collector
+// once neither they (nor, for an export, any experience sharing their
+// memory) nor any tensor taken from them is reachable.
 type Transitions struct {
 	// Observation, Action and PolicyInfo hold the user fields at t by role.
 	Observation, Action, PolicyInfo map[string]*tensor.Dense
@@ -101,14 +108,14 @@ func (b *Buffer) materialise(tr *Transitions) error {
 	}
 	if tr.owner != b {
 		if tr.out != nil {
-			if err := tr.out.release(); err != nil {
+			if err := tr.out.replace(); err != nil {
 				return fmt.Errorf("%w: %w", ErrBackend, err)
 			}
 		}
 		tr.out, tr.specs, tr.shape, tr.owner = nil, nil, nil, b
 	}
 	if tr.out == nil {
-		tr.out = new(outArena)
+		tr.out = &outArena{kind: "Transitions"}
 	}
 	if tr.specs == nil {
 		b.transitionSpecs(tr)
@@ -161,13 +168,14 @@ func (tr *Transitions) views(be Backend, first int64, lead ...int) error {
 		tr.PolicyInfo = make(map[string]*tensor.Dense)
 		tr.NextObservation = make(map[string]*tensor.Dense)
 	}
+	tr.retire()
 	clear(tr.Observation)
 	clear(tr.Action)
 	clear(tr.PolicyInfo)
 	clear(tr.NextObservation)
 	for i, s := range tr.specs {
 		shape := append(append(make([]int, 0, len(lead)+len(s.shape)), lead...), s.shape...)
-		d, err := be.Tensor(tr.out.arena, tr.out.offs[i]+first*s.stepBytes, s.dtype.Tensor(), shape...)
+		d, err := tr.out.tensor(be, tr.out.offs[i]+first*s.stepBytes, s.dtype.Tensor(), shape...)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrBackend, err)
 		}
@@ -204,8 +212,28 @@ func sameInts(a, b []int) bool {
 	return true
 }
 
+// retire empties the tensors of tr's current views, which new views
+// replace.
+func (tr *Transitions) retire() {
+	for _, m := range []map[string]*tensor.Dense{tr.Observation, tr.Action, tr.PolicyInfo, tr.NextObservation} {
+		for _, d := range m {
+			retire(d, replaced)
+		}
+	}
+	for _, d := range []*tensor.Dense{tr.Reward, tr.Discount, tr.IsDone} {
+		retire(d, replaced)
+	}
+}
+
 // Release frees the transitions' backend memory (shared by every
-// Transitions of one export); tensors are invalid afterwards.
+// Transitions of one export) and empties every tensor handed out over it,
+// those of the other experiences of the export included: afterwards
+// reading one (Data, At, Get, printing, arithmetic) panics with
+// "tensorbuf: tensor used after Transitions.Release" or returns an error,
+// and its typed slices (Float32s, ...) are empty; it never reaches freed
+// memory nor shows other data. Views made from those tensors with Slice
+// and slices taken from them earlier are not emptied: do not use them
+// after Release either. Release is idempotent.
 func (tr *Transitions) Release() error {
 	if tr.out == nil {
 		return nil
