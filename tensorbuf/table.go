@@ -132,6 +132,11 @@ type Table struct {
 	rng     *rand.Rand
 	us      []float64 // scratch of batched prioritized draws
 	slots   []int32
+
+	// maxPriority is the largest priority given so far (hasMaxPriority):
+	// the priority of items inserted with DefaultPriority.
+	maxPriority    float64
+	hasMaxPriority bool
 }
 
 // NewTable adds a table to the buffer.
@@ -201,12 +206,13 @@ func (t *Table) Insert(it Item) (uint64, error) { return t.InsertContext(context
 // InsertContext adds an item and returns its key. The item's steps must
 // be stored: Start at or after the row's oldest step, Start+Len at or
 // before its cursor (ErrItem); Len >= 1, Pad >= 0 and Len+Pad no more
-// than the capacity (ErrSequenceLen); a finite Priority >= 0. With a rate
+// than the capacity (ErrSequenceLen); a finite Priority >= 0, or
+// DefaultPriority for the table's running maximum. With a rate
 // limiter it waits until inserting is allowed, or fails with
 // ErrRateLimited or the context's error.
 func (t *Table) InsertContext(ctx context.Context, it Item) (uint64, error) {
 	b := t.b
-	if it.Len < 1 || it.Pad < 0 || math.IsNaN(it.Priority) || math.IsInf(it.Priority, 0) || it.Priority < 0 {
+	if it.Len < 1 || it.Pad < 0 || math.IsNaN(it.Priority) || math.IsInf(it.Priority, 0) || it.Priority < 0 && it.Priority != DefaultPriority {
 		return 0, fmt.Errorf("%w: item %+v", ErrInvalidArg, it)
 	}
 	if int64(it.Len)+int64(it.Pad) > b.capacity {
@@ -246,6 +252,7 @@ func (t *Table) insert(it Item) (key uint64, again bool, err error) {
 	if t.cfg.MaxSize > 0 && len(t.live) >= t.cfg.MaxSize {
 		t.remove(t.head)
 	}
+	it.Priority = t.priorityLocked(it.Priority)
 	t.nextKey++
 	s := t.alloc()
 	t.gens[s]++
@@ -340,29 +347,11 @@ func (t *Table) evict(row int, minStart int64) {
 
 // UpdatePriorities sets the priorities of items by key (Prioritized
 // tables keep them in the sum tree; other selectors store them). It fails
-// with ErrUnknownKey, changing nothing, if any key is not in the table.
+// with ErrUnknownKey, changing nothing, if any key is not in the table,
+// and raises the table's running maximum priority (see DefaultPriority).
+// UpdatePriorities32 takes float32 priorities.
 func (t *Table) UpdatePriorities(keys []uint64, priorities []float64) error {
-	if len(keys) != len(priorities) {
-		return fmt.Errorf("%w: %d keys, %d priorities", ErrInvalidArg, len(keys), len(priorities))
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for i, k := range keys {
-		if _, ok := t.lookup(k); !ok {
-			return fmt.Errorf("%w: %d", ErrUnknownKey, k)
-		}
-		if p := priorities[i]; math.IsNaN(p) || math.IsInf(p, 0) || p < 0 {
-			return fmt.Errorf("%w: priority %v", ErrInvalidArg, p)
-		}
-	}
-	for i, k := range keys {
-		s, _ := t.lookup(k)
-		t.items[s].Priority = priorities[i]
-		if t.cfg.Selector == Prioritized {
-			t.tree.set(int(s), math.Pow(priorities[i], t.a))
-		}
-	}
-	return nil
+	return updatePriorities(t, keys, priorities)
 }
 
 // SetBeta changes the importance-weight exponent of later samples.
