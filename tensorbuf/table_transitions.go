@@ -26,9 +26,11 @@ import (
 // (TF-Agents' DQN recipe: a ReverbAddTrajectoryObserver with
 // sequence_length n+1 and the table sampled with num_steps n+1): it cuts
 // its windows at every boundary step, so every item is a valid
-// transition; with PadEndOfEpisodes it also writes the shorter windows at
-// the end of each episode, which become transitions looking fewer steps
-// ahead (their discount gamma^k says how far).
+// transition. Its n+1-step windows stop n steps before each episode's
+// boundary step; with PadEndOfEpisodes and TileEndOfEpisodes it also
+// writes the padded windows of the episode's end, which become
+// transitions looking fewer steps ahead (their discount gamma^k says how
+// far), and one window starting at the boundary step, masked out.
 //
 // Tensors are shaped [n, ...shape] as Buffer.SampleTransitionsInto shapes
 // them; see Transitions. Host returns the tensors only (a *Transitions).
