@@ -3,6 +3,7 @@ package dqn
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 )
 
@@ -14,9 +15,12 @@ func TestRunCartPoleLearns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a training run of a few seconds; skipped in -short mode")
 	}
+	if raceEnabled && os.Getenv("TRAJRING_TRAIN_RACE") == "" {
+		t.Skip("about 36 s under the race detector; run without -race, or set TRAJRING_TRAIN_RACE=1")
+	}
 	var rounds int
 	res, err := RunCartPole(context.Background(), TrainConfig{
-		Agent: Config{Hidden: []int{64, 64}, DoubleDQN: true}, Steps: 5_000, LearningStarts: 500,
+		Agent: Config{Hidden: []int{64, 64}, DoubleDQN: true}, Steps: 8_000, LearningStarts: 500,
 		TrainFreq: 64, GradientSteps: 32, ExplorationFraction: 0.2, Prioritized: true,
 		EvalEpisodes: 20, Seed: 1, Progress: func(Progress) { rounds++ },
 	})
@@ -28,7 +32,7 @@ func TestRunCartPoleLearns(t *testing.T) {
 	if res.EvalReturn < 100 {
 		t.Fatalf("greedy mean return %.1f, want >= 100 (random: about 22)", res.EvalReturn)
 	}
-	if res.Last.EnvSteps != 5_000 || rounds != (5_000+63)/64 || res.Last.ValidFraction != 1 {
+	if res.Last.EnvSteps != 8_000 || rounds != 8_000/64 || res.Last.ValidFraction != 1 {
 		t.Fatalf("env steps %d, rounds %d, valid fraction %v", res.Last.EnvSteps, rounds, res.Last.ValidFraction)
 	}
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package dqn
+
+const raceEnabled = false
