@@ -1,3 +1,5 @@
+//go:build !cuda
+
 // Package dqn is a deep Q-network learner on gorgonia.org/gorgonia (its
 // CPU engine), fed from a trajring table: an MLP Q-network, a target
 // network, Adam, the Huber loss, double DQN, importance weights and
@@ -15,9 +17,12 @@
 // graph and gorgonia's per-op overhead at batch size 1.
 //
 // gorgonia's own CUDA engine creates its own CUDA context and needs
-// cuDNN, so it cannot read trajring's device memory: in cuda builds the
-// batch comes to the host through the backend's device-to-host path
-// (Transitions.Host) and the learner runs on the CPU.
+// cuDNN, so it cannot read trajring's device memory: FromTransitions
+// brings tensors that are not host memory to the host through the
+// backend's device-to-host path (Transitions.Host) and the learner runs
+// on the CPU. gorgonia reads the same cuda build tag as trajring to turn
+// that engine on, so this package (and trajring train) is built only
+// without the tag until cuDNN is available.
 package dqn
 
 import (
