@@ -137,14 +137,16 @@ func checkLength(kind, what string, buf *tensorbuf.Buffer, n int) error {
 	return nil
 }
 
-// checkPriority returns the priority of new items: p, or 1 (TF-Agents'
-// default) for 0.
+// checkPriority returns the priority of new items: p, or
+// tensorbuf.DefaultPriority for 0 (the table's running maximum priority,
+// 1 until it has been given one: TF-Agents' default of 1 on a fresh
+// table, and the prioritized replay paper's rule after).
 func checkPriority(kind string, p float64) (float64, error) {
 	if p < 0 || math.IsNaN(p) || math.IsInf(p, 0) {
 		return 0, fmt.Errorf("%w: %s: priority %v must be finite and non-negative", ErrConfig, kind, p)
 	}
 	if p == 0 {
-		return 1, nil
+		return tensorbuf.DefaultPriority, nil
 	}
 	return p, nil
 }

@@ -19,8 +19,9 @@ type AddEpisodeConfig struct {
 	// MaxSequenceLength bounds the steps of an episode, its boundary step
 	// included: 1 to the buffer's capacity.
 	MaxSequenceLength int
-	// Priority is the priority of new items; 0 means 1 (TF-Agents'
-	// default). SetPriority changes it, to 0 as well.
+	// Priority is the priority of new items; 0 means the table's default
+	// (tensorbuf.DefaultPriority: its running maximum priority, 1 on a
+	// fresh table, as TF-Agents' default of 1). SetPriority changes it, to 0 as well.
 	Priority float64
 	// BypassPartialEpisodes makes an episode longer than
 	// MaxSequenceLength be skipped silently (counted in

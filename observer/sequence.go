@@ -176,8 +176,10 @@ type SequenceConfig struct {
 	// Stride is the number of steps between the starts of two items of a
 	// row; 0 means 1 (every window).
 	Stride int
-	// Priority is the priority of new items; 0 means 1 (TF-Agents'
-	// default). Use SetPriority for a priority of 0.
+	// Priority is the priority of new items; 0 means the table's default
+	// (tensorbuf.DefaultPriority: its running maximum priority, 1 on a
+	// fresh table, as TF-Agents' default of 1). Use SetPriority for a
+	// priority of 0.
 	Priority float64
 	// PadEndOfEpisodes makes Reset(true) pad the cache with pad steps and
 	// write the padded items.
@@ -329,8 +331,10 @@ type TableSequence struct {
 type AddTrajectoryConfig struct {
 	// Tables lists the tables and their windows (at least one).
 	Tables []TableSequence
-	// Priority is the priority of new items; 0 means 1 (TF-Agents'
-	// default). Use SetPriority for a priority of 0.
+	// Priority is the priority of new items; 0 means the table's default
+	// (tensorbuf.DefaultPriority: its running maximum priority, 1 on a
+	// fresh table, as TF-Agents' default of 1). Use SetPriority for a
+	// priority of 0.
 	Priority float64
 	// PadEndOfEpisodes pads a row's cache at every boundary step (and on
 	// Reset(true)) and writes the padded items; without it the cache is

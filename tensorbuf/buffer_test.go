@@ -294,7 +294,7 @@ func TestEmptyAndInvalidSamples(t *testing.T) {
 		{"item beyond cursor", func() error { _, err := tbl.Insert(tensorbuf.Item{Row: 0, Start: 0, Len: 1}); return err }(), tensorbuf.ErrItem},
 		{"item too long", func() error { _, err := tbl.Insert(tensorbuf.Item{Row: 0, Len: 3, Pad: 2}); return err }(), tensorbuf.ErrSequenceLen},
 		{"item row", func() error { _, err := tbl.Insert(tensorbuf.Item{Row: 2, Len: 1}); return err }(), tensorbuf.ErrRows},
-		{"item priority", func() error { _, err := tbl.Insert(tensorbuf.Item{Len: 1, Priority: -1}); return err }(), tensorbuf.ErrInvalidArg},
+		{"item priority", func() error { _, err := tbl.Insert(tensorbuf.Item{Len: 1, Priority: -2}); return err }(), tensorbuf.ErrInvalidArg},
 		{"unknown key", tbl.UpdatePriorities([]uint64{7}, []float64{1}), tensorbuf.ErrUnknownKey},
 	} {
 		if !errors.Is(tc.err, tc.want) {

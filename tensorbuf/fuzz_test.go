@@ -146,8 +146,8 @@ func (r *byteReader) next() int {
 // boundary are the interesting values an int argument can take.
 var boundary = []int{0, 1, 2, math.MaxInt, math.MinInt, math.MaxInt / 2, -1, 1 << 40}
 
-// priorities are the interesting priorities.
-var priorities = []float64{0, 1, 2, 0.5, math.NaN(), math.Inf(1), 1e308, -1, 3}
+// fuzzPriorities are the interesting priorities.
+var fuzzPriorities = []float64{0, 1, 2, 0.5, math.NaN(), math.Inf(1), 1e308, -2, tensorbuf.DefaultPriority, 3}
 
 // fuzzTable is the model of the table.
 type fuzzTable struct {
@@ -157,6 +157,18 @@ type fuzzTable struct {
 	items    map[uint64]tensorbuf.Item
 	times    map[uint64]int
 	order    []uint64 // live keys, oldest first
+	maxPrio  float64  // the running maximum of positive priorities given (0: none yet)
+}
+
+// note raises the running maximum priority (see tensorbuf.DefaultPriority).
+func (ft *fuzzTable) note(p float64) { ft.maxPrio = max(ft.maxPrio, p) }
+
+// defaultPriority is what an item inserted with DefaultPriority gets.
+func (ft *fuzzTable) defaultPriority() float64 {
+	if ft.maxPrio == 0 {
+		return 1
+	}
+	return ft.maxPrio
 }
 
 func (ft *fuzzTable) remove(k uint64) {
@@ -288,9 +300,13 @@ func runOps(t *testing.T, in *byteReader) {
 			r := arg[0] % (envs + 1) // envs is out of range
 			off := int64(arg[1] % (capacity + 2))
 			it := tensorbuf.Item{Row: r, Len: boundary[arg[2]%len(boundary)], Pad: boundary[arg[3]%len(boundary)],
-				Priority: priorities[arg[4]%len(priorities)]}
+				Priority: fuzzPriorities[arg[4]%len(fuzzPriorities)]}
+			prio := it.Priority // the priority the item gets
+			if prio == tensorbuf.DefaultPriority {
+				prio = ft.defaultPriority()
+			}
 			valid := r < envs && it.Len >= 1 && it.Pad >= 0 && it.Len <= capacity && it.Pad <= capacity-it.Len &&
-				!math.IsNaN(it.Priority) && !math.IsInf(it.Priority, 0) && it.Priority >= 0
+				!math.IsNaN(prio) && !math.IsInf(prio, 0) && prio >= 0
 			if r < envs {
 				it.Start = m.oldest(r) + off
 				valid = valid && it.Start+int64(it.Len) <= m.cursor(r)
@@ -300,7 +316,7 @@ func runOps(t *testing.T, in *byteReader) {
 				if ft.maxSize > 0 && len(ft.order) >= ft.maxSize {
 					sum -= ft.items[ft.order[0]].Priority // MaxSize pushes the oldest out first
 				}
-				valid = !math.IsInf(sum+it.Priority, 0) // else the sum tree cannot hold it
+				valid = !math.IsInf(sum+prio, 0) // else the sum tree cannot hold it
 			}
 			size := tbl.Size()
 			k, err := tbl.Insert(it)
@@ -322,6 +338,10 @@ func runOps(t *testing.T, in *byteReader) {
 			if ft.maxSize > 0 && len(ft.order) >= ft.maxSize {
 				ft.remove(ft.order[0])
 			}
+			if it.Priority != tensorbuf.DefaultPriority {
+				ft.note(prio) // only priorities given count
+			}
+			it.Priority = prio
 			ft.items[k] = it
 			ft.order = append(ft.order, k)
 		case opSample:
@@ -340,7 +360,7 @@ func runOps(t *testing.T, in *byteReader) {
 			_ = bt.Release()
 		case opUpdate:
 			k := pickKey(ft, arg[0])
-			p := priorities[arg[1]%len(priorities)]
+			p := fuzzPriorities[arg[1]%len(fuzzPriorities)]
 			old, known := ft.items[k]
 			valid := known && !math.IsNaN(p) && !math.IsInf(p, 0) && p >= 0
 			if ft.sel == tensorbuf.Prioritized && valid && math.IsInf(ft.sum()-old.Priority+p, 0) {
@@ -355,6 +375,7 @@ func runOps(t *testing.T, in *byteReader) {
 			case valid && err != nil:
 				t.Fatalf("op %d: update to priority %v: %v", op, p, err)
 			case valid:
+				ft.note(p)
 				old.Priority = p
 				ft.items[k] = old
 			}

@@ -162,29 +162,48 @@ func (b *Buffer) AllNStepExperiences(mode ExportMode, opt NStepOptions) ([]*Tran
 // materialiseNStep gathers the n-step transitions at tr.Rows/tr.Steps into
 // tr's arena. The caller holds b.mu.
 func (b *Buffer) materialiseNStep(tr *Transitions, opt NStepOptions) error {
-	n := len(tr.Rows)
 	h := int64(opt.Horizon)
-	gamma := opt.DiscountFactor
-	wins, disc, done := grow(&tr.ns.wins, n), grow(&tr.ns.disc, n), grow(&tr.ns.done, n)
-	clear(disc)
-	tr.idx, tr.next = tr.idx[:0], tr.next[:0]
+	wins := grow(&tr.wins, len(tr.Rows))
 	for i, r := range tr.Rows {
 		t := tr.Steps[i]
-		k := b.nstepLen(r, t, h)
-		wins[i] = Window{Row: int64(r), Start: t, Len: k}
+		wins[i] = Window{Row: int64(r), Start: t, Len: b.nstepLen(r, t, h)}
+	}
+	return b.materialiseWindows(tr, opt.DiscountFactor)
+}
+
+// materialiseWindows gathers into tr's arena the transition of each
+// window of tr.wins (Row and Start are tr.Rows and tr.Steps), looking
+// Len steps ahead (see NStepOptions). A window of Len 0 is no transition
+// (a table item that starts at a boundary step, say): it gets the fields
+// of its start step as both observation and next observation, reward 0,
+// discount 0 and IsDone Running. The caller holds b.mu.
+func (b *Buffer) materialiseWindows(tr *Transitions, gamma float64) error {
+	wins := tr.wins
+	disc := grow(&tr.disc, len(wins))
+	tr.idx, tr.next = tr.idx[:0], tr.next[:0]
+	for _, w := range wins {
+		r, t, k := int(w.Row), w.Start, w.Len
 		tr.idx = append(tr.idx, b.slot(r, t))
 		tr.next = append(tr.next, b.slot(r, t+k))
-		done[i] = b.isDone(r, t+k-1)
-		if done[i] != Terminated {
+	}
+	if err := b.materialise(tr); err != nil {
+		return err
+	}
+	// materialise uploaded one-step IsDone values; replace them.
+	for i, w := range wins {
+		r, t, k := int(w.Row), w.Start, w.Len
+		disc[i], tr.done[i] = 0, Running
+		if k == 0 {
+			continue
+		}
+		tr.done[i] = b.isDone(r, t+k-1)
+		if tr.done[i] != Terminated {
 			g := 1.0
 			for range k {
 				g = float64(g * gamma)
 			}
 			disc[i] = float32(g)
 		}
-	}
-	if err := b.materialise(tr); err != nil {
-		return err
 	}
 	k := int64(b.nUser + tr.nObs)
 	arena := tr.out.arena
@@ -195,18 +214,10 @@ func (b *Buffer) materialiseNStep(tr *Transitions, opt NStepOptions) error {
 	if err := b.be.Upload(arena, discOff, f32Raw(disc)); err != nil {
 		return fmt.Errorf("%w: upload: %w", ErrBackend, err)
 	}
-	if err := b.be.Upload(arena, doneOff, done); err != nil {
+	if err := b.be.Upload(arena, doneOff, tr.done); err != nil {
 		return fmt.Errorf("%w: upload: %w", ErrBackend, err)
 	}
-	tr.done = append(tr.done[:0], done...)
 	return nil
-}
-
-// nstepScratch is memory an n-step sample reuses across calls.
-type nstepScratch struct {
-	wins []Window
-	disc []float32
-	done []byte
 }
 
 // nstepRewards writes the windows' discounted reward sums as float32 at

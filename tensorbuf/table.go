@@ -117,6 +117,11 @@ type Table struct {
 	rng     *rand.Rand
 	us      []float64 // scratch of batched prioritized draws
 	slots   []int32
+
+	// maxPriority is the largest priority given so far (hasMaxPriority):
+	// the priority of items inserted with DefaultPriority.
+	maxPriority    float64
+	hasMaxPriority bool
 }
 
 // NewTable adds a table to the buffer. It fails with ErrConfig for an
@@ -189,10 +194,11 @@ func (t *Table) Insert(it Item) (uint64, error) { return t.InsertContext(context
 // InsertContext adds an item and returns its key. The item's steps must
 // be stored: Start at or after the row's oldest step, Start+Len at or
 // before its cursor (ErrItem); Len >= 1, Pad >= 0 and Len+Pad no more
-// than the capacity (ErrSequenceLen); a finite Priority >= 0, and in a
-// Prioritized table one whose Priority^PriorityExponent is finite and
-// keeps the sum over the table's items finite (see Prioritized), or
-// ErrInvalidArg. A nil ctx is refused with ErrInvalidArg. With a rate
+// than the capacity (ErrSequenceLen); a finite Priority >= 0 (or
+// DefaultPriority for the table's running maximum), and in a Prioritized
+// table one whose Priority^PriorityExponent is finite and keeps the sum
+// over the table's items finite (see Prioritized), or ErrInvalidArg. A nil
+// ctx is refused with ErrInvalidArg. With a rate
 // limiter it waits until inserting is allowed, or fails with
 // ErrRateLimited or the context's error. A refused insert changes
 // nothing.
@@ -201,11 +207,13 @@ func (t *Table) InsertContext(ctx context.Context, it Item) (uint64, error) {
 	if ctx == nil {
 		return 0, fmt.Errorf("%w: nil context", ErrInvalidArg)
 	}
-	if it.Len < 1 || it.Pad < 0 || !finiteNonNeg(it.Priority) {
+	if it.Len < 1 || it.Pad < 0 || !finiteNonNeg(it.Priority) && it.Priority != DefaultPriority {
 		return 0, fmt.Errorf("%w: item %+v", ErrInvalidArg, it)
 	}
-	if _, err := t.weight(it.Priority); err != nil {
-		return 0, err
+	if it.Priority != DefaultPriority {
+		if _, err := t.weight(it.Priority); err != nil {
+			return 0, err
+		}
 	}
 	if int64(it.Len) > b.capacity || int64(it.Pad) > b.capacity-int64(it.Len) { // no sum: Len+Pad may overflow
 		return 0, fmt.Errorf("%w: item of %d+%d steps, capacity %d", ErrSequenceLen, it.Len, it.Pad, b.capacity)
@@ -242,9 +250,13 @@ func (t *Table) insert(it Item) (key uint64, again bool, err error) {
 		return 0, true, nil
 	}
 	full := t.cfg.MaxSize > 0 && len(t.live) >= t.cfg.MaxSize
+	given := it.Priority != DefaultPriority
+	if !given {
+		it.Priority = t.defaultPriorityLocked()
+	}
 	var w float64
 	if t.cfg.Selector == Prioritized {
-		w, _ = t.weight(it.Priority) // checked by InsertContext
+		w, _ = t.weight(it.Priority) // checked by InsertContext, or the running maximum
 		out := 0.0
 		if full {
 			out = t.tree.get(int(t.head))
@@ -256,6 +268,9 @@ func (t *Table) insert(it Item) (key uint64, again bool, err error) {
 	}
 	if full {
 		t.remove(t.head)
+	}
+	if given {
+		t.notePriorityLocked(it.Priority)
 	}
 	t.nextKey++
 	s := t.alloc()
@@ -353,50 +368,12 @@ func (t *Table) evict(row int, minStart int64) {
 // ErrUnknownKey if any key is not in the table, and with ErrInvalidArg
 // for a priority InsertContext would refuse, or, in a Prioritized table,
 // when the new priorities together would make the sum of
-// priority^PriorityExponent over the table non-finite.
+// priority^PriorityExponent over the table non-finite. It raises the
+// table's running maximum priority (see DefaultPriority);
+// UpdatePriorities32 takes float32 priorities. It is safe for concurrent
+// use.
 func (t *Table) UpdatePriorities(keys []uint64, priorities []float64) error {
-	if len(keys) != len(priorities) {
-		return fmt.Errorf("%w: %d keys, %d priorities", ErrInvalidArg, len(keys), len(priorities))
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for i, k := range keys {
-		if _, ok := t.lookup(k); !ok {
-			return fmt.Errorf("%w: %d", ErrUnknownKey, k)
-		}
-		if p := priorities[i]; !finiteNonNeg(p) {
-			return fmt.Errorf("%w: priority %v", ErrInvalidArg, p)
-		}
-		if _, err := t.weight(priorities[i]); err != nil {
-			return err
-		}
-	}
-	if t.cfg.Selector == Prioritized {
-		// Set every leaf, then undo them all (in reverse, so that a key
-		// given twice gets its first value back) if the total no longer
-		// fits: the tree's sums are recomputed from the leaves, so the
-		// undo restores it bit for bit.
-		old := grow(&t.us, len(keys))
-		for i, k := range keys {
-			s, _ := t.lookup(k)
-			old[i] = t.tree.get(int(s))
-			w, _ := t.weight(priorities[i])
-			t.tree.set(int(s), w)
-		}
-		if !t.fits(0) {
-			for i := len(keys) - 1; i >= 0; i-- {
-				s, _ := t.lookup(keys[i])
-				t.tree.set(int(s), old[i])
-			}
-			return fmt.Errorf("%w: %d priorities: the sum of priority^%v over the table would exceed %v",
-				ErrInvalidArg, len(keys), t.a, maxTreeTotal)
-		}
-	}
-	for i, k := range keys {
-		s, _ := t.lookup(k)
-		t.items[s].Priority = priorities[i]
-	}
-	return nil
+	return updatePriorities(t, keys, priorities)
 }
 
 // maxTreeTotal bounds the sum of a Prioritized table's weights

@@ -60,7 +60,8 @@ type Transitions struct {
 	next   []int64
 	done   []byte
 	prefix []int64
-	ns     nstepScratch // n-step samples' scratch (nstep.go)
+	wins   []Window  // n-step windows (materialiseWindows)
+	disc   []float32 // n-step discounts (materialiseWindows)
 }
 
 // transitionSpecs lays out transitions: user fields, the next observation

@@ -4,6 +4,7 @@
 //
 //	trajring demo [flags]   collect CartPole experience while a learner samples
 //	trajring bench [flags]  measure the engine next to the copy ceiling and peers
+//	trajring train [flags]  train DQN on CartPole-v1 from a prioritized table
 //
 // Run a subcommand with -h for its flags.
 package main
@@ -57,7 +58,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: trajring <command> [flags]")
-	for _, name := range []string{"demo", "bench"} {
+	for _, name := range []string{"demo", "bench", "train"} {
 		if c, ok := commands[name]; ok {
 			fmt.Fprintf(w, "  %-6s %s\n", name, c.summary)
 		}

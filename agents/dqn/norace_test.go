@@ -1,0 +1,5 @@
+//go:build !race && !cuda
+
+package dqn
+
+const raceEnabled = false

@@ -1,0 +1,6 @@
+//go:build race && !cuda
+
+package dqn
+
+// raceEnabled: the race detector slows the training test about 9x (36 s).
+const raceEnabled = true

@@ -1,0 +1,188 @@
+//go:build !cuda
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/trajring/trajring/agents/dqn"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+func init() {
+	commands["train"] = command{run: runTrain, summary: "train DQN on CartPole-v1 from a prioritized table (gorgonia)"}
+}
+
+type trainFlags struct {
+	cfg      dqn.TrainConfig
+	hidden   string
+	out      string
+	progress time.Duration
+}
+
+func parseTrain(args []string, stderr io.Writer) (trainFlags, error) {
+	var f trainFlags
+	c := &f.cfg
+	fs := flag.NewFlagSet("train", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: trajring train [flags]\n\nTrains DQN on CartPole-v1; defaults are RL Baselines3 Zoo's tuned DQN settings.")
+		fs.PrintDefaults()
+	}
+	env := fs.String("env", "CartPole-v1", "environment (only CartPole-v1)")
+	fs.IntVar(&c.Steps, "steps", 50_000, "env steps")
+	fs.StringVar(&f.hidden, "hidden", "256,256", "hidden layer sizes")
+	fs.Float64Var(&c.Agent.LearningRate, "lr", 2.3e-3, "Adam learning rate")
+	fs.IntVar(&c.Agent.BatchSize, "batch", 64, "batch size")
+	fs.IntVar(&c.BufferSize, "buffer", 100_000, "replay capacity (transitions)")
+	fs.IntVar(&c.LearningStarts, "learning-starts", 1_000, "env steps before training")
+	fs.Float64Var(&c.Gamma, "gamma", 0.99, "discount factor")
+	fs.IntVar(&c.NStep, "n-step", 1, "n of n-step targets (items of n+1 steps)")
+	fs.IntVar(&c.TargetUpdateInterval, "target-update", 10, "target network update interval (env steps)")
+	fs.IntVar(&c.TrainFreq, "train-freq", 256, "env steps between training rounds")
+	fs.IntVar(&c.GradientSteps, "gradient-steps", 128, "gradient steps per training round")
+	fs.Float64Var(&c.ExplorationFraction, "exploration-fraction", 0.16, "fraction of the steps over which epsilon decays")
+	fs.Float64Var(&c.ExplorationFinalEps, "exploration-final-eps", 0.04, "final epsilon")
+	fs.BoolVar(&c.Prioritized, "per", true, "prioritized replay (false: uniform, as SB3's DQN)")
+	fs.Float64Var(&c.Alpha, "alpha", 0.6, "priority exponent")
+	fs.Float64Var(&c.Beta, "beta", 0.4, "initial importance-weight exponent (annealed to 1)")
+	fs.BoolVar(&c.Agent.DoubleDQN, "double", true, "double DQN targets")
+	fs.Float64Var(&c.Agent.MaxGradNorm, "max-grad-norm", 10, "global gradient norm clip (negative: none)")
+	fs.IntVar(&c.EvalEpisodes, "eval-episodes", 100, "greedy episodes of the final evaluation")
+	fs.IntVar(&c.EvalEvery, "eval-every", 5_000, "env steps between greedy evaluations (0: none)")
+	fs.Uint64Var(&c.Seed, "seed", 1, "seed")
+	fs.StringVar(&f.out, "out", "trajring-train", "directory for metrics.jsonl, curve.svg and q.gob")
+	fs.DurationVar(&f.progress, "progress", 5*time.Second, "interval of the progress line on stderr (0: none)")
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if fs.NArg() > 0 {
+		return f, fmt.Errorf("unexpected arguments %v", fs.Args())
+	}
+	if *env != "CartPole-v1" {
+		return f, fmt.Errorf("unknown environment %q (only CartPole-v1)", *env)
+	}
+	for _, s := range strings.Split(f.hidden, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return f, fmt.Errorf("bad -hidden %q", f.hidden)
+		}
+		c.Agent.Hidden = append(c.Agent.Hidden, n)
+	}
+	return f, nil
+}
+
+func runTrain(args []string, stdout, stderr io.Writer) error {
+	f, err := parseTrain(args, stderr)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
+		return err
+	}
+	mf, err := os.Create(filepath.Join(f.out, "metrics.jsonl"))
+	if err != nil {
+		return err
+	}
+	defer mf.Close()
+	enc := json.NewEncoder(mf)
+	var curve, evals plotter.XYs
+	var lastLine time.Time
+	var encErr error
+	f.cfg.Progress = func(p dqn.Progress) {
+		if err := enc.Encode(p); err != nil && encErr == nil {
+			encErr = err
+		}
+		curve = append(curve, plotter.XY{X: float64(p.EnvSteps), Y: p.TrainReturn})
+		if p.EvalReturn >= 0 {
+			evals = append(evals, plotter.XY{X: float64(p.EnvSteps), Y: p.EvalReturn})
+		}
+		if f.progress > 0 && (time.Since(lastLine) >= f.progress || p.EvalReturn >= 0 || p.EnvSteps >= int64(f.cfg.Steps)) {
+			lastLine = time.Now()
+			fmt.Fprintln(stderr, progressLine(p, f.cfg.Steps))
+		}
+	}
+	res, err := dqn.RunCartPole(context.Background(), f.cfg)
+	if err != nil {
+		return err
+	}
+	if encErr != nil {
+		return fmt.Errorf("writing metrics: %w", encErr)
+	}
+	qf, err := os.Create(filepath.Join(f.out, "q.gob"))
+	if err != nil {
+		return err
+	}
+	if err := res.Agent.Save(qf); err != nil {
+		qf.Close()
+		return err
+	}
+	if err := qf.Close(); err != nil {
+		return err
+	}
+	if err := plotCurve(filepath.Join(f.out, "curve.svg"), curve, evals, res.EvalReturn, res.Last.EnvSteps); err != nil {
+		return err
+	}
+	l := res.Last
+	learner := l.SampleSeconds + l.TrainSeconds
+	fmt.Fprintf(stdout, "env steps %d, gradient steps %d, episodes %d in %.1fs (collect %.1fs, learner %.1fs)\n",
+		l.EnvSteps, l.GradientSteps, l.Episodes, l.Elapsed, l.CollectSecs, learner)
+	if learner > 0 {
+		fmt.Fprintf(stdout, "learner: %.0f gradient steps/s; sampling + priority updates %.2f%% of learner time; %.1f%% of sampled windows valid\n",
+			float64(l.GradientSteps)/learner, 100*l.SampleSeconds/learner, 100*l.ValidFraction)
+	}
+	if res.FirstSolved >= 0 {
+		fmt.Fprintf(stdout, "first greedy evaluation >= 475 at %d env steps\n", res.FirstSolved)
+	}
+	fmt.Fprintf(stdout, "wrote %s\n", strings.Join([]string{
+		filepath.Join(f.out, "metrics.jsonl"), filepath.Join(f.out, "curve.svg"), filepath.Join(f.out, "q.gob")}, ", "))
+	fmt.Fprintf(stdout, "mean return over %d greedy episodes: %.1f\n", f.cfg.EvalEpisodes, res.EvalReturn)
+	return nil
+}
+
+// progressLine is a progress bar with ETA.
+func progressLine(p dqn.Progress, total int) string {
+	frac := float64(p.EnvSteps) / float64(total)
+	const width = 24
+	n := min(int(frac*width), width)
+	eta := "?"
+	if frac > 0 {
+		eta = (time.Duration(p.Elapsed*(1-frac)/frac) * time.Second).Round(time.Second).String()
+	}
+	s := fmt.Sprintf("[%s%s] %5.1f%% %d steps, eps %.3f, loss %.4f, return(100) %.1f, %.0fs, ETA %s",
+		strings.Repeat("#", n), strings.Repeat(".", width-n), 100*frac, p.EnvSteps, p.Epsilon, p.Loss, p.TrainReturn, p.Elapsed, eta)
+	if p.EvalReturn >= 0 {
+		s += fmt.Sprintf(", greedy eval %.1f", p.EvalReturn)
+	}
+	return s
+}
+
+func plotCurve(path string, train, evals plotter.XYs, final float64, steps int64) error {
+	p := plot.New()
+	p.Title.Text = "DQN on CartPole-v1 (trajring + gorgonia)"
+	p.X.Label.Text = "env steps"
+	p.Y.Label.Text = "episode return"
+	p.Y.Min, p.Y.Max = 0, 520
+	p.Legend.Top, p.Legend.Left = true, true
+	vs := []any{"training (mean of last 100 episodes)", train}
+	if len(evals) > 0 {
+		vs = append(vs, "greedy evaluation", evals)
+	}
+	vs = append(vs, "final greedy evaluation", plotter.XYs{{X: float64(steps), Y: final}})
+	if err := plotutil.AddLinePoints(p, vs...); err != nil {
+		return err
+	}
+	return p.Save(7*vg.Inch, 4.5*vg.Inch, path)
+}
