@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -89,6 +90,22 @@ type Buffer struct {
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
+
+	// cleanup frees the rings of a buffer dropped without Close.
+	cleanup runtime.Cleanup
+}
+
+// ringRef is what the cleanup of a dropped Buffer frees; it must not
+// reference the Buffer.
+type ringRef struct {
+	be     Backend
+	arenas []Arena
+}
+
+func freeRings(r ringRef) {
+	for _, a := range r.arenas {
+		_ = r.be.Free(a)
+	}
 }
 
 // New allocates a buffer. It returns an error wrapping ErrConfig for an
@@ -173,6 +190,14 @@ func newBuffer(cfg Config, hostMem func() (int64, error)) (*Buffer, error) {
 	}
 	b.meta = make([]uint8, steps)
 	b.memBytes += steps
+	// A buffer dropped without Close gives its rings back when the garbage
+	// collector finds it (and its writers and tables) unreachable, as an
+	// os.File closes its descriptor; Close remains the prompt path.
+	rings := make([]Arena, len(b.cols))
+	for i := range b.cols {
+		rings[i] = b.cols[i].arena
+	}
+	b.cleanup = runtime.AddCleanup(b, freeRings, ringRef{be: b.be, arenas: rings})
 	return b, nil
 }
 
@@ -283,7 +308,8 @@ func (b *Buffer) freeArenas() {
 // wrapping ErrClosed; blocked samplers and inserters are woken with it.
 // Calls that only touch a table's metadata (Size, Delete, SetBeta,
 // UpdatePriorities) keep working. Batches and transitions keep their own
-// memory and stay valid until released.
+// memory and stay valid until released. A buffer dropped without Close
+// frees its memory once the garbage collector finds it unreachable.
 func (b *Buffer) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -292,6 +318,7 @@ func (b *Buffer) Close() error {
 	}
 	b.closed = true
 	b.closedFlag.Store(true)
+	b.cleanup.Stop()
 	b.freeArenas()
 	tables := b.tableList
 	b.mu.Unlock()
