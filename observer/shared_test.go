@@ -335,3 +335,27 @@ func TestDataSpecRefusesMissingField(t *testing.T) {
 		t.Errorf("dtype mismatch: %v, want ErrConfig", err)
 	}
 }
+
+// TestSharedConcurrentReads: members' Stats, Cached and SetPriority run
+// while the group observes (run under -race).
+func TestSharedConcurrentReads(t *testing.T) {
+	buf := newBuffer(t, 2, 64, "ep", "seq")
+	g := must(observer.NewShared(buf, observer.SharedConfig{})).get(t)
+	ep := must(g.NewAddEpisode(observer.AddEpisodeConfig{Tables: []string{"ep"}, MaxSequenceLength: 8})).get(t)
+	seq := must(g.NewTrajectorySequence(observer.SequenceConfig{Tables: []string{"seq"}, SequenceLength: 2})).get(t)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 200 {
+			_ = ep.Stats()
+			_ = seq.Cached()
+			_ = g.Stats()
+			_ = seq.SetPriority(2)
+		}
+	}()
+	runSteps(t, counting(t, 3, 4), 60, g)
+	<-done
+	if st := g.Stats(); st.Items != ep.Stats().Items+seq.Stats().Items || st.Items == 0 {
+		t.Fatalf("group stats %+v", st)
+	}
+}
