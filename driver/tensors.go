@@ -98,7 +98,7 @@ func CheckTensors(fields []tensorbuf.Field, batch int, m map[string]*tensor.Dens
 			ok = s[j+1] == f.Shape[j]
 		}
 		if !ok {
-			return fmt.Errorf("%w: tensor %q has shape %v, want [%d %v]", ErrSpec, f.Name, s, batch, f.Shape)
+			return fmt.Errorf("%w: %s", ErrSpec, tensorbuf.ShapeMismatch(*f, batch, s))
 		}
 		if len(d.Raw) != batch*f.StepBytes() {
 			return fmt.Errorf("%w: tensor %q is not a contiguous host tensor", ErrSpec, f.Name)

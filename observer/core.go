@@ -60,13 +60,26 @@ type core struct {
 
 	pending []pendingItem
 	stats   Stats
+
+	// grp is the Shared group whose writer this core uses, nil for a lone
+	// observer. A member's core shares the group's rows and cursors, never
+	// writes steps itself, and keeps its own items, queue and counters.
+	grp *Shared
 }
 
 // newCore validates what all item-writing observers share and opens the
-// writer. rows nil means every row of the buffer, in order.
-func newCore(kind string, buf *tensorbuf.Buffer, rows []int, ctx context.Context) (*core, error) {
+// writer, or joins the group's when grp is not nil. rows nil means every
+// row of the buffer (or of the group), in order. spec, when not nil, lists
+// the fields the trajectories will carry: the buffer must store each.
+func newCore(kind string, buf *tensorbuf.Buffer, rows []int, ctx context.Context, spec []tensorbuf.Field, grp *Shared) (*core, error) {
 	if buf == nil {
 		return nil, fmt.Errorf("%w: %s: nil buffer", ErrConfig, kind)
+	}
+	if err := checkDataSpec(kind, buf, spec); err != nil {
+		return nil, err
+	}
+	if grp != nil {
+		return grp.join(kind, buf, rows, ctx)
 	}
 	if rows == nil {
 		rows = make([]int, buf.NumEnvs())
@@ -159,9 +172,17 @@ func (c *core) errClosed(op string) error {
 	return fmt.Errorf("%w: %s.%s", ErrClosed, c.kind, op)
 }
 
-// open takes ownership of the rows. It is a no-op when already open.
+// open takes ownership of the rows (a group member: takes the group's
+// writer). It is a no-op when already open.
 func (c *core) open() error {
 	if c.w != nil {
+		return nil
+	}
+	if c.grp != nil {
+		if c.grp.c.w == nil {
+			return fmt.Errorf("%w: %s: its Shared group is closed", ErrClosed, c.kind)
+		}
+		c.w = c.grp.c.w
 		return nil
 	}
 	w, err := c.buf.NewWriter(c.rows...)
@@ -184,6 +205,10 @@ func (c *core) close() error {
 	err := c.flush()
 	c.stats.Dropped += int64(len(c.pending))
 	c.pending = c.pending[:0]
+	if c.grp != nil {
+		c.w = nil // the group owns the writer
+		return err
+	}
 	if cerr := c.w.Close(); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("observer: %s: releasing rows: %w", c.kind, cerr))
 	}
@@ -346,6 +371,9 @@ func retryable(err error) bool {
 
 func (c *core) snapshot() Stats {
 	s := c.stats
+	if c.grp != nil {
+		s.Steps = c.grp.c.stats.Steps
+	}
 	s.Pending = len(c.pending)
 	return s
 }

@@ -17,13 +17,24 @@
 //     cumulative and per run.
 //
 // Every item-writing observer keeps its state per env row, writes the
-// steps through one tensorbuf.Writer that owns its rows (two observers on
-// the same rows are refused with tensorbuf.ErrRowOwned), and inserts
-// items that reference only stored steps: a sequence length above the
+// steps through one tensorbuf.Writer that owns its rows (a second lone
+// observer on the same rows is refused with tensorbuf.ErrRowOwned), and
+// inserts items that reference only stored steps: a sequence length above the
 // buffer's capacity is refused at construction. Pad steps are never
 // stored; an item records how many follow its real steps, and sampling
 // writes them (zeros, step type Last, next step type First, reward and
 // discount 0, mask false).
+//
+// Several item-creating observers over the same rows (an episode table
+// and a sequence table fed by one collection, as TF-Agents users pass
+// several Reverb observers to one driver) are members of a Shared group:
+// the group owns the writer and stores every step once, and each member
+// creates exactly the items it would create alone. Give the driver the
+// group, not the members.
+//
+// An observer given a DataSpec (see DataSpec) refuses, at construction,
+// a buffer that does not store every field its trajectories carry;
+// without one, trajectory fields the buffer does not store are ignored.
 //
 // The metric observers follow TF-Agents' tf_metrics: a step is a
 // trajectory that is not a boundary (StepType not Last); an episode ends at

@@ -27,9 +27,10 @@ type AddEpisodeConfig struct {
 	// MaxSequenceLength be skipped silently (counted in
 	// Stats.SkippedEpisodes) instead of reported with ErrEpisodeTooLong.
 	BypassPartialEpisodes bool
-	// Rows and Context are as in SequenceConfig.
-	Rows    []int
-	Context context.Context
+	// Rows, Context and DataSpec are as in SequenceConfig.
+	Rows     []int
+	Context  context.Context
+	DataSpec []tensorbuf.Field
 }
 
 // AddEpisode writes every observed step into a buffer and creates one item
@@ -50,7 +51,7 @@ type AddEpisodeConfig struct {
 // Rows are owned as for TrajectorySequence. An AddEpisode is safe for
 // concurrent use; its calls are serialised.
 type AddEpisode struct {
-	mu       sync.Mutex
+	mu       *sync.Mutex // the group's for a member of a Shared group
 	c        *core
 	tables   []*tensorbuf.Table
 	max      int64
@@ -67,6 +68,10 @@ type AddEpisode struct {
 // negative priority, bad rows), or with tensorbuf.ErrRowOwned when another
 // writer owns one of its rows.
 func NewAddEpisode(buf *tensorbuf.Buffer, cfg AddEpisodeConfig) (*AddEpisode, error) {
+	return newAddEpisode(buf, cfg, nil)
+}
+
+func newAddEpisode(buf *tensorbuf.Buffer, cfg AddEpisodeConfig, grp *Shared) (*AddEpisode, error) {
 	const kind = "AddEpisode"
 	tables, err := checkTables(kind, buf, cfg.Tables)
 	if err != nil {
@@ -79,11 +84,12 @@ func NewAddEpisode(buf *tensorbuf.Buffer, cfg AddEpisodeConfig) (*AddEpisode, er
 	if err != nil {
 		return nil, err
 	}
-	c, err := newCore(kind, buf, cfg.Rows, cfg.Context)
+	c, err := newCore(kind, buf, cfg.Rows, cfg.Context, cfg.DataSpec, grp)
 	if err != nil {
 		return nil, err
 	}
-	return &AddEpisode{
+	o := &AddEpisode{
+		mu:       new(sync.Mutex),
 		c:        c,
 		tables:   tables,
 		max:      int64(cfg.MaxSequenceLength),
@@ -91,7 +97,12 @@ func NewAddEpisode(buf *tensorbuf.Buffer, cfg AddEpisodeConfig) (*AddEpisode, er
 		priority: p,
 		cached:   make([]int64, len(c.rows)),
 		overflow: make([]bool, len(c.rows)),
-	}, nil
+	}
+	if grp != nil {
+		o.mu = &grp.mu
+		grp.add(o)
+	}
+	return o, nil
 }
 
 // Observe writes one batched trajectory step and, for every row whose step
@@ -101,24 +112,51 @@ func NewAddEpisode(buf *tensorbuf.Buffer, cfg AddEpisodeConfig) (*AddEpisode, er
 func (o *AddEpisode) Observe(t *driver.Trajectory) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	c := o.c
-	if c.closed() {
-		return c.errClosed("Observe")
-	}
-	if err := c.check(t); err != nil {
-		return err
-	}
+	return observeAlone(o, t)
+}
+
+// The member methods (see member).
+func (o *AddEpisode) base() *core { return o.c }
+
+// prepare notes the rows whose episode overflows at this step.
+func (o *AddEpisode) prepare(t *driver.Trajectory) {
 	o.fresh = o.fresh[:0]
 	for i := range o.cached {
 		if t.IsActive(i) && !o.overflow[i] && o.cached[i] >= o.max {
 			o.fresh = append(o.fresh, i)
 		}
 	}
-	keep := func(i int) bool { return !o.overflow[i] && !(o.cached[i] >= o.max) }
-	written, err := c.add(t, keep)
-	if err != nil {
-		return err
+}
+
+// keep is the rows a lone AddEpisode writes: not those of an overflowing
+// episode.
+func (o *AddEpisode) keep() func(int) bool {
+	return func(i int) bool { return !o.overflow[i] && !(o.cached[i] >= o.max) }
+}
+
+func (o *AddEpisode) clearCaches() {
+	clear(o.cached)
+	clear(o.overflow)
+}
+
+// endCaches is Reset's work before the flush.
+func (o *AddEpisode) endCaches(write bool) {
+	for i := range o.cached {
+		if write && o.cached[i] > 0 && !o.overflow[i] {
+			for _, tb := range o.tables {
+				o.c.queue(tb, i, int(o.cached[i]), 0, o.priority)
+			}
+		}
+		o.cached[i], o.overflow[i] = 0, false
 	}
+}
+
+// record updates the episode caches after a step was written to the
+// written rows (in a Shared group, every active row, also those of an
+// overflowing episode, which are ignored here) and queues the episodes
+// the step ends.
+func (o *AddEpisode) record(t *driver.Trajectory, written []int) error {
+	c := o.c
 	var errs []error
 	for _, i := range o.fresh {
 		o.overflow[i] = true
@@ -129,6 +167,9 @@ func (o *AddEpisode) Observe(t *driver.Trajectory) error {
 		}
 	}
 	for _, i := range written {
+		if o.overflow[i] {
+			continue
+		}
 		o.cached[i]++
 		if t.StepType[i] == tensorbuf.Last {
 			for _, tb := range o.tables {
@@ -141,9 +182,6 @@ func (o *AddEpisode) Observe(t *driver.Trajectory) error {
 		if ov && t.IsActive(i) && t.StepType[i] == tensorbuf.Last {
 			o.overflow[i], o.cached[i] = false, 0
 		}
-	}
-	if err := c.flush(); err != nil {
-		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -158,14 +196,7 @@ func (o *AddEpisode) Reset(writeCachedSteps bool) error {
 	if o.c.closed() {
 		return o.c.errClosed("Reset")
 	}
-	for i := range o.cached {
-		if writeCachedSteps && o.cached[i] > 0 && !o.overflow[i] {
-			for _, tb := range o.tables {
-				o.c.queue(tb, i, int(o.cached[i]), 0, o.priority)
-			}
-		}
-		o.cached[i], o.overflow[i] = 0, false
-	}
+	o.endCaches(writeCachedSteps)
 	return o.c.flush()
 }
 

@@ -27,7 +27,7 @@ func (s seqTable) due(cached int64) bool {
 // batch row, the number of steps cached since the last reset, and the
 // window rule of each table.
 type sequencer struct {
-	mu       sync.Mutex
+	mu       *sync.Mutex // the group's for a member of a Shared group
 	c        *core
 	tables   []seqTable
 	pad      bool
@@ -38,7 +38,7 @@ type sequencer struct {
 	cached []int64
 }
 
-func newSequencer(kind string, buf *tensorbuf.Buffer, tables []seqTable, priority float64, pad, tile bool, rows []int, ctx context.Context) (*sequencer, error) {
+func newSequencer(kind string, buf *tensorbuf.Buffer, tables []seqTable, priority float64, pad, tile bool, rows []int, ctx context.Context, spec []tensorbuf.Field, grp *Shared) (*sequencer, error) {
 	if tile && !pad {
 		return nil, fmt.Errorf("%w: %s: TileEndOfEpisodes requires PadEndOfEpisodes", ErrConfig, kind)
 	}
@@ -46,27 +46,38 @@ func newSequencer(kind string, buf *tensorbuf.Buffer, tables []seqTable, priorit
 	if err != nil {
 		return nil, err
 	}
-	c, err := newCore(kind, buf, rows, ctx)
+	c, err := newCore(kind, buf, rows, ctx, spec, grp)
 	if err != nil {
 		return nil, err
 	}
-	return &sequencer{c: c, tables: tables, pad: pad, tile: tile, priority: p, cached: make([]int64, len(c.rows))}, nil
+	s := &sequencer{mu: new(sync.Mutex), c: c, tables: tables, pad: pad, tile: tile, priority: p, cached: make([]int64, len(c.rows))}
+	if grp != nil {
+		s.mu = &grp.mu
+		grp.add(s)
+	}
+	return s, nil
 }
 
 func (s *sequencer) observe(t *driver.Trajectory) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return observeAlone(s, t)
+}
+
+// The member methods (see member).
+func (s *sequencer) base() *core                { return s.c }
+func (s *sequencer) prepare(*driver.Trajectory) {}
+func (s *sequencer) keep() func(int) bool       { return nil }
+func (s *sequencer) clearCaches()               { clear(s.cached) }
+func (s *sequencer) endCaches(write bool) {
+	for i := range s.cached {
+		s.endRow(i, write && s.pad)
+	}
+}
+
+// record creates the items completed by a written step.
+func (s *sequencer) record(t *driver.Trajectory, written []int) error {
 	c := s.c
-	if c.closed() {
-		return c.errClosed("Observe")
-	}
-	if err := c.check(t); err != nil {
-		return err
-	}
-	written, err := c.add(t, nil)
-	if err != nil {
-		return err
-	}
 	for _, i := range written {
 		s.cached[i]++
 		for _, st := range s.tables {
@@ -78,7 +89,7 @@ func (s *sequencer) observe(t *driver.Trajectory) error {
 			s.endRow(i, s.pad)
 		}
 	}
-	return c.flush()
+	return nil
 }
 
 // endRow empties batch row i's cache, first padding it and creating the
@@ -110,9 +121,7 @@ func (s *sequencer) reset(write bool) error {
 	if s.c.closed() {
 		return s.c.errClosed("Reset")
 	}
-	for i := range s.cached {
-		s.endRow(i, write && s.pad)
-	}
+	s.endCaches(write)
 	return s.c.flush()
 }
 
@@ -192,8 +201,14 @@ type SequenceConfig struct {
 	// (the environment's batch size must then equal the buffer's NumEnvs).
 	Rows []int
 	// Context bounds the waits of insertions into rate-limited tables;
-	// nil means context.Background().
+	// nil means context.Background() (a member of a Shared group: the
+	// group's context).
 	Context context.Context
+	// DataSpec, when set, lists the fields the trajectories will carry
+	// (see DataSpec): the constructor refuses, with ErrConfig, a buffer
+	// that does not store one of them with the same role, dtype and
+	// shape, instead of Observe dropping it silently.
+	DataSpec []tensorbuf.Field
 }
 
 func seqTables(kind string, buf *tensorbuf.Buffer, names []string, lengths, strides []int) ([]seqTable, error) {
@@ -251,6 +266,10 @@ type TrajectorySequence struct{ s *sequencer }
 // negative stride or priority, tile without pad, bad rows), or with
 // tensorbuf.ErrRowOwned when another writer owns one of its rows.
 func NewTrajectorySequence(buf *tensorbuf.Buffer, cfg SequenceConfig) (*TrajectorySequence, error) {
+	return newTrajectorySequence(buf, cfg, nil)
+}
+
+func newTrajectorySequence(buf *tensorbuf.Buffer, cfg SequenceConfig, grp *Shared) (*TrajectorySequence, error) {
 	const kind = "TrajectorySequence"
 	lengths := make([]int, len(cfg.Tables))
 	strides := make([]int, len(cfg.Tables))
@@ -261,7 +280,7 @@ func NewTrajectorySequence(buf *tensorbuf.Buffer, cfg SequenceConfig) (*Trajecto
 	if err != nil {
 		return nil, err
 	}
-	s, err := newSequencer(kind, buf, tables, cfg.Priority, cfg.PadEndOfEpisodes, cfg.TileEndOfEpisodes, cfg.Rows, cfg.Context)
+	s, err := newSequencer(kind, buf, tables, cfg.Priority, cfg.PadEndOfEpisodes, cfg.TileEndOfEpisodes, cfg.Rows, cfg.Context, cfg.DataSpec, grp)
 	if err != nil {
 		return nil, err
 	}
@@ -343,9 +362,10 @@ type AddTrajectoryConfig struct {
 	// TileEndOfEpisodes makes the padding produce every window that holds
 	// at least one real step; it requires PadEndOfEpisodes.
 	TileEndOfEpisodes bool
-	// Rows and Context are as in SequenceConfig.
-	Rows    []int
-	Context context.Context
+	// Rows, Context and DataSpec are as in SequenceConfig.
+	Rows     []int
+	Context  context.Context
+	DataSpec []tensorbuf.Field
 }
 
 // AddTrajectory writes every observed step into a buffer and creates items
@@ -370,6 +390,10 @@ type AddTrajectory struct{ s *sequencer }
 // NewAddTrajectory returns an open AddTrajectory observer writing into
 // buf. Errors are as for NewTrajectorySequence.
 func NewAddTrajectory(buf *tensorbuf.Buffer, cfg AddTrajectoryConfig) (*AddTrajectory, error) {
+	return newAddTrajectory(buf, cfg, nil)
+}
+
+func newAddTrajectory(buf *tensorbuf.Buffer, cfg AddTrajectoryConfig, grp *Shared) (*AddTrajectory, error) {
 	const kind = "AddTrajectory"
 	names := make([]string, len(cfg.Tables))
 	lengths := make([]int, len(cfg.Tables))
@@ -381,7 +405,7 @@ func NewAddTrajectory(buf *tensorbuf.Buffer, cfg AddTrajectoryConfig) (*AddTraje
 	if err != nil {
 		return nil, err
 	}
-	s, err := newSequencer(kind, buf, tables, cfg.Priority, cfg.PadEndOfEpisodes, cfg.TileEndOfEpisodes, cfg.Rows, cfg.Context)
+	s, err := newSequencer(kind, buf, tables, cfg.Priority, cfg.PadEndOfEpisodes, cfg.TileEndOfEpisodes, cfg.Rows, cfg.Context, cfg.DataSpec, grp)
 	if err != nil {
 		return nil, err
 	}

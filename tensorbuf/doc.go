@@ -15,12 +15,17 @@
 //
 // Writers own disjoint rows (NewWriter); Writer.Add writes one batched step
 // of all or some of its rows in one backend call. A full row overwrites its
-// oldest step.
+// oldest step. MATLAB users append experiences (Observation, Action,
+// Reward, NextObservation, IsDone) instead, through an ExperienceWriter,
+// which stores them as the same steps: AllExperiences returns them as
+// appended.
 //
 // Tables (NewTable) hold items: Len steps of a row from Start, followed by
 // Pad pad steps when sampled. Padding is never stored: the gather writes
 // pad steps (zeros, step_type Last, next_step_type First, reward 0,
-// discount 0) and a mask that is false on them. An item whose first step is
+// discount 0) and a mask that is false on them (Batch.ItemMask tells an
+// item's own pad steps from the padding a batch of items of different
+// lengths adds). An item whose first step is
 // overwritten leaves its tables at once. Samples come back as a Batch of
 // tensors shaped [n, L, ...].
 //

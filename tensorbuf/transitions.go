@@ -304,13 +304,16 @@ func (b *Buffer) SampleTransitionsInto(tr *Transitions, n int) error {
 }
 
 // ExportMode says how AllExperiences concatenates experiences (MATLAB's
-// ConcatenateMode).
+// ConcatenateMode). Its zero value is not a mode: an export must say which
+// one it wants, and the exports refuse 0 with ErrInvalidArg. It is a plain
+// value.
 type ExportMode int
 
-// The export modes.
+// The export modes. They start at 1 so that an unset ExportMode (0) is
+// refused rather than taken for ExportNone.
 const (
 	// ExportNone returns N experiences, each shaped [1, 1, ...].
-	ExportNone ExportMode = iota
+	ExportNone ExportMode = iota + 1
 	// ExportBatch returns one experience batch shaped [N, 1, ...].
 	ExportBatch
 	// ExportSequence returns one experience sequence shaped [1, N, ...].

@@ -264,14 +264,8 @@ func hostBytes(d *tensor.Dense, f Field, n int) ([]byte, error) {
 	if d.Dtype() != f.DType.Tensor() {
 		return nil, fmt.Errorf("%w: field %q is %v, got %v", ErrDType, f.Name, f.DType, d.Dtype())
 	}
-	shape := d.Shape()
-	if len(shape) != len(f.Shape)+1 || shape[0] != n {
-		return nil, fmt.Errorf("%w: field %q wants [%d %v], got %v", ErrShape, f.Name, n, f.Shape, shape)
-	}
-	for i, v := range f.Shape {
-		if shape[i+1] != v {
-			return nil, fmt.Errorf("%w: field %q wants [%d %v], got %v", ErrShape, f.Name, n, f.Shape, shape)
-		}
+	if err := checkShape(f, n, d.Shape()); err != nil {
+		return nil, err
 	}
 	if d.RequiresIterator() {
 		return nil, fmt.Errorf("%w: field %q: tensor is a non-contiguous view", ErrShape, f.Name)
