@@ -104,24 +104,11 @@ func (ew *ExperienceWriter) Append(e *Experience) error {
 	if e == nil {
 		return fmt.Errorf("%w: nil experience", ErrInvalidArg)
 	}
-	rows := e.Rows
-	if rows == nil {
-		rows = w.rows
+	rows, err := w.checkRows(e.Rows, "experience")
+	if err != nil {
+		return err
 	}
 	n := len(rows)
-	if n == 0 {
-		return fmt.Errorf("%w: experience with no rows", ErrRows)
-	}
-	w.gen++
-	for _, r := range rows {
-		if r < 0 || r >= b.numEnvs || !w.own[r] {
-			return fmt.Errorf("%w: row %d is not the writer's", ErrRows, r)
-		}
-		if w.seen[r] == w.gen {
-			return fmt.Errorf("%w: row %d given twice", ErrRows, r)
-		}
-		w.seen[r] = w.gen
-	}
 	if len(e.Reward) != n || len(e.IsDone) != n {
 		return fmt.Errorf("%w: %d rows but %d rewards and %d IsDone values", ErrRows, n, len(e.Reward), len(e.IsDone))
 	}

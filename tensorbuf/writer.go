@@ -144,24 +144,11 @@ func (w *Writer) Add(s *Step) error {
 	if s == nil {
 		return fmt.Errorf("%w: nil step", ErrInvalidArg)
 	}
-	rows := s.Rows
-	if rows == nil {
-		rows = w.rows
+	rows, err := w.checkRows(s.Rows, "step")
+	if err != nil {
+		return err
 	}
 	n := len(rows)
-	if n == 0 {
-		return fmt.Errorf("%w: step with no rows", ErrRows)
-	}
-	w.gen++
-	for _, r := range rows {
-		if r < 0 || r >= b.numEnvs || !w.own[r] {
-			return fmt.Errorf("%w: row %d is not the writer's", ErrRows, r)
-		}
-		if w.seen[r] == w.gen {
-			return fmt.Errorf("%w: row %d given twice", ErrRows, r)
-		}
-		w.seen[r] = w.gen
-	}
 	if len(s.StepType) != n || len(s.NextStepType) != n || len(s.Reward) != n || len(s.Discount) != n {
 		return fmt.Errorf("%w: %d rows but %d step types, %d next step types, %d rewards, %d discounts",
 			ErrRows, n, len(s.StepType), len(s.NextStepType), len(s.Reward), len(s.Discount))
@@ -252,6 +239,30 @@ func (w *Writer) Add(s *Step) error {
 	b.stats.Steps += int64(n)
 	clear(w.src)
 	return nil
+}
+
+// checkRows returns the rows a call writes (given, or all the writer's
+// rows when given is nil) after checking that each is the writer's and
+// appears once; what names the call's argument in errors.
+func (w *Writer) checkRows(given []int, what string) ([]int, error) {
+	rows := given
+	if rows == nil {
+		rows = w.rows
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("%w: %s with no rows", ErrRows, what)
+	}
+	w.gen++
+	for _, r := range rows {
+		if r < 0 || r >= w.b.numEnvs || !w.own[r] {
+			return nil, fmt.Errorf("%w: row %d is not the writer's", ErrRows, r)
+		}
+		if w.seen[r] == w.gen {
+			return nil, fmt.Errorf("%w: row %d given twice", ErrRows, r)
+		}
+		w.seen[r] = w.gen
+	}
+	return rows, nil
 }
 
 func validStepType(s StepType) bool { return s == First || s == Mid || s == Last }
