@@ -177,7 +177,7 @@ func TestMetricsLogRefuses(t *testing.T) {
 		{"negative window", &out, observer.MetricsLogConfig{BatchSize: 1, Every: 1, Window: -1}},
 		{"bad format", &out, observer.MetricsLogConfig{BatchSize: 1, Every: 1, Format: 7}},
 	} {
-		if _, err := observer.NewMetricsLog(tc.w, tc.cfg);  !errors.Is(err, observer.ErrConfig) {
+		if _, err := observer.NewMetricsLog(tc.w, tc.cfg); !errors.Is(err, observer.ErrConfig) {
 			t.Errorf("%s: %v, want observer.ErrConfig", tc.name, err)
 		}
 	}
