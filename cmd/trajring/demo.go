@@ -312,7 +312,7 @@ func printDemo(w io.Writer, c demoConfig, r demoResult) {
 	sec := r.collect.Seconds()
 	bytes := 2 * float64(r.sequences) * float64(r.seqLen) * float64(r.stepBytes) // read + write
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "trajring demo: %d CartPole envs, random policy, episode driver, sequences of %d, learner batches of %d, %s backend\n",
+	fmt.Fprintf(w, "trajring demo: %d CartPole envs, random policy, step driver, sequences of %d, learner batches of %d, %s backend\n",
 		c.envs, c.seqLen, c.batch, r.backend)
 	fmt.Fprintln(tw, "env steps\tenv steps/s\tepisodes\titems\tlearner batches\tsequences/s\tsample GB/s\tavg return\tavg length\tseconds\t")
 	fmt.Fprintf(tw, "%d\t%.0f\t%d\t%d\t%d\t%.0f\t%.3f\t%.1f\t%.1f\t%.2f\t\n",
