@@ -41,6 +41,12 @@ type Options struct {
 	NoGoPeer bool
 	// Filter, when set, runs only the scenarios whose name matches.
 	Filter *regexp.Regexp
+	// Scenario, when set, is called before each scenario is measured
+	// with its name, the number of scenarios measured before it and the
+	// number the run plans (Scenarios of the mode and filter); it then
+	// replaces the per-scenario status lines on Progress, which keeps
+	// the lines that stay (skips, the final summary).
+	Scenario func(name string, done, total int)
 }
 
 // budget returns the per-contestant budget of a mode and the number of
@@ -89,6 +95,7 @@ type runner struct {
 	py     *pyWorker
 	pyDead bool
 	tty    bool
+	total  int // scenarios planned
 }
 
 // Run measures every scenario of the mode and returns the report; it
@@ -122,6 +129,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		},
 	}
 	r.bud, r.rounds = opt.Mode.budget()
+	r.total = len(Scenarios(opt.Mode, opt.Filter))
 	r.tty = isTerminal(opt.Progress)
 	r.note("no peers on table, prioritized and driver rows (no NumPy/PyTorch core of the same work), nor Go peers on export; the go-structs-perm peer is not in the plots")
 	if be.Name() != "cpu" {
@@ -153,8 +161,12 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 }
 
 // status shows a progress line: rewritten in place on a terminal, one
-// line each elsewhere (CI logs).
+// line each elsewhere (CI logs); none when Options.Scenario reports
+// progress.
 func (r *runner) status(format string, args ...any) {
+	if r.opt.Scenario != nil {
+		return
+	}
 	if r.tty {
 		fmt.Fprintf(r.opt.Progress, "\r"+format+"\033[K", args...)
 		return
@@ -212,6 +224,10 @@ func (r *runner) want(name string) bool { return r.opt.Filter == nil || r.opt.Fi
 
 func (r *runner) progress(name string) {
 	r.done++
+	if r.opt.Scenario != nil {
+		r.opt.Scenario(name, r.done-1, r.total)
+		return
+	}
 	r.status("bench: [%d] %s (%s)", r.done, name, time.Since(r.start).Round(100*time.Millisecond))
 }
 

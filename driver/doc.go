@@ -54,8 +54,8 @@
 // counted. With two rows whose episodes last 1 and 9 steps, an
 // EpisodeDriver of 4 episodes collects four 1-step episodes and none of 9
 // steps. Running N > 1 batched environments for k episodes is therefore not
-// the same as running one environment for k episodes (seed 004's note on
-// TF-Agents' DynamicEpisodeDriver). Measured with 64 CartPoles under
+// the same as running one environment for k episodes (the note on bias in
+// TF-Agents' DynamicEpisodeDriver.run documentation). Measured with 64 CartPoles under
 // the random policy, over 20 seeds: 64 episodes summed over rows have a
 // mean length of 17.0 steps, one episode per row (EpisodesPerRow) 22.7.
 //

@@ -250,7 +250,8 @@ func seqTables(kind string, buf *tensorbuf.Buffer, names []string, lengths, stri
 //
 // Drivers count steps without boundary steps: a step driver of n steps
 // may feed more than n trajectories per row, so to get exactly one item
-// per run of SequenceLength n set Stride to n as well (seed 000's note).
+// per run of SequenceLength n set Stride to n as well (the note in
+// TF-Agents' ReverbTrajectorySequenceObserver documentation).
 //
 // The observer owns its buffer rows through one tensorbuf.Writer while it
 // is open: a second observer on any of the same rows is refused with an

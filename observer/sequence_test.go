@@ -71,7 +71,8 @@ func TestIssueAddTrajectoryCounts(t *testing.T) {
 	}
 }
 
-// TestSeedPadding is seed 000's example: a 3-step episode F, M, L (L the
+// TestSeedPadding is the example of TF-Agents' tile_end_of_episodes
+// documentation: a 3-step episode F, M, L (L the
 // boundary) with sequence length 4 gives [F M L P] untiled and
 // [F M L P] [M L P P] [L P P P] tiled, with AddTrajectory at the boundary
 // and with TrajectorySequence on Reset(true).

@@ -6,12 +6,22 @@ import (
 )
 
 // Arena is one block of backend memory (host or device).
+//
+// Arena, Column and Window are kernel-level types that users of Buffer,
+// Writer and Table never need. They are exported because the Backend
+// interface, which users may implement (another device, a test double),
+// takes them in its methods: hiding them would make Backend impossible
+// to implement outside this module. They are aliases of package kernels'
+// types, so the cpu and gpu backends and the kernels share one
+// definition.
 type Arena = kernels.Arena
 
-// Column describes one field's part of a data movement; see kernels.Column.
+// Column describes one field's part of a data movement; see
+// kernels.Column. Only Backend implementations need it (see Arena).
 type Column = kernels.Column
 
-// Window is one sequence read by Backend.GatherWindows; see kernels.Window.
+// Window is one sequence read by Backend.GatherWindows; see
+// kernels.Window. Only Backend implementations need it (see Arena).
 type Window = kernels.Window
 
 // Backend moves bytes for a Buffer. The cpu package implements it on host

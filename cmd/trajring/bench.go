@@ -2,69 +2,87 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/trajring/trajring/bench"
 )
 
-func init() {
-	commands["bench"] = command{run: benchMain, summary: "measure the engine next to the copy ceiling and peers"}
-}
-
-// benchMain parses the bench flags, runs the suite, prints the markdown
-// table on stdout and writes the JSON report and the SVG plots.
-func benchMain(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	quick := fs.Bool("quick", false, "run the quick subset (under two minutes; what CI runs)")
-	out := fs.String("out", filepath.Join("bench", "results"), "directory for the JSON report and the SVG plots (\"\" writes none)")
-	python := fs.String("python", "", "python3 for the NumPy/PyTorch peers (\"\" finds /usr/bin/python3; \"none\" skips them)")
-	filter := fs.String("run", "", "only run scenarios whose name matches this regular expression")
-	noGo := fs.Bool("no-go-peer", false, "skip the slice-of-structs Go peer")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: trajring bench [flags]")
-		fmt.Fprintln(stderr, "Measures trajring next to a plain copy and a same-rows gather copy of the same bytes, and next to NumPy, PyTorch and a slice-of-structs Go buffer, in one run.")
-		fs.PrintDefaults()
+// newBenchCmd returns the bench command: it runs the suite, prints the
+// markdown table on stdout and writes the JSON report and the SVG plots.
+func newBenchCmd() *cobra.Command {
+	var (
+		quick, noGo         bool
+		out, python, filter string
+		progressEvery       time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "measure the engine next to the copy ceiling and peers",
+		Long: `Measures trajring next to a plain copy and a same-rows gather copy of the same bytes,
+and next to NumPy, PyTorch and a slice-of-structs Go buffer, in one run. Prints a
+markdown table on stdout and writes a JSON report and SVG plots to -out.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if progressEvery < 0 {
+				return usageErrorf("-progress must not be negative, got %v", progressEvery)
+			}
+			opt := bench.Options{Mode: bench.Full, Python: python, NoGoPeer: noGo}
+			if quick {
+				opt.Mode = bench.Quick
+			}
+			if filter != "" {
+				re, err := regexp.Compile(filter)
+				if err != nil {
+					return usageErrorf("-run: %v", err)
+				}
+				opt.Filter = re
+			}
+			total := len(bench.Scenarios(opt.Mode, opt.Filter))
+			prog := newProgress(stderr, "bench", "scenarios", int64(total), progressEvery)
+			// Lines that stay (skips, the summary) go above the bar.
+			opt.Progress = prog
+			opt.Scenario = func(name string, done, _ int) { prog.set(int64(done), name) }
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+			defer stop()
+			rep, err := bench.Run(ctx, opt)
+			if err == nil {
+				prog.set(int64(len(rep.Rows)), "")
+			}
+			prog.finish("")
+			if err != nil {
+				return err
+			}
+			if err := rep.Markdown(stdout); err != nil {
+				return err
+			}
+			if out == "" {
+				return nil
+			}
+			files, err := rep.Save(out)
+			for _, f := range files {
+				fmt.Fprintf(stderr, "bench: wrote %s\n", f)
+			}
+			return err
+		},
 	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	opt := bench.Options{Mode: bench.Full, Progress: stderr, Python: *python, NoGoPeer: *noGo}
-	if *quick {
-		opt.Mode = bench.Quick
-	}
-	if *filter != "" {
-		re, err := regexp.Compile(*filter)
-		if err != nil {
-			return fmt.Errorf("-run: %w", err)
-		}
-		opt.Filter = re
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	rep, err := bench.Run(ctx, opt)
-	if err != nil {
-		return err
-	}
-	if err := rep.Markdown(stdout); err != nil {
-		return err
-	}
-	if *out == "" {
-		return nil
-	}
-	files, err := rep.Save(*out)
-	for _, f := range files {
-		fmt.Fprintf(stderr, "bench: wrote %s\n", f)
-	}
-	return err
+	f := cmd.Flags()
+	f.SortFlags = false
+	f.BoolVar(&quick, "quick", false, "run the quick subset (under two minutes; what CI runs)")
+	f.StringVar(&out, "out", filepath.Join("bench", "results"), "directory for the JSON report and the SVG plots (\"\" writes none)")
+	f.StringVar(&python, "python", "", "python3 for the NumPy/PyTorch peers (\"\" finds /usr/bin/python3; \"none\" skips them)")
+	f.StringVar(&filter, "run", "", "only run scenarios whose name matches this regular expression")
+	f.BoolVar(&noGo, "no-go-peer", false, "skip the slice-of-structs Go peer")
+	f.DurationVar(&progressEvery, "progress", 5*time.Second, "progress on stderr: a bar on a terminal, else a line at this interval (0: none)")
+	return cmd
 }

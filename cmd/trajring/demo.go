@@ -2,14 +2,17 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/trajring/trajring/cpu"
 	"github.com/trajring/trajring/driver"
 	"github.com/trajring/trajring/driver/envs"
@@ -23,30 +26,90 @@ type demoConfig struct {
 	backend                              string
 	seed                                 uint64
 	progress                             time.Duration
+	metrics, metricsFormat               string
+	metricsEvery                         int64
+	metricsLog                           bool
 }
 
-func parseDemo(args []string, stderr io.Writer) (demoConfig, error) {
+// newDemoCmd returns the demo command.
+func newDemoCmd() *cobra.Command {
 	var c demoConfig
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.IntVar(&c.envs, "envs", 64, "number of CartPole environments stepped as one batch")
-	fs.IntVar(&c.steps, "steps", 200_000, "environment steps to collect (summed over envs)")
-	fs.IntVar(&c.seqLen, "seq", 8, "sequence length of the items the observer writes")
-	fs.IntVar(&c.batch, "batch", 256, "sequences per learner sample")
-	fs.IntVar(&c.capacity, "capacity", 4096, "steps kept per env row")
-	fs.StringVar(&c.backend, "backend", "default", "backend: default, cpu or gpu (gpu needs a cuda build)")
-	fs.Uint64Var(&c.seed, "seed", 1, "seed of the environments, policy and samplers")
-	fs.DurationVar(&c.progress, "progress", 2*time.Second, "interval of the progress line on stderr (0: none)")
-	if err := fs.Parse(args); err != nil {
-		return c, err
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "collect CartPole experience while a learner samples it",
+		Long: `Collects CartPole experience with a random policy and a step driver (TF-Agents'
+DynamicStepDriver) into a sequence observer, while a learner goroutine samples
+batches of sequences from the same table, then prints a summary.
+
+-steps N collects N environment steps summed over the envs: the driver stops at
+the first batched step that reaches N, so it collects between N and N+envs-1.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := c.validate(); err != nil {
+				return err
+			}
+			r, err := demo(cmd.Context(), c, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			printDemo(cmd.OutOrStdout(), c, r)
+			return nil
+		},
 	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %v", fs.Args())
+	f := cmd.Flags()
+	f.SortFlags = false
+	f.IntVar(&c.envs, "envs", 64, "number of CartPole environments stepped as one batch")
+	f.IntVar(&c.steps, "steps", 200_000, "environment steps to collect, summed over envs (the last batched step may add up to envs-1 more)")
+	f.IntVar(&c.seqLen, "seq", 8, "sequence length of the items the observer writes")
+	f.IntVar(&c.batch, "batch", 256, "sequences per learner sample")
+	f.IntVar(&c.capacity, "capacity", 4096, "steps kept per env row")
+	f.StringVar(&c.backend, "backend", "default", "backend: default, cpu or gpu (gpu needs a cuda build)")
+	f.Uint64Var(&c.seed, "seed", 1, "seed of the environments, policy and samplers")
+	f.DurationVar(&c.progress, "progress", 2*time.Second, "progress on stderr: a bar on a terminal, else a line at this interval (0: none)")
+	f.StringVar(&c.metrics, "metrics", "", "write average return, episode length, env steps and episodes to this file")
+	f.StringVar(&c.metricsFormat, "metrics-format", "", "format of -metrics: jsonl or csv (default: csv for a .csv file, else jsonl)")
+	f.Int64Var(&c.metricsEvery, "metrics-every", 0, "env steps between -metrics records (0: a hundredth of -steps)")
+	f.BoolVar(&c.metricsLog, "metrics-log", false, "also log each -metrics record through log/slog on stderr")
+	return cmd
+}
+
+// validate checks the flags' values; each error names its flag.
+func (c *demoConfig) validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"envs", c.envs}, {"steps", c.steps}, {"seq", c.seqLen}, {"batch", c.batch}, {"capacity", c.capacity}} {
+		if f.v <= 0 {
+			return usageErrorf("-%s must be positive, got %d", f.name, f.v)
+		}
 	}
-	if c.envs <= 0 || c.steps <= 0 || c.seqLen <= 0 || c.batch <= 0 || c.capacity < c.seqLen {
-		return c, fmt.Errorf("flags must be positive and -capacity at least -seq")
+	if c.capacity < c.seqLen {
+		return usageErrorf("-capacity (%d) must be at least -seq (%d)", c.capacity, c.seqLen)
 	}
-	return c, nil
+	switch c.backend {
+	case "default", "cpu", "gpu":
+	default:
+		return usageErrorf("-backend: unknown backend %q (want default, cpu or gpu)", c.backend)
+	}
+	if c.progress < 0 {
+		return usageErrorf("-progress must not be negative, got %v", c.progress)
+	}
+	if c.metricsEvery < 0 {
+		return usageErrorf("-metrics-every must not be negative, got %d", c.metricsEvery)
+	}
+	if c.metricsFormat == "" {
+		c.metricsFormat = "jsonl"
+		if strings.HasSuffix(strings.ToLower(c.metrics), ".csv") {
+			c.metricsFormat = "csv"
+		}
+	}
+	if _, err := observer.ParseMetricsFormat(c.metricsFormat); err != nil {
+		return usageErrorf("-metrics-format: unknown format %q (want jsonl or csv)", c.metricsFormat)
+	}
+	if c.metricsEvery == 0 {
+		c.metricsEvery = max(int64(c.steps)/100, 1)
+	}
+	return nil
 }
 
 func demoBackend(name string) (tensorbuf.Backend, error) {
@@ -80,24 +143,14 @@ type demoResult struct {
 	avgReturn, avgLen  float64
 }
 
-// runDemo collects CartPole experience with a random policy and an episode
+// demo collects CartPole experience with a random policy and a step
 // driver into a TrajectorySequence observer, while a learner goroutine
-// samples sequence batches from the same table, then prints a summary.
-func runDemo(args []string, stdout, stderr io.Writer) error {
-	c, err := parseDemo(args, stderr)
-	if err != nil {
-		return err
-	}
-	r, err := demo(c, stderr)
-	if err != nil {
-		return err
-	}
-	printDemo(stdout, c, r)
-	return nil
-}
-
-func demo(c demoConfig, stderr io.Writer) (demoResult, error) {
+// samples sequence batches from the same table; progress goes to stderr.
+func demo(ctx context.Context, c demoConfig, stderr io.Writer) (demoResult, error) {
 	var r demoResult
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	be, err := demoBackend(c.backend)
 	if err != nil {
 		return r, err
@@ -137,12 +190,24 @@ func demo(c demoConfig, stderr io.Writer) (demoResult, error) {
 	if err != nil {
 		return r, err
 	}
-	drv, err := driver.NewEpisodeDriver(env, pol, c.envs, driver.WithObservers(obs, ret, length))
+	steps := new(observer.EnvironmentSteps)
+	observers := []driver.Observer{obs, ret, length, steps}
+	mlog, mfile, err := demoMetrics(c, stderr)
+	if err != nil {
+		return r, err
+	}
+	if mfile != nil {
+		defer mfile.Close() // on the error paths; closed and checked below
+	}
+	if mlog != nil {
+		observers = append(observers, mlog)
+	}
+	drv, err := driver.NewStepDriver(env, pol, c.steps, driver.WithObservers(observers...))
 	if err != nil {
 		return r, err
 	}
 
-	ctx, stop := context.WithCancel(context.Background())
+	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var samples atomic.Int64
 	var learnErr error
@@ -163,31 +228,52 @@ func demo(c demoConfig, stderr io.Writer) (demoResult, error) {
 		}
 	}()
 
+	// The progress reporter polls the step counter while the driver runs
+	// its one run of c.steps steps.
+	prog := newProgress(stderr, "demo", "env steps", int64(c.steps), c.progress)
+	detail := func() string { return fmt.Sprintf("%d learner batches", samples.Load()) }
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	collected := make(chan struct{})
+	var pw sync.WaitGroup
+	pw.Add(1)
+	go func() {
+		defer pw.Done()
+		for {
+			select {
+			case <-collected:
+				return
+			case <-tick.C:
+				prog.set(steps.Result(), detail())
+			}
+		}
+	}()
+
 	start := time.Now()
-	last := start
-	var ts *driver.TimeStep
-	var state any
-	for r.envSteps < int64(c.steps) {
-		if ts, state, err = drv.Run(ctx, ts, state); err != nil {
-			stop()
-			wg.Wait()
-			return r, err
-		}
-		st := drv.Stats()
-		r.envSteps += st.Steps
-		r.episodes += st.Episodes
-		if c.progress > 0 && time.Since(last) >= c.progress {
-			last = time.Now()
-			el := last.Sub(start).Seconds()
-			fmt.Fprintf(stderr, "demo: %d/%d env steps (%.0f/s), %d learner batches\n", r.envSteps, c.steps, float64(r.envSteps)/el, samples.Load())
-		}
-	}
+	_, _, err = drv.Run(ctx, nil, nil)
 	r.collect = time.Since(start)
+	close(collected)
+	pw.Wait()
 	stop()
 	wg.Wait()
 	r.wall = time.Since(start)
+	st := drv.Stats()
+	r.envSteps, r.episodes = st.Steps, st.Episodes
+	prog.set(r.envSteps, detail())
+	prog.finish(detail())
+	if err != nil {
+		return r, err
+	}
 	if learnErr != nil {
 		return r, fmt.Errorf("learner: %w", learnErr)
+	}
+	if mlog != nil {
+		if err := mlog.Flush(); err != nil {
+			return r, err
+		}
+		if err := mfile.Close(); err != nil {
+			return r, fmt.Errorf("-metrics: %w", err)
+		}
 	}
 	r.samples = samples.Load()
 	r.sequences = r.samples * int64(c.batch)
@@ -196,11 +282,37 @@ func demo(c demoConfig, stderr io.Writer) (demoResult, error) {
 	return r, nil
 }
 
+// demoMetrics creates the -metrics file and its MetricsLog; with no
+// -metrics it returns neither.
+func demoMetrics(c demoConfig, stderr io.Writer) (*observer.MetricsLog, *os.File, error) {
+	if c.metrics == "" {
+		return nil, nil, nil
+	}
+	format, err := observer.ParseMetricsFormat(c.metricsFormat)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := os.Create(c.metrics)
+	if err != nil {
+		return nil, nil, fmt.Errorf("-metrics: %w", err)
+	}
+	cfg := observer.MetricsLogConfig{BatchSize: c.envs, Every: c.metricsEvery, Format: format}
+	if c.metricsLog {
+		cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
+	}
+	m, err := observer.NewMetricsLog(f, cfg)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return m, f, nil
+}
+
 func printDemo(w io.Writer, c demoConfig, r demoResult) {
 	sec := r.collect.Seconds()
 	bytes := 2 * float64(r.sequences) * float64(r.seqLen) * float64(r.stepBytes) // read + write
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "trajring demo: %d CartPole envs, random policy, episode driver, sequences of %d, learner batches of %d, %s backend\n",
+	fmt.Fprintf(w, "trajring demo: %d CartPole envs, random policy, step driver, sequences of %d, learner batches of %d, %s backend\n",
 		c.envs, c.seqLen, c.batch, r.backend)
 	fmt.Fprintln(tw, "env steps\tenv steps/s\tepisodes\titems\tlearner batches\tsequences/s\tsample GB/s\tavg return\tavg length\tseconds\t")
 	fmt.Fprintf(tw, "%d\t%.0f\t%d\t%d\t%d\t%.0f\t%.3f\t%.1f\t%.1f\t%.2f\t\n",

@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/trajring/trajring/agents/dqn"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -21,27 +21,35 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
-func init() {
-	commands["train"] = command{run: runTrain, summary: "train DQN on CartPole-v1 from a prioritized table (gorgonia)"}
-}
-
 type trainFlags struct {
 	cfg      dqn.TrainConfig
+	env      string
 	hidden   string
 	out      string
 	progress time.Duration
 }
 
-func parseTrain(args []string, stderr io.Writer) (trainFlags, error) {
+// newTrainCmd returns the train command.
+func newTrainCmd() *cobra.Command {
 	var f trainFlags
 	c := &f.cfg
-	fs := flag.NewFlagSet("train", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: trajring train [flags]\n\nTrains DQN on CartPole-v1; defaults are RL Baselines3 Zoo's tuned DQN settings.")
-		fs.PrintDefaults()
+	cmd := &cobra.Command{
+		Use:   "train",
+		Short: "train DQN on CartPole-v1 from a prioritized table (gorgonia)",
+		Long: `Trains DQN on CartPole-v1 from a prioritized trajring table; the defaults are RL
+Baselines3 Zoo's tuned DQN settings. Writes metrics.jsonl (one line per training
+round), curve.svg and the network (q.gob) to -out.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.validate(); err != nil {
+				return err
+			}
+			return runTrain(f, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
 	}
-	env := fs.String("env", "CartPole-v1", "environment (only CartPole-v1)")
+	fs := cmd.Flags()
+	fs.SortFlags = false
+	fs.StringVar(&f.env, "env", "CartPole-v1", "environment (only CartPole-v1)")
 	fs.IntVar(&c.Steps, "steps", 50_000, "env steps")
 	fs.StringVar(&f.hidden, "hidden", "256,256", "hidden layer sizes")
 	fs.Float64Var(&c.Agent.LearningRate, "lr", 2.3e-3, "Adam learning rate")
@@ -64,31 +72,35 @@ func parseTrain(args []string, stderr io.Writer) (trainFlags, error) {
 	fs.IntVar(&c.EvalEvery, "eval-every", 5_000, "env steps between greedy evaluations (0: none)")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed")
 	fs.StringVar(&f.out, "out", "trajring-train", "directory for metrics.jsonl, curve.svg and q.gob")
-	fs.DurationVar(&f.progress, "progress", 5*time.Second, "interval of the progress line on stderr (0: none)")
-	if err := fs.Parse(args); err != nil {
-		return f, err
+	fs.DurationVar(&f.progress, "progress", 5*time.Second, "progress on stderr: a bar on a terminal, else a line at this interval (0: none)")
+	return cmd
+}
+
+// validate checks the flags that the command itself interprets; the
+// training configuration is checked by dqn.RunCartPole.
+func (f *trainFlags) validate() error {
+	if f.env != "CartPole-v1" {
+		return usageErrorf("-env: unknown environment %q (only CartPole-v1)", f.env)
 	}
-	if fs.NArg() > 0 {
-		return f, fmt.Errorf("unexpected arguments %v", fs.Args())
+	if f.cfg.Steps <= 0 {
+		return usageErrorf("-steps must be positive, got %d", f.cfg.Steps)
 	}
-	if *env != "CartPole-v1" {
-		return f, fmt.Errorf("unknown environment %q (only CartPole-v1)", *env)
+	if f.progress < 0 {
+		return usageErrorf("-progress must not be negative, got %v", f.progress)
 	}
+	f.cfg.Agent.Hidden = nil
 	for _, s := range strings.Split(f.hidden, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 1 {
-			return f, fmt.Errorf("bad -hidden %q", f.hidden)
+			return usageErrorf("-hidden: bad layer size %q in %q (want positive integers separated by commas)", s, f.hidden)
 		}
-		c.Agent.Hidden = append(c.Agent.Hidden, n)
+		f.cfg.Agent.Hidden = append(f.cfg.Agent.Hidden, n)
 	}
-	return f, nil
+	return nil
 }
 
-func runTrain(args []string, stdout, stderr io.Writer) error {
-	f, err := parseTrain(args, stderr)
-	if err != nil {
-		return err
-	}
+// runTrain trains, with progress on stderr, and writes the outputs.
+func runTrain(f trainFlags, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(f.out, 0o755); err != nil {
 		return err
 	}
@@ -99,8 +111,8 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	defer mf.Close()
 	enc := json.NewEncoder(mf)
 	var curve, evals plotter.XYs
-	var lastLine time.Time
 	var encErr error
+	prog := newProgress(stderr, "train", "env steps", int64(f.cfg.Steps), f.progress)
 	f.cfg.Progress = func(p dqn.Progress) {
 		if err := enc.Encode(p); err != nil && encErr == nil {
 			encErr = err
@@ -109,12 +121,13 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 		if p.EvalReturn >= 0 {
 			evals = append(evals, plotter.XY{X: float64(p.EnvSteps), Y: p.EvalReturn})
 		}
-		if f.progress > 0 && (time.Since(lastLine) >= f.progress || p.EvalReturn >= 0 || p.EnvSteps >= int64(f.cfg.Steps)) {
-			lastLine = time.Now()
-			fmt.Fprintln(stderr, progressLine(p, f.cfg.Steps))
+		prog.set(p.EnvSteps, trainDetail(p))
+		if p.EvalReturn >= 0 && f.progress > 0 {
+			prog.println(fmt.Sprintf("train: greedy evaluation at %d env steps: %.1f", p.EnvSteps, p.EvalReturn))
 		}
 	}
 	res, err := dqn.RunCartPole(context.Background(), f.cfg)
+	prog.finish("")
 	if err != nil {
 		return err
 	}
@@ -152,21 +165,9 @@ func runTrain(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// progressLine is a progress bar with ETA.
-func progressLine(p dqn.Progress, total int) string {
-	frac := float64(p.EnvSteps) / float64(total)
-	const width = 24
-	n := min(int(frac*width), width)
-	eta := "?"
-	if frac > 0 {
-		eta = (time.Duration(p.Elapsed*(1-frac)/frac) * time.Second).Round(time.Second).String()
-	}
-	s := fmt.Sprintf("[%s%s] %5.1f%% %d steps, eps %.3f, loss %.4f, return(100) %.1f, %.0fs, ETA %s",
-		strings.Repeat("#", n), strings.Repeat(".", width-n), 100*frac, p.EnvSteps, p.Epsilon, p.Loss, p.TrainReturn, p.Elapsed, eta)
-	if p.EvalReturn >= 0 {
-		s += fmt.Sprintf(", greedy eval %.1f", p.EvalReturn)
-	}
-	return s
+// trainDetail is the state of training shown next to the progress.
+func trainDetail(p dqn.Progress) string {
+	return fmt.Sprintf("eps %.3f, loss %.4f, return(100) %.1f", p.Epsilon, p.Loss, p.TrainReturn)
 }
 
 func plotCurve(path string, train, evals plotter.XYs, final float64, steps int64) error {

@@ -4,11 +4,20 @@ package main
 
 import (
 	"errors"
-	"io"
+
+	"github.com/spf13/cobra"
 )
 
-func init() {
-	commands["train"] = command{run: func([]string, io.Writer, io.Writer) error {
-		return errors.New("train needs a build without -tags cuda: gorgonia's cuda tag turns on its own CUDA engine, which needs cuDNN")
-	}, summary: "train DQN on CartPole-v1 (default builds only)"}
+// newTrainCmd returns a train command that explains why it cannot run in
+// this build.
+func newTrainCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:                "train",
+		Short:              "train DQN on CartPole-v1 (default builds only)",
+		Long:               "Trains DQN on CartPole-v1; available in builds without -tags cuda only.",
+		DisableFlagParsing: true,
+		RunE: func(*cobra.Command, []string) error {
+			return errors.New("train needs a build without -tags cuda: gorgonia's cuda tag turns on its own CUDA engine, which needs cuDNN")
+		},
+	}
 }
