@@ -23,7 +23,9 @@ var ckptFields = []Field{
 }
 
 // ckptVal is the value of element e of field f at step pos of a row.
-func ckptVal(f, row int, pos int64, e int) float64 { return float64((row*131 + int(pos)*17 + e*7 + f*3) % 251) }
+func ckptVal(f, row int, pos int64, e int) float64 {
+	return float64((row*131 + int(pos)*17 + e*7 + f*3) % 251)
+}
 
 // ckptStep builds one batched step of every row at the given positions;
 // the step types follow episodes of length 5 + row.
