@@ -171,3 +171,29 @@ func FuzzLoad(f *testing.F) {
 		}
 	})
 }
+
+// TestCheckpointInfo reads a checkpoint's summary without its arenas.
+func TestCheckpointInfo(t *testing.T) {
+	b := newCkptBuffer(t, nil, 2, 8, 24)
+	data := saveBytes(t, b, SaveOptions{})
+	info, err := ReadCheckpointInfo(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumEnvs != 2 || info.Capacity != 8 || len(info.Fields) != 3 || info.StepBytes != b.StepBytes() ||
+		info.ArenaBytes != 16*b.StepBytes() || info.StoredSteps != b.Size() || info.Stats != b.Stats() || len(info.Tables) != 4 {
+		t.Fatalf("info %+v", info)
+	}
+	for i, c := range ckptTables {
+		tb, _ := b.Table(c.Name)
+		if ti := info.Tables[i]; ti.Config.Name != c.Name || ti.Config.Selector != c.Selector || ti.Size != tb.Size() || ti.MaxPriority != tb.MaxPriority() {
+			t.Errorf("table %d: %+v, table size %d", i, ti, tb.Size())
+		}
+	}
+	s := info.String()
+	for _, want := range []string{"2 rows x 8 steps", "obs", "prioritized", "fifo"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("summary lacks %q:\n%s", want, s)
+		}
+	}
+}
