@@ -90,6 +90,7 @@ type Buffer struct {
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
+	pcg   *rand.PCG // rng's source, for checkpoints
 
 	// cleanup frees the rings of a buffer dropped without Close.
 	cleanup runtime.Cleanup
@@ -177,7 +178,8 @@ func newBuffer(cfg Config, hostMem func() (int64, error)) (*Buffer, error) {
 	b.cursor = make([]int64, cfg.NumEnvs)
 	b.owner = make([]*Writer, cfg.NumEnvs)
 	b.tables = make(map[string]*Table)
-	b.rng = rand.New(rand.NewPCG(cfg.Seed, 0x7472616a72696e67))
+	b.pcg = rand.NewPCG(cfg.Seed, 0x7472616a72696e67)
+	b.rng = rand.New(b.pcg)
 	for i := range b.cols {
 		a, err := be.Alloc(steps * b.cols[i].stepBytes)
 		if err != nil {

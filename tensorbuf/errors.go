@@ -25,4 +25,5 @@ var (
 	ErrClosed       = errors.New("tensorbuf: use after Close")
 	ErrBackend      = errors.New("tensorbuf: backend failure")
 	ErrRateLimited  = errors.New("tensorbuf: rate limiter timed out")
+	ErrCorrupt      = errors.New("tensorbuf: corrupt or foreign checkpoint")
 )

@@ -115,6 +115,7 @@ type Table struct {
 	inserts int64
 	samples int64
 	rng     *rand.Rand
+	pcg     *rand.PCG // rng's source, for checkpoints
 	us      []float64 // scratch of batched prioritized draws
 	slots   []int32
 
@@ -156,8 +157,9 @@ func (b *Buffer) NewTable(cfg TableConfig) (*Table, error) {
 		head:   -1,
 		tail:   -1,
 		starts: make([]startHeap, b.numEnvs),
-		rng:    rand.New(rand.NewPCG(cfg.Seed, 0x7461626c65)),
+		pcg:    rand.NewPCG(cfg.Seed, 0x7461626c65),
 	}
+	t.rng = rand.New(t.pcg)
 	if t.a == 0 {
 		t.a = 1
 	}

@@ -1,0 +1,461 @@
+package tensorbuf
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// Checkpoint format, version 1 (all integers little-endian).
+//
+// A file starts with a 20-byte header: the magic "TRJRCKPT", the version
+// (uint32), flags (uint32, 0) and the CRC-32C of those 16 bytes. Chunks
+// follow, each a 24-byte chunk header and a payload:
+//
+//	section uint8   what the chunk belongs to (secHeader ... secEnd)
+//	flags   uint8   chunkZstd: the payload is one zstd frame; chunkLast: the section ends here
+//	_       uint16  0
+//	index   uint32  table or column number within its section kind, else 0
+//	rawLen  uint32  bytes of the payload once decompressed, at most maxChunkRaw
+//	stored  uint32  bytes of the payload in the file
+//	seq     uint32  the chunk's number in the file, from 0
+//	crc     uint32  CRC-32C of the 20 bytes above and the stored payload
+//
+// Sections come in a fixed order: the header (specs, sizes, stats, the
+// buffer's rng), the rows (cursors), one section per table, the metadata
+// mirror (one byte per step), one section per column's arena (user fields
+// in order, then step_type, next_step_type, reward, discount), and the end
+// (the number of chunks before it). A reader therefore knows which section
+// and chunk number must come next, checks every chunk before using it, and
+// refuses sizes above what the header declared; chunks are at most
+// maxChunkRaw bytes, so nothing larger is allocated for any of them.
+const (
+	ckptMagic      = "TRJRCKPT"
+	ckptVersion    = 1
+	fileHeaderLen  = 20
+	chunkHeaderLen = 24
+	// ckptChunk is the raw size of the chunks Save writes.
+	ckptChunk = 4 << 20
+	// maxChunkRaw bounds the raw size of a chunk Load accepts.
+	maxChunkRaw = 16 << 20
+	// ckptPipeline is the number of chunks in flight between the stage
+	// that downloads (or reads) and the one that writes (or uploads).
+	ckptPipeline = 3
+
+	chunkZstd = 1
+	chunkLast = 2
+)
+
+// Section kinds.
+const (
+	secHeader = 1 + iota
+	secRows
+	secTable
+	secMeta
+	secArena
+	secEnd
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// sectionName names a section in errors and summaries.
+func sectionName(sec uint8, index uint32) string {
+	switch sec {
+	case secHeader:
+		return "header"
+	case secRows:
+		return "rows"
+	case secTable:
+		return fmt.Sprintf("table %d", index)
+	case secMeta:
+		return "metadata"
+	case secArena:
+		return fmt.Sprintf("arena %d", index)
+	case secEnd:
+		return "end"
+	}
+	return fmt.Sprintf("section kind %d", sec)
+}
+
+// corrupt returns an ErrCorrupt error naming a section.
+func corrupt(sec uint8, index uint32, format string, args ...any) error {
+	return fmt.Errorf("%w: section %q: %s", ErrCorrupt, sectionName(sec, index), fmt.Sprintf(format, args...))
+}
+
+// zstdBound bounds the stored size of a compressed chunk of n raw bytes;
+// a chunk that would not shrink is stored raw.
+func zstdBound(n int) int { return n }
+
+// chunkWriter writes chunks to w; not safe for concurrent use.
+type chunkWriter struct {
+	w       io.Writer
+	enc     *zstd.Encoder // nil: no compression
+	seq     uint32
+	written int64 // bytes written, headers included
+	raw     int64 // raw payload bytes
+}
+
+func newChunkWriter(w io.Writer, compress bool) (*chunkWriter, error) {
+	cw := &chunkWriter{w: w}
+	if compress {
+		enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
+			zstd.WithLowerEncoderMem(true))
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint: zstd: %w", err)
+		}
+		cw.enc = enc
+	}
+	var h [fileHeaderLen]byte
+	copy(h[:], ckptMagic)
+	binary.LittleEndian.PutUint32(h[8:], ckptVersion)
+	binary.LittleEndian.PutUint32(h[16:], crc32.Checksum(h[:16], castagnoli))
+	if _, err := w.Write(h[:]); err != nil {
+		return nil, err
+	}
+	cw.written = fileHeaderLen
+	return cw, nil
+}
+
+// frame is one chunk made ready to write: out holds its header and its
+// stored payload, contiguous, so that it takes one Write.
+type frame struct {
+	out []byte
+	raw int
+}
+
+// seal fills f for a chunk whose raw bytes are buf[chunkHeaderLen:] (the
+// first chunkHeaderLen bytes of buf are room for the header). When the
+// writer compresses and zstd shrinks the chunk, the frame is built in
+// comp instead, which seal returns (grown) for reuse. Sequence number and
+// checksum are filled by write. seal may run on another goroutine than
+// write.
+func seal(f *frame, enc *zstd.Encoder, sec uint8, index uint32, buf, comp []byte, last bool) []byte {
+	flags := uint8(0)
+	if last {
+		flags |= chunkLast
+	}
+	raw := buf[chunkHeaderLen:]
+	f.out, f.raw = buf, len(raw)
+	if enc != nil && len(raw) > 0 {
+		if cap(comp) < chunkHeaderLen {
+			comp = make([]byte, chunkHeaderLen, chunkHeaderLen+len(raw))
+		}
+		c := enc.EncodeAll(raw, comp[:chunkHeaderLen])
+		if len(c)-chunkHeaderLen < zstdBound(len(raw)) {
+			f.out, flags = c, flags|chunkZstd
+		}
+		comp = c
+	}
+	h := f.out[:chunkHeaderLen]
+	h[0], h[1], h[2], h[3] = sec, flags, 0, 0
+	binary.LittleEndian.PutUint32(h[4:], index)
+	binary.LittleEndian.PutUint32(h[8:], uint32(len(raw)))
+	binary.LittleEndian.PutUint32(h[12:], uint32(len(f.out)-chunkHeaderLen))
+	return comp
+}
+
+// write numbers, checksums and writes a sealed frame.
+func (cw *chunkWriter) write(f *frame) error {
+	h := f.out[:chunkHeaderLen]
+	binary.LittleEndian.PutUint32(h[16:], cw.seq)
+	crc := crc32.Update(crc32.Checksum(h[:20], castagnoli), castagnoli, f.out[chunkHeaderLen:])
+	binary.LittleEndian.PutUint32(h[20:], crc)
+	if _, err := cw.w.Write(f.out); err != nil {
+		return err
+	}
+	cw.seq++
+	cw.written += int64(len(f.out))
+	cw.raw += int64(f.raw)
+	return nil
+}
+
+// chunk seals and writes one chunk (see seal for buf).
+func (cw *chunkWriter) chunk(sec uint8, index uint32, buf []byte, last bool, comp *[]byte) error {
+	var f frame
+	*comp = seal(&f, cw.enc, sec, index, buf, *comp, last)
+	return cw.write(&f)
+}
+
+// secWriter encodes one small or medium section into chunks of ckptChunk
+// bytes. Errors are sticky and returned by close.
+type secWriter struct {
+	cw    *chunkWriter
+	sec   uint8
+	index uint32
+	buf   []byte // chunkHeaderLen bytes of room, then the pending payload
+	comp  []byte
+	err   error
+}
+
+func (cw *chunkWriter) section(sec uint8, index uint32) *secWriter {
+	return &secWriter{cw: cw, sec: sec, index: index, buf: make([]byte, chunkHeaderLen, 4096)}
+}
+
+func (s *secWriter) flushIfFull() {
+	if len(s.buf)-chunkHeaderLen >= ckptChunk {
+		if s.err == nil {
+			s.err = s.cw.chunk(s.sec, s.index, s.buf[:chunkHeaderLen+ckptChunk], false, &s.comp)
+		}
+		n := copy(s.buf[chunkHeaderLen:], s.buf[chunkHeaderLen+ckptChunk:])
+		s.buf = s.buf[:chunkHeaderLen+n]
+	}
+}
+
+func (s *secWriter) u8(v uint8) { s.buf = append(s.buf, v); s.flushIfFull() }
+func (s *secWriter) u32(v uint32) {
+	s.buf = binary.LittleEndian.AppendUint32(s.buf, v)
+	s.flushIfFull()
+}
+func (s *secWriter) u64(v uint64) {
+	s.buf = binary.LittleEndian.AppendUint64(s.buf, v)
+	s.flushIfFull()
+}
+func (s *secWriter) i64(v int64)   { s.u64(uint64(v)) }
+func (s *secWriter) f64(v float64) { s.u64(math.Float64bits(v)) }
+func (s *secWriter) bool(v bool) {
+	if v {
+		s.u8(1)
+	} else {
+		s.u8(0)
+	}
+}
+
+// raw appends bytes without a length prefix.
+func (s *secWriter) raw(v []byte) {
+	for len(v) > 0 {
+		n := min(len(v), chunkHeaderLen+ckptChunk-len(s.buf))
+		s.buf = append(s.buf, v[:n]...)
+		v = v[n:]
+		s.flushIfFull()
+	}
+}
+func (s *secWriter) bytes(v []byte) { s.u32(uint32(len(v))); s.raw(v) }
+func (s *secWriter) str(v string)   { s.bytes([]byte(v)) }
+
+// close writes the section's last chunk.
+func (s *secWriter) close() error {
+	if s.err != nil {
+		return s.err
+	}
+	return s.cw.chunk(s.sec, s.index, s.buf, true, &s.comp)
+}
+
+// chunkReader reads and checks chunks; not safe for concurrent use.
+type chunkReader struct {
+	r   io.Reader
+	dec *zstd.Decoder // made on the first compressed chunk
+	seq uint32
+	raw int64 // raw payload bytes read
+}
+
+func newChunkReader(r io.Reader) (*chunkReader, error) {
+	var h [fileHeaderLen]byte
+	if n, err := io.ReadFull(r, h[:]); err != nil {
+		if n < len(ckptMagic) || string(h[:len(ckptMagic)]) != ckptMagic {
+			return nil, fmt.Errorf("%w: file header: not a trajring checkpoint (%d bytes)", ErrCorrupt, n)
+		}
+		return nil, fmt.Errorf("%w: file header: truncated: %v", ErrCorrupt, err)
+	}
+	if string(h[:8]) != ckptMagic {
+		return nil, fmt.Errorf("%w: file header: not a trajring checkpoint (magic %q)", ErrCorrupt, h[:8])
+	}
+	if crc32.Checksum(h[:16], castagnoli) != binary.LittleEndian.Uint32(h[16:]) {
+		return nil, fmt.Errorf("%w: file header: checksum mismatch", ErrCorrupt)
+	}
+	if v := binary.LittleEndian.Uint32(h[8:]); v != ckptVersion {
+		return nil, fmt.Errorf("%w: file header: version %d, this build reads version %d", ErrCorrupt, v, ckptVersion)
+	}
+	if f := binary.LittleEndian.Uint32(h[12:]); f != 0 {
+		return nil, fmt.Errorf("%w: file header: unknown flags %#x", ErrCorrupt, f)
+	}
+	return &chunkReader{r: r}, nil
+}
+
+// next reads the next chunk, which must belong to section sec/index,
+// into *stored (and *raw when compressed, both grown as needed) and
+// returns its raw payload and whether it ends the section.
+func (cr *chunkReader) next(sec uint8, index uint32, stored, raw *[]byte) (payload []byte, last bool, err error) {
+	var h [chunkHeaderLen]byte
+	if _, err := io.ReadFull(cr.r, h[:]); err != nil {
+		return nil, false, corrupt(sec, index, "chunk %d: truncated header: %v", cr.seq, err)
+	}
+	gotSec, flags, index2 := h[0], h[1], binary.LittleEndian.Uint32(h[4:])
+	rawLen, storedLen := binary.LittleEndian.Uint32(h[8:]), binary.LittleEndian.Uint32(h[12:])
+	seq, crc := binary.LittleEndian.Uint32(h[16:]), binary.LittleEndian.Uint32(h[20:])
+	switch {
+	case gotSec != sec || index2 != index:
+		return nil, false, corrupt(sec, index, "chunk %d belongs to section %q", cr.seq, sectionName(gotSec, index2))
+	case seq != cr.seq:
+		return nil, false, corrupt(sec, index, "chunk %d numbered %d", cr.seq, seq)
+	case flags&^(chunkZstd|chunkLast) != 0 || h[2] != 0 || h[3] != 0:
+		return nil, false, corrupt(sec, index, "chunk %d: flags %#x", cr.seq, flags)
+	case rawLen > maxChunkRaw:
+		return nil, false, corrupt(sec, index, "chunk %d of %d bytes exceeds %d", cr.seq, rawLen, maxChunkRaw)
+	case flags&chunkZstd == 0 && storedLen != rawLen, flags&chunkZstd != 0 && storedLen >= uint32(zstdBound(int(rawLen))):
+		return nil, false, corrupt(sec, index, "chunk %d: %d bytes stored for %d", cr.seq, storedLen, rawLen)
+	}
+	buf := grow(stored, int(storedLen))
+	if _, err := io.ReadFull(cr.r, buf); err != nil {
+		return nil, false, corrupt(sec, index, "chunk %d: truncated payload: %v", cr.seq, err)
+	}
+	if crc32.Update(crc32.Checksum(h[:20], castagnoli), castagnoli, buf) != crc {
+		return nil, false, corrupt(sec, index, "chunk %d: checksum mismatch", cr.seq)
+	}
+	payload = buf
+	if flags&chunkZstd != 0 {
+		if cr.dec == nil {
+			d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxChunkRaw),
+				zstd.WithDecoderMaxWindow(maxChunkRaw))
+			if err != nil {
+				return nil, false, fmt.Errorf("checkpoint: zstd: %w", err)
+			}
+			cr.dec = d
+		}
+		out := grow(raw, int(rawLen))
+		got, err := cr.dec.DecodeAll(buf, out[:0])
+		if err != nil || len(got) != int(rawLen) || (rawLen > 0 && &got[0] != &out[0]) {
+			return nil, false, corrupt(sec, index, "chunk %d: zstd payload does not decode to %d bytes", cr.seq, rawLen)
+		}
+		payload = got
+	}
+	cr.seq++
+	cr.raw += int64(len(payload))
+	return payload, flags&chunkLast != 0, nil
+}
+
+func (cr *chunkReader) close() {
+	if cr.dec != nil {
+		cr.dec.Close()
+	}
+}
+
+// secReader decodes one section chunk by chunk. Errors are sticky: after
+// the first, getters return zero values and err reports it.
+type secReader struct {
+	cr          *chunkReader
+	sec         uint8
+	index       uint32
+	stored, raw []byte
+	cur         []byte
+	last        bool
+	err         error
+}
+
+func (cr *chunkReader) section(sec uint8, index uint32) *secReader {
+	return &secReader{cr: cr, sec: sec, index: index}
+}
+
+// take returns the next n bytes of the section (n <= ckptChunk), reading
+// chunks as needed; the slice is valid until the next call.
+func (s *secReader) take(n int) []byte {
+	if s.err != nil {
+		return nil
+	}
+	if len(s.cur) >= n {
+		v := s.cur[:n]
+		s.cur = s.cur[n:]
+		return v
+	}
+	// A value spans chunks: gather it into scratch.
+	var out []byte
+	for len(out)+len(s.cur) < n {
+		out = append(out, s.cur...)
+		if s.last {
+			s.err = corrupt(s.sec, s.index, "section ends early")
+			return nil
+		}
+		p, last, err := s.cr.next(s.sec, s.index, &s.stored, &s.raw)
+		if err != nil {
+			s.err = err
+			return nil
+		}
+		s.cur, s.last = p, last
+	}
+	k := n - len(out)
+	out = append(out, s.cur[:k]...)
+	s.cur = s.cur[k:]
+	return out
+}
+
+func (s *secReader) fail(format string, args ...any) {
+	if s.err == nil {
+		s.err = corrupt(s.sec, s.index, format, args...)
+	}
+}
+
+func (s *secReader) u8() uint8 {
+	if v := s.take(1); v != nil {
+		return v[0]
+	}
+	return 0
+}
+func (s *secReader) u32() uint32 {
+	if v := s.take(4); v != nil {
+		return binary.LittleEndian.Uint32(v)
+	}
+	return 0
+}
+func (s *secReader) u64() uint64 {
+	if v := s.take(8); v != nil {
+		return binary.LittleEndian.Uint64(v)
+	}
+	return 0
+}
+func (s *secReader) i64() int64   { return int64(s.u64()) }
+func (s *secReader) f64() float64 { return math.Float64frombits(s.u64()) }
+func (s *secReader) bool() bool {
+	v := s.u8()
+	if v > 1 {
+		s.fail("boolean %d", v)
+	}
+	return v == 1
+}
+
+// count reads a uint64 count and checks it against limit.
+func (s *secReader) count(what string, limit uint64) int {
+	v := s.u64()
+	if v > limit {
+		s.fail("%s: %d exceeds %d", what, v, limit)
+		return 0
+	}
+	return int(v)
+}
+
+// bytes reads a length-prefixed byte string of at most limit bytes.
+func (s *secReader) bytes(limit int) []byte {
+	n := s.u32()
+	if uint64(n) > uint64(limit) {
+		s.fail("string of %d bytes exceeds %d", n, limit)
+		return nil
+	}
+	out := make([]byte, 0, n)
+	for rem := int(n); rem > 0 && s.err == nil; {
+		k := min(rem, ckptChunk)
+		out = append(out, s.take(k)...)
+		rem -= k
+	}
+	return out
+}
+
+// done checks that the section ended exactly here.
+func (s *secReader) done() error {
+	if s.err == nil && (len(s.cur) != 0 || !s.last) {
+		if !s.last && len(s.cur) == 0 {
+			// The writer always closes a section with a last chunk.
+			p, last, err := s.cr.next(s.sec, s.index, &s.stored, &s.raw)
+			if err != nil {
+				return err
+			}
+			s.cur, s.last = p, last
+			if len(p) == 0 && last {
+				return nil
+			}
+		}
+		s.fail("%d bytes left over at its end", len(s.cur))
+	}
+	return s.err
+}

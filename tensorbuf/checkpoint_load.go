@@ -1,0 +1,405 @@
+package tensorbuf
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// LoadOptions configures Load. A plain value.
+type LoadOptions struct {
+	// Backend receives the arenas; nil selects DefaultBackend(). Any
+	// backend loads any checkpoint: the format holds host bytes.
+	Backend Backend
+	// Capacity, when not 0, must equal the checkpoint's capacity: a
+	// checkpoint is never loaded into rows of another length (ErrConfig).
+	Capacity int
+}
+
+// Limits of what a checkpoint header may declare (well above any real
+// buffer; they bound what is read before the sizes are checked).
+const (
+	maxCkptFields = 1 << 16
+	maxCkptName   = 1 << 12
+	maxCkptDims   = 64
+	maxCkptTables = 1 << 16
+	maxCkptRNG    = 64
+	maxCkptSlots  = 1<<31 - 1
+)
+
+// ckptHeader is the header section.
+type ckptHeader struct {
+	numEnvs  int
+	capacity int64
+	fields   []Field
+	nTables  int
+	stats    Stats
+	rng      []byte
+	// Derived by check.
+	steps, ringBytes int64
+	arenaBytes       []int64 // per column: user fields, then the built-in ones
+}
+
+func readHeader(cr *chunkReader) (*ckptHeader, error) {
+	s := cr.section(secHeader, 0)
+	h := &ckptHeader{}
+	h.numEnvs = s.count("rows", maxArenaBytes)
+	h.capacity = int64(s.count("capacity", maxArenaBytes))
+	nf := int(s.u32())
+	if nf > maxCkptFields {
+		s.fail("%d fields", nf)
+	}
+	for i := 0; i < nf && s.err == nil; i++ {
+		var f Field
+		f.Name = string(s.bytes(maxCkptName))
+		f.Role = Role(s.u8())
+		f.DType = DType(s.u8())
+		nd := int(s.u32())
+		if nd > maxCkptDims {
+			s.fail("field %q of %d dimensions", f.Name, nd)
+		}
+		for j := 0; j < nd && s.err == nil; j++ {
+			f.Shape = append(f.Shape, s.count("dimension", maxArenaBytes))
+		}
+		h.fields = append(h.fields, f)
+	}
+	h.nTables = int(s.u32())
+	if h.nTables > maxCkptTables {
+		s.fail("%d tables", h.nTables)
+	}
+	h.stats = Stats{Steps: s.i64(), Cuts: s.i64(), DroppedTransitions: s.i64()}
+	h.rng = s.bytes(maxCkptRNG)
+	if err := s.done(); err != nil {
+		return nil, err
+	}
+	if err := h.check(); err != nil {
+		return nil, corrupt(secHeader, 0, "%v", err)
+	}
+	return h, nil
+}
+
+// check validates the declared configuration and computes the sizes, as
+// New does, without allocating anything large.
+func (h *ckptHeader) check() error {
+	if h.numEnvs < 1 || h.capacity < 1 {
+		return fmt.Errorf("%d rows of %d steps", h.numEnvs, h.capacity)
+	}
+	if h.stats.Steps < 0 || h.stats.Cuts < 0 || h.stats.DroppedTransitions < 0 {
+		return fmt.Errorf("negative stats %+v", h.stats)
+	}
+	if err := (&rand.PCG{}).UnmarshalBinary(h.rng); err != nil {
+		return fmt.Errorf("buffer rng: %v", err)
+	}
+	probe := &Buffer{numEnvs: h.numEnvs, capacity: h.capacity, byName: map[string]int{}}
+	for _, f := range h.fields {
+		if err := validField(f); err != nil {
+			return err
+		}
+		if _, dup := probe.byName[f.Name]; dup || isBuiltin(f.Name) {
+			return fmt.Errorf("duplicate field name %q", f.Name)
+		}
+		probe.byName[f.Name] = len(probe.cols)
+		probe.cols = append(probe.cols, column{Field: f, stepBytes: int64(f.StepBytes())})
+	}
+	for _, size := range []int64{4, 4, 4, 4} { // step_type, next_step_type, reward, discount
+		probe.cols = append(probe.cols, column{stepBytes: size})
+	}
+	steps, ring, _, err := probe.sizes()
+	if err != nil {
+		return err
+	}
+	h.steps, h.ringBytes = steps, ring
+	for _, c := range probe.cols {
+		h.arenaBytes = append(h.arenaBytes, steps*c.stepBytes)
+	}
+	return nil
+}
+
+// maxCursor bounds a saved cursor, so that cursor+capacity cannot
+// overflow.
+const maxCursor = 1 << 62
+
+func readRows(cr *chunkReader, numEnvs int) ([]int64, error) {
+	s := cr.section(secRows, 0)
+	var cursors []int64
+	for r := 0; r < numEnvs && s.err == nil; r++ {
+		c := s.i64()
+		if c < 0 || c > maxCursor {
+			s.fail("row %d: cursor %d", r, c)
+		}
+		cursors = append(cursors, c)
+	}
+	if err := s.done(); err != nil {
+		return nil, err
+	}
+	return cursors, nil
+}
+
+func readTable(cr *chunkReader, index uint32, numEnvs int) (*tableSnap, error) {
+	s := cr.section(secTable, index)
+	t := &tableSnap{}
+	c := &t.cfg
+	c.Name = string(s.bytes(maxCkptName))
+	c.Selector = Selector(s.u8())
+	c.PriorityExponent = s.f64()
+	c.Beta = s.f64()
+	c.MaxSize = s.count("MaxSize", maxArenaBytes)
+	c.MaxTimesSampled = s.count("MaxTimesSampled", maxArenaBytes)
+	c.Seed = s.u64()
+	if s.bool() {
+		c.RateLimiter = &RateLimiter{
+			MinSize: s.count("MinSize", maxArenaBytes), SamplesPerInsert: s.f64(), ErrorBuffer: s.f64(),
+			Timeout: time.Duration(s.i64()),
+		}
+	}
+	t.nextKey = s.u64()
+	t.maxLen = s.count("maxLen", maxArenaBytes)
+	t.budget, t.inserts, t.samples = s.i64(), s.i64(), s.i64()
+	t.maxPriority = s.f64()
+	t.hasMax = s.bool()
+	t.rng = s.bytes(maxCkptRNG)
+	n := s.count("items", maxCkptSlots)
+	// Nothing is allocated from a declared count: slices grow with the
+	// records actually read, which the checksums vouch for.
+	for i := 0; i < n && s.err == nil; i++ {
+		var it item
+		it.Row = s.count("row", uint64(numEnvs-1))
+		it.Start = s.i64()
+		it.Len = s.count("length", maxArenaBytes)
+		it.Pad = s.count("pad", maxArenaBytes)
+		it.Priority = s.f64()
+		it.timesSampled = s.count("times sampled", maxArenaBytes)
+		it.live = s.bool()
+		t.items = append(t.items, it)
+		t.gens = append(t.gens, s.u32())
+	}
+	for _, list := range []*[]int32{&t.free, &t.live, &t.order} {
+		k := s.count("list", uint64(len(t.items)))
+		for i := 0; i < k && s.err == nil; i++ {
+			v := s.u32()
+			if int64(v) >= int64(len(t.items)) {
+				s.fail("slot %d of %d", v, len(t.items))
+			}
+			*list = append(*list, int32(v))
+		}
+	}
+	total := 0
+	for r := 0; r < numEnvs && s.err == nil; r++ {
+		k := int(s.u32())
+		if k > len(t.live) || total+k > len(t.live) {
+			s.fail("row %d: start heap of %d items", r, k)
+		}
+		total += k
+		t.heapLen = append(t.heapLen, int32(k))
+	}
+	for i := 0; i < total && s.err == nil; i++ {
+		v := s.u32()
+		if int64(v) >= int64(len(t.items)) {
+			s.fail("slot %d of %d", v, len(t.items))
+		}
+		t.heap = append(t.heap, int32(v))
+	}
+	if err := s.done(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Load reads a checkpoint written by Save and returns the buffer it
+// holds, with its tables, on opts.Backend: the restored buffer and tables
+// continue exactly where the saved ones were (see Save), and sample
+// exactly what they would have sampled next. It opens no writer.
+//
+// A file that is not a checkpoint, of another format version, truncated
+// or altered anywhere (every chunk is checksummed) fails with an error
+// wrapping ErrCorrupt that names the section; a checkpoint whose capacity
+// differs from opts.Capacity, or whose buffer does not fit in the memory
+// available, fails with ErrConfig. Nothing large is allocated before the
+// header has been checked: the arenas are allocated by New from the
+// verified header's sizes (New checks them against the memory available),
+// and every other structure grows with the data actually read. Load
+// reads until the end section and not beyond it. It is safe for
+// concurrent use.
+func Load(r io.Reader, opts LoadOptions) (*Buffer, error) {
+	if r == nil {
+		return nil, fmt.Errorf("%w: Load from a nil reader", ErrInvalidArg)
+	}
+	cr, err := newChunkReader(r)
+	if err != nil {
+		return nil, err
+	}
+	defer cr.close()
+	h, err := readHeader(cr)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Capacity != 0 && int64(opts.Capacity) != h.capacity {
+		return nil, fmt.Errorf("%w: the checkpoint's rows hold %d steps, LoadOptions.Capacity asks %d: a checkpoint loads only at its own capacity",
+			ErrConfig, h.capacity, opts.Capacity)
+	}
+	b, err := New(Config{NumEnvs: h.numEnvs, Capacity: int(h.capacity), Fields: h.fields, Backend: opts.Backend})
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	if err := b.restore(cr, h); err != nil {
+		_ = b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// restore fills a new buffer from the sections after the header.
+func (b *Buffer) restore(cr *chunkReader, h *ckptHeader) error {
+	_ = b.pcg.UnmarshalBinary(h.rng) // checked by readHeader
+	b.stats = h.stats
+	cursors, err := readRows(cr, b.numEnvs)
+	if err != nil {
+		return err
+	}
+	copy(b.cursor, cursors)
+	for i := range h.nTables {
+		ts, err := readTable(cr, uint32(i), b.numEnvs)
+		if err != nil {
+			return err
+		}
+		t, err := b.NewTable(ts.cfg)
+		if err != nil {
+			return corrupt(secTable, uint32(i), "%v", err)
+		}
+		if err := t.install(ts); err != nil {
+			return corrupt(secTable, uint32(i), "table %q: %v", ts.cfg.Name, err)
+		}
+	}
+	if err := b.readMeta(cr); err != nil {
+		return err
+	}
+	if err := b.readArenas(cr); err != nil {
+		return err
+	}
+	seq, raw := cr.seq, cr.raw
+	s := cr.section(secEnd, 0)
+	if gotSeq, gotRaw := s.u64(), s.i64(); s.err == nil && (gotSeq != uint64(seq) || gotRaw != raw) {
+		s.fail("%d chunks of %d bytes read, the writer wrote %d of %d", seq, raw, gotSeq, gotRaw)
+	}
+	return s.done()
+}
+
+// readMeta reads the metadata mirror and checks every byte: stored steps
+// have valid step types and known bits, slots not yet written are 0.
+func (b *Buffer) readMeta(cr *chunkReader) error {
+	var stored, raw []byte
+	off := 0
+	for {
+		p, last, err := cr.next(secMeta, 0, &stored, &raw)
+		if err != nil {
+			return err
+		}
+		if len(p) > len(b.meta)-off {
+			return corrupt(secMeta, 0, "more than the %d bytes of %d steps", len(b.meta), len(b.meta))
+		}
+		off += copy(b.meta[off:], p)
+		if last {
+			break
+		}
+	}
+	if off != len(b.meta) {
+		return corrupt(secMeta, 0, "%d bytes for %d steps", off, len(b.meta))
+	}
+	for r := range b.numEnvs {
+		old, cur := b.oldest(r), b.cursor[r]
+		for i := range b.capacity {
+			m := b.meta[int64(r)*b.capacity+i]
+			pos := i // the step in slot i, if any: the one in [old, cur) congruent to i
+			if cur > b.capacity {
+				pos = old + (i-old%b.capacity+b.capacity)%b.capacity
+			}
+			if pos >= cur {
+				if m != 0 {
+					return corrupt(secMeta, 0, "row %d: slot %d is not written but holds %#x", r, i, m)
+				}
+				continue
+			}
+			if m&^(metaStepMask|metaNextMask|metaDiscZero|metaCut) != 0 || m&metaStepMask > 2 || (m&metaNextMask)>>metaNextShift > 2 {
+				return corrupt(secMeta, 0, "row %d: step %d: metadata %#x", r, pos, m)
+			}
+		}
+	}
+	return nil
+}
+
+// readArenas reads one section per arena on one goroutine while
+// uploading the previous chunks on this one.
+func (b *Buffer) readArenas(cr *chunkReader) error {
+	type job struct {
+		stored, raw, p []byte
+		off            int64
+		col            int
+		err            error
+	}
+	free := make(chan *job, ckptPipeline)
+	full := make(chan *job, ckptPipeline)
+	for range ckptPipeline {
+		free <- &job{}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(full)
+		for c := range b.cols {
+			size := b.cols[c].arena.Size()
+			for off := int64(0); ; {
+				var j *job
+				select {
+				case j = <-free:
+				case <-stop:
+					return
+				}
+				p, last, err := cr.next(secArena, uint32(c), &j.stored, &j.raw)
+				switch {
+				case err != nil:
+					j.err = err
+				case int64(len(p)) > size-off:
+					j.err = corrupt(secArena, uint32(c), "more than the arena's %d bytes", size)
+				case last && off+int64(len(p)) != size:
+					j.err = corrupt(secArena, uint32(c), "%d bytes for an arena of %d", off+int64(len(p)), size)
+				}
+				j.p, j.off, j.col = p, off, c
+				full <- j
+				if j.err != nil {
+					return
+				}
+				off += int64(len(p))
+				if last {
+					break
+				}
+			}
+		}
+	}()
+	var err error
+	for j := range full {
+		if err == nil {
+			err = j.err
+			if err == nil && len(j.p) > 0 {
+				if e := b.be.Upload(b.cols[j.col].arena, j.off, j.p); e != nil {
+					err = fmt.Errorf("%w: checkpoint upload: %w", ErrBackend, e)
+				}
+			}
+			if err != nil {
+				close(stop)
+			}
+		}
+		free <- j
+	}
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	if err := b.be.Sync(); err != nil {
+		return fmt.Errorf("%w: checkpoint upload: %w", ErrBackend, err)
+	}
+	return nil
+}

@@ -1,0 +1,477 @@
+package tensorbuf
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+)
+
+// SnapshotMode says how Save keeps the arenas consistent with the
+// metadata it saves while writers keep adding. A plain value.
+type SnapshotMode int
+
+// The snapshot modes.
+const (
+	// SnapshotAuto copies the arenas into staging arenas of the same
+	// backend (SnapshotCopy) when the backend reports enough free memory
+	// for them (see MemoryReporter) and holds the lock (SnapshotLock)
+	// otherwise.
+	SnapshotAuto SnapshotMode = iota
+	// SnapshotCopy copies the arenas, inside the backend, into staging
+	// arenas while writers are paused, then lets them go on while the
+	// copies are streamed out: the pause is one backend-internal copy of
+	// the rings, at the cost of as much backend memory again for the
+	// duration of the save. It fails (ErrBackend) when the backend cannot
+	// allocate the copies.
+	SnapshotCopy
+	// SnapshotLock pauses writers (and samplers, which read the rings)
+	// for the whole save: no extra memory, but the pause lasts as long as
+	// streaming the arenas out does.
+	SnapshotLock
+)
+
+// String returns the mode's name, such as "copy".
+func (m SnapshotMode) String() string {
+	switch m {
+	case SnapshotAuto:
+		return "auto"
+	case SnapshotCopy:
+		return "copy"
+	case SnapshotLock:
+		return "lock"
+	}
+	return fmt.Sprintf("SnapshotMode(%d)", int(m))
+}
+
+// SaveOptions configures Save. A plain value.
+type SaveOptions struct {
+	// Compress compresses every chunk with zstd (its fastest level);
+	// chunks that do not shrink are stored raw.
+	Compress bool
+	// Snapshot says how the arenas are kept consistent (SnapshotAuto by
+	// default).
+	Snapshot SnapshotMode
+	// Report, when not nil, receives figures of the save.
+	Report *SaveReport
+}
+
+// SaveReport describes a finished save. A plain value.
+type SaveReport struct {
+	// Pause is how long writers, inserters and samplers were blocked.
+	Pause time.Duration
+	// Copied reports whether the arenas were copied into staging arenas
+	// (SnapshotCopy) rather than read under the lock.
+	Copied bool
+	// Bytes is the size of the checkpoint; RawBytes the size of its
+	// payload before compression.
+	Bytes, RawBytes int64
+	// Duration is the whole save.
+	Duration time.Duration
+}
+
+// tableSnap is a table's complete state, as saved and loaded.
+type tableSnap struct {
+	cfg         TableConfig
+	items       []item // every slot, live or not; key/pos/hpos/prev/next are derived
+	gens        []uint32
+	free, live  []int32
+	order       []int32 // live slots, oldest first
+	heapLen     []int32 // per row: live items in its start heap
+	heap        []int32 // the heaps' slots, row after row, in heap order
+	nextKey     uint64
+	maxLen      int
+	budget      int64
+	inserts     int64
+	samples     int64
+	maxPriority float64
+	hasMax      bool
+	rng         []byte
+}
+
+// bufSnap is what Save writes besides the arenas.
+type bufSnap struct {
+	numEnvs  int
+	capacity int64
+	fields   []Field
+	cursor   []int64
+	meta     []uint8
+	stats    Stats
+	rng      []byte
+	tables   []tableSnap
+}
+
+// snapshotLocked copies the buffer's host state. The caller holds b.mu
+// for writing, so no writer, inserter or sampler runs.
+func (b *Buffer) snapshotLocked() (*bufSnap, error) {
+	s := &bufSnap{
+		numEnvs: b.numEnvs, capacity: b.capacity, fields: b.Fields(),
+		cursor: slices.Clone(b.cursor), meta: slices.Clone(b.meta), stats: b.stats,
+	}
+	b.rngMu.Lock()
+	rng, err := b.pcg.MarshalBinary()
+	b.rngMu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: buffer rng: %w", err)
+	}
+	s.rng = rng
+	for _, t := range b.tableList {
+		t.mu.Lock()
+		ts, err := t.snapshotLocked()
+		t.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		s.tables = append(s.tables, ts)
+	}
+	return s, nil
+}
+
+// snapshotLocked copies the table's state; the caller holds t.mu.
+func (t *Table) snapshotLocked() (tableSnap, error) {
+	s := tableSnap{
+		cfg: t.cfg, items: slices.Clone(t.items), gens: slices.Clone(t.gens),
+		free: slices.Clone(t.free), live: slices.Clone(t.live),
+		heapLen: make([]int32, len(t.starts)),
+		nextKey: t.nextKey, maxLen: t.maxLen, budget: t.budget, inserts: t.inserts, samples: t.samples,
+		maxPriority: t.maxPriority, hasMax: t.hasMaxPriority,
+	}
+	if rl := t.cfg.RateLimiter; rl != nil {
+		c := *rl
+		s.cfg.RateLimiter = &c
+	}
+	s.order = make([]int32, 0, len(t.live))
+	for i := t.head; i >= 0; i = t.items[i].next {
+		s.order = append(s.order, i)
+	}
+	s.heap = make([]int32, 0, len(t.live))
+	for r, h := range t.starts {
+		s.heapLen[r] = int32(len(h))
+		for _, e := range h {
+			s.heap = append(s.heap, e.slot)
+		}
+	}
+	rng, err := t.pcg.MarshalBinary()
+	if err != nil {
+		return tableSnap{}, fmt.Errorf("checkpoint: table %q rng: %w", t.cfg.Name, err)
+	}
+	s.rng = rng
+	return s, nil
+}
+
+// Save writes a checkpoint of the buffer to w: its field specs and sizes,
+// every row's steps and cursor, the cut marks and step types of the host
+// metadata, its Stats, the state of its direct samplers' random source,
+// and every table (configuration and rate limiter, items, priorities,
+// times sampled, limiter counters, key generations, running maximum
+// priority and random source). Load restores all of it, so that a
+// restored buffer samples exactly what the original would have sampled
+// next. Writers (their rows' ownership) are not saved: open new ones on
+// the loaded buffer. A Hindsight relabeler lives beside the buffer and is
+// not saved either (its stored relabels, scan positions and random
+// source): a relabeler made with NewHindsight on the loaded buffer starts
+// empty; with RelabelAtEpisodeEnd its first Generate relabels again every
+// complete episode still stored (with new random goals), and a hindsight
+// Table restored from the checkpoint then also holds the items of the
+// relabels made before the save, which that relabeler does not know.
+//
+// The checkpoint is a consistent cut: every writer is paused at a step
+// boundary, and every inserter and sampler is excluded, while the host
+// state is copied and the arenas are snapshotted (see SnapshotMode and
+// SaveReport.Pause). Arenas are streamed through Backend.Download in
+// chunks of 4 MiB, at most three in flight: Save never holds a host copy
+// of a whole arena. See the format in checkpoint_format.go.
+//
+// A buffer closed before or during the save fails with ErrClosed; a
+// write error is returned as it is. Save is safe for concurrent use with
+// every other call of the buffer and its tables and writers.
+func (b *Buffer) Save(w io.Writer, opts SaveOptions) error {
+	if w == nil {
+		return fmt.Errorf("%w: Save to a nil writer", ErrInvalidArg)
+	}
+	if opts.Snapshot < SnapshotAuto || opts.Snapshot > SnapshotLock {
+		return fmt.Errorf("%w: snapshot mode %v", ErrInvalidArg, opts.Snapshot)
+	}
+	start := time.Now()
+	var rep SaveReport
+	b.mu.Lock()
+	locked := true
+	unlock := func() {
+		if locked {
+			b.mu.Unlock()
+			locked = false
+			rep.Pause = time.Since(start)
+		}
+	}
+	defer unlock()
+	if b.closed {
+		return fmt.Errorf("%w: Save", ErrClosed)
+	}
+	snap, err := b.snapshotLocked()
+	if err != nil {
+		return err
+	}
+	arenas := make([]Arena, len(b.cols))
+	for i := range b.cols {
+		arenas[i] = b.cols[i].arena
+	}
+	if b.copyArenas(opts.Snapshot) {
+		staged, err := b.stageArenasLocked()
+		if err != nil && opts.Snapshot == SnapshotCopy {
+			return err
+		}
+		if err == nil {
+			defer func() {
+				for _, a := range staged {
+					_ = b.be.Free(a)
+				}
+			}()
+			arenas, rep.Copied = staged, true
+			unlock()
+		}
+	}
+	cw, err := newChunkWriter(w, opts.Compress)
+	if err != nil {
+		return err
+	}
+	if cw.enc != nil {
+		defer cw.enc.Close()
+	}
+	if err := writeSnap(cw, snap); err != nil {
+		return err
+	}
+	if err := cw.streamArenas(b.be, arenas); err != nil {
+		return err
+	}
+	unlock()
+	end := cw.section(secEnd, 0)
+	end.u64(uint64(cw.seq))
+	end.i64(cw.raw)
+	if err := end.close(); err != nil {
+		return err
+	}
+	rep.Bytes, rep.RawBytes, rep.Duration = cw.written, cw.raw, time.Since(start)
+	if opts.Report != nil {
+		*opts.Report = rep
+	}
+	return nil
+}
+
+// copyArenas decides whether Save copies the arenas (see SnapshotMode).
+func (b *Buffer) copyArenas(mode SnapshotMode) bool {
+	switch mode {
+	case SnapshotCopy:
+		return true
+	case SnapshotLock:
+		return false
+	}
+	r, ok := b.be.(MemoryReporter)
+	if !ok {
+		return false
+	}
+	avail, err := r.MemAvailable()
+	ring := b.memBytes - int64(len(b.meta))
+	// Leave a quarter of the copy's size to everything else.
+	return err == nil && avail-ring/4 >= ring
+}
+
+// stageCopySteps bounds the steps of one staging copy (its index list is
+// host memory: 8 MiB).
+const stageCopySteps = 1 << 20
+
+// stageArenasLocked copies every ring, inside the backend, to a new arena
+// (GatherRows of every step in order) and waits for the copies. The
+// caller holds b.mu for writing.
+func (b *Buffer) stageArenasLocked() (staged []Arena, err error) {
+	defer func() {
+		if err != nil {
+			for _, a := range staged {
+				_ = b.be.Free(a)
+			}
+			staged = nil
+		}
+	}()
+	cols := make([]Column, len(b.cols))
+	for i := range b.cols {
+		a, err := b.be.Alloc(b.cols[i].arena.Size())
+		if err != nil {
+			return staged, fmt.Errorf("%w: checkpoint staging copy of %q (%d bytes): %w", ErrBackend, b.cols[i].Name, b.cols[i].arena.Size(), err)
+		}
+		staged = append(staged, a)
+		cols[i] = Column{Ring: b.cols[i].arena, StepBytes: b.cols[i].stepBytes, Out: a}
+	}
+	steps := int64(len(b.meta))
+	idx := make([]int64, min(steps, stageCopySteps))
+	for off := int64(0); off < steps; off += int64(len(idx)) {
+		n := min(int64(len(idx)), steps-off)
+		for i := range n {
+			idx[i] = off + i
+		}
+		for i := range cols {
+			cols[i].OutOff = off * cols[i].StepBytes
+		}
+		if err := b.be.GatherRows(cols, idx[:n]); err != nil {
+			return staged, fmt.Errorf("%w: checkpoint staging copy: %w", ErrBackend, err)
+		}
+	}
+	if err := b.be.Sync(); err != nil {
+		return staged, fmt.Errorf("%w: checkpoint staging copy: %w", ErrBackend, err)
+	}
+	return staged, nil
+}
+
+// writeSnap writes the header, rows, tables and metadata sections.
+func writeSnap(cw *chunkWriter, s *bufSnap) error {
+	h := cw.section(secHeader, 0)
+	h.u64(uint64(s.numEnvs))
+	h.u64(uint64(s.capacity))
+	h.u32(uint32(len(s.fields)))
+	for _, f := range s.fields {
+		h.str(f.Name)
+		h.u8(uint8(f.Role))
+		h.u8(uint8(f.DType))
+		h.u32(uint32(len(f.Shape)))
+		for _, d := range f.Shape {
+			h.u64(uint64(d))
+		}
+	}
+	h.u32(uint32(len(s.tables)))
+	h.i64(s.stats.Steps)
+	h.i64(s.stats.Cuts)
+	h.i64(s.stats.DroppedTransitions)
+	h.bytes(s.rng)
+	if err := h.close(); err != nil {
+		return err
+	}
+	rows := cw.section(secRows, 0)
+	for _, c := range s.cursor {
+		rows.i64(c)
+	}
+	if err := rows.close(); err != nil {
+		return err
+	}
+	for i := range s.tables {
+		if err := writeTable(cw, uint32(i), &s.tables[i]); err != nil {
+			return err
+		}
+	}
+	m := cw.section(secMeta, 0)
+	m.raw(s.meta)
+	return m.close()
+}
+
+func writeTable(cw *chunkWriter, index uint32, t *tableSnap) error {
+	s := cw.section(secTable, index)
+	c := &t.cfg
+	s.str(c.Name)
+	s.u8(uint8(c.Selector))
+	s.f64(c.PriorityExponent)
+	s.f64(c.Beta)
+	s.u64(uint64(c.MaxSize))
+	s.u64(uint64(c.MaxTimesSampled))
+	s.u64(c.Seed)
+	s.bool(c.RateLimiter != nil)
+	if rl := c.RateLimiter; rl != nil {
+		s.u64(uint64(rl.MinSize))
+		s.f64(rl.SamplesPerInsert)
+		s.f64(rl.ErrorBuffer)
+		s.i64(int64(rl.Timeout))
+	}
+	s.u64(t.nextKey)
+	s.u64(uint64(t.maxLen))
+	s.i64(t.budget)
+	s.i64(t.inserts)
+	s.i64(t.samples)
+	s.f64(t.maxPriority)
+	s.bool(t.hasMax)
+	s.bytes(t.rng)
+	s.u64(uint64(len(t.items)))
+	for i := range t.items {
+		it := &t.items[i]
+		s.u64(uint64(it.Row))
+		s.i64(it.Start)
+		s.u64(uint64(it.Len))
+		s.u64(uint64(it.Pad))
+		s.f64(it.Priority)
+		s.u64(uint64(it.timesSampled))
+		s.bool(it.live)
+		s.u32(t.gens[i])
+	}
+	for _, list := range [][]int32{t.free, t.live, t.order} {
+		s.u64(uint64(len(list)))
+		for _, v := range list {
+			s.u32(uint32(v))
+		}
+	}
+	for _, n := range t.heapLen {
+		s.u32(uint32(n))
+	}
+	for _, v := range t.heap {
+		s.u32(uint32(v))
+	}
+	return s.close()
+}
+
+// streamArenas writes one section per arena, downloading chunk after
+// chunk on one goroutine while writing the previous ones on this one.
+func (cw *chunkWriter) streamArenas(be Backend, arenas []Arena) error {
+	type job struct {
+		f         frame
+		buf, comp []byte
+		err       error
+	}
+	free := make(chan *job, ckptPipeline)
+	full := make(chan *job, ckptPipeline)
+	for range ckptPipeline {
+		free <- &job{buf: make([]byte, chunkHeaderLen+ckptChunk)}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(full)
+		for c, a := range arenas {
+			size := a.Size()
+			for off := int64(0); ; {
+				var j *job
+				select {
+				case j = <-free:
+				case <-stop:
+					return
+				}
+				n := min(ckptChunk, size-off)
+				last := off+n == size
+				buf := j.buf[:chunkHeaderLen+n]
+				if j.err = be.Download(buf[chunkHeaderLen:], a, off); j.err == nil {
+					j.comp = seal(&j.f, cw.enc, secArena, uint32(c), buf, j.comp, last)
+				}
+				full <- j
+				if j.err != nil || last {
+					if j.err != nil {
+						return
+					}
+					break
+				}
+				off += n
+			}
+		}
+	}()
+	var err error
+	for j := range full {
+		if err == nil {
+			if j.err != nil {
+				err = fmt.Errorf("%w: checkpoint download: %w", ErrBackend, j.err)
+			} else {
+				err = cw.write(&j.f)
+			}
+			if err != nil {
+				close(stop)
+			}
+		}
+		free <- j
+	}
+	wg.Wait()
+	return err
+}
