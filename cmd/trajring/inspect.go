@@ -1,0 +1,67 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"github.com/trajring/trajring/tensorbuf"
+)
+
+// newInspectCmd returns the inspect command.
+func newInspectCmd() *cobra.Command {
+	var verify bool
+	cmd := &cobra.Command{
+		Use:   "inspect FILE",
+		Short: "print a checkpoint's specs, rows, tables and sizes",
+		Long: `Prints the summary of a trajring checkpoint (written by Buffer.Save/SaveFile, or
+the replay-*.ckpt files of trajring train -checkpoint-every): format version,
+rows and capacity, bytes per step and of the arenas, the fields, the rows'
+cursors, and every table (selector, items, inserts, samples, rate limiter).
+
+It reads the header, rows and tables only, so it is fast on large checkpoints
+but does not check the arenas' chunks; -verify also loads the whole checkpoint
+(every chunk's checksum and the metadata) into a CPU buffer, which needs as much
+memory as the buffer itself. A file that is missing, not a checkpoint, truncated
+or corrupt fails with one line naming what is wrong and exit status 1.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageErrorf("want one checkpoint FILE, got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := args[0]
+			st, err := os.Stat(path)
+			if err != nil {
+				return err
+			}
+			if st.IsDir() {
+				return fmt.Errorf("%s is a directory, not a checkpoint file", path)
+			}
+			info, err := tensorbuf.ReadCheckpointInfoFile(path)
+			if err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+			if verify {
+				b, err := tensorbuf.LoadFile(path, tensorbuf.LoadOptions{})
+				if err != nil {
+					return fmt.Errorf("%s: %w", path, err)
+				}
+				if err := b.Close(); err != nil {
+					return errors.Join(fmt.Errorf("%s: closing the loaded buffer", path), err)
+				}
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "%s: %d bytes\n", path, st.Size())
+			fmt.Fprint(out, info)
+			if verify {
+				fmt.Fprintln(out, "verified: every chunk's checksum and the metadata check out")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&verify, "verify", false, "also load the whole checkpoint, checking every chunk")
+	return cmd
+}
