@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -72,6 +73,7 @@ type EpsilonGreedyPolicy struct {
 	sched      LinearSchedule
 	steps      int64
 	rng        *rand.Rand
+	pcg        *rand.PCG // rng's source, for MarshalBinary
 	values     []float32
 	batch      int
 	ps         PolicyStep
@@ -108,10 +110,35 @@ func NewEpsilonGreedyPolicy(name string, dtype tensorbuf.DType, numActions int, 
 	if err := checkSpec(spec); err != nil {
 		return nil, err
 	}
-	return &EpsilonGreedyPolicy{
-		q: q, spec: spec, numActions: numActions, sched: sched,
-		rng: rand.New(rand.NewPCG(seed, 0x6570736772656564)), // "epsgreed"
-	}, nil
+	pcg := rand.NewPCG(seed, 0x6570736772656564) // "epsgreed"
+	return &EpsilonGreedyPolicy{q: q, spec: spec, numActions: numActions, sched: sched, rng: rand.New(pcg), pcg: pcg}, nil
+}
+
+// MarshalBinary returns the policy's resumable state: the schedule's
+// clock and the state of its random source (to checkpoint a run).
+func (p *EpsilonGreedyPolicy) MarshalBinary() ([]byte, error) {
+	src, err := p.pcg.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	return binary.LittleEndian.AppendUint64(src, uint64(p.steps)), nil
+}
+
+// UnmarshalBinary restores a state written by MarshalBinary, so that the
+// policy draws exactly what the marshalled one would have drawn next. A
+// malformed state returns an error wrapping ErrConfig and changes
+// nothing.
+func (p *EpsilonGreedyPolicy) UnmarshalBinary(data []byte) error {
+	if len(data) < 8 || int64(binary.LittleEndian.Uint64(data[len(data)-8:])) < 0 {
+		return fmt.Errorf("%w: epsilon-greedy state of %d bytes", ErrConfig, len(data))
+	}
+	pcg := new(rand.PCG)
+	if err := pcg.UnmarshalBinary(data[:len(data)-8]); err != nil {
+		return fmt.Errorf("%w: epsilon-greedy random state: %w", ErrConfig, err)
+	}
+	*p.pcg = *pcg
+	p.steps = int64(binary.LittleEndian.Uint64(data[len(data)-8:]))
+	return nil
 }
 
 // InitialState returns nil: the policy is stateless.
