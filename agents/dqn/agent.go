@@ -119,9 +119,9 @@ type Agent struct {
 	dims   []int
 	g      *gorgonia.ExprGraph
 	vm     gorgonia.VM
-	solver gorgonia.Solver
+	opt    *adam
 	params gorgonia.Nodes // w0, b0, w1, b1, ...
-	vgs    []gorgonia.ValueGrad
+	ws, gs [][]float32    // scratch: the parameters' values and gradients
 	// inputs and the tensors bound to them
 	x, onehot, y, w     *gorgonia.Node
 	xT, onehotT, yT, wT *tensor.Dense
@@ -202,14 +202,18 @@ func (a *Agent) build(init *mlp) (err error) {
 		return fmt.Errorf("%w: gradients: %w", ErrConfig, err)
 	}
 	a.vm = gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(a.params...))
-	a.solver = gorgonia.NewAdamSolver(gorgonia.WithLearnRate(a.cfg.LearningRate))
-	a.vgs = gorgonia.NodesToValueGrads(a.params)
+	sizes := make([]int, len(a.params))
+	for i, p := range a.params {
+		sizes[i] = p.Shape().TotalSize()
+	}
+	a.opt = newAdam(a.cfg.LearningRate, sizes)
 	a.refreshOnline()
 	return nil
 }
 
 // refreshOnline points the plain-Go view of the online network at the
-// graph's current weight tensors (a solver may replace them).
+// graph's current weight tensors (Adam updates them in place; this keeps
+// the view right should a graph run ever replace them).
 func (a *Agent) refreshOnline() {
 	a.online.w, a.online.b = a.online.w[:0], a.online.b[:0]
 	for i, p := range a.params {
@@ -348,9 +352,16 @@ func (a *Agent) Train(b *Batch) (loss float64, err error) {
 			}
 		}
 	}
-	if err := a.solver.Step(a.vgs); err != nil {
-		return 0, fmt.Errorf("dqn: Adam step: %w", err)
+	a.ws, a.gs = a.ws[:0], a.gs[:0]
+	for _, p := range a.params {
+		gv, err := p.Grad()
+		if err != nil {
+			return 0, fmt.Errorf("dqn: gradient of %s: %w", p.Name(), err)
+		}
+		a.ws = append(a.ws, p.Value().Data().([]float32))
+		a.gs = append(a.gs, gv.Data().([]float32))
 	}
+	a.opt.step(a.ws, a.gs)
 	a.refreshOnline()
 	a.steps++
 	return loss, nil
