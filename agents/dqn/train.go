@@ -3,8 +3,12 @@
 package dqn
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"path/filepath"
+	"reflect"
+	"slices"
 	"time"
 
 	"github.com/trajring/trajring/driver"
@@ -48,6 +52,45 @@ type TrainConfig struct {
 	// Progress, when set, is called after every training round and
 	// evaluation.
 	Progress func(Progress)
+
+	// CheckpointDir with CheckpointEvery > 0 checkpoints the whole run
+	// (replay buffer and table, networks, Adam, counters, epsilon and beta
+	// schedule positions, random sources, training-return window and the
+	// Progress history) into CheckpointDir at the end of the first
+	// training round that reaches every multiple of CheckpointEvery env
+	// steps, and at the end of the run; see ManifestFile for the files
+	// and why a crash never leaves a torn checkpoint.
+	CheckpointDir   string
+	CheckpointEvery int
+	// Resume continues the run checkpointed in CheckpointDir (ErrNoCheckpoint
+	// when there is none). The configuration must equal the checkpoint's
+	// (ErrConfig names the fields that differ) except for Steps (a larger
+	// value extends the run; the epsilon and beta schedules, which are
+	// fractions of Steps, stretch with it), the evaluation settings, the
+	// callbacks and the checkpoint settings.
+	//
+	// A resumed run continues with exactly the saved replay contents,
+	// table (priorities, sampler random source), weights, Adam state,
+	// counters and policy random source, but the environment is reset:
+	// the episode in flight at the checkpoint is cut. Its steps stay in
+	// the buffer; the first step after the resume makes the last saved one
+	// a cut (the buffer's Stats count it), the new observer never joins
+	// steps across it, so no item spans the old and new episodes, and its
+	// partial return is not counted. The environment is seeded from Seed
+	// and the checkpoint's env steps (not Seed alone, which would replay
+	// the first episodes' starts), so a resume is deterministic; it does
+	// not reproduce the uninterrupted run's later episodes. Elapsed and the
+	// other timings continue from the checkpoint's, excluding the time
+	// the run was stopped.
+	Resume bool
+	// OnResume, when set, is called once on resume, before training
+	// continues, with the Progress of every training round up to the
+	// checkpoint (to rewrite logs and curves that went further).
+	OnResume func(history []Progress)
+
+	// tests: called after each checkpoint, and after a resume loaded one
+	afterCheckpoint func(gen uint64, a *Agent, buf *tensorbuf.Buffer)
+	afterResume     func(a *Agent, buf *tensorbuf.Buffer)
 }
 
 func (c *TrainConfig) defaults() error {
@@ -82,8 +125,11 @@ func (c *TrainConfig) defaults() error {
 	if c.Steps < 1 || c.BufferSize < 2 || c.LearningStarts < 0 || c.NStep < 1 || c.TargetUpdateInterval < 1 || c.TrainFreq < 1 ||
 		c.GradientSteps < 0 || c.EvalEpisodes < 1 || c.EvalEvery < 0 || !(c.Gamma >= 0 && c.Gamma <= 1) ||
 		!(c.ExplorationFraction >= 0 && c.ExplorationFraction <= 1) || !(c.ExplorationFinalEps >= 0 && c.ExplorationFinalEps <= 1) ||
-		!(c.Alpha > 0) || !(c.Beta >= 0 && c.Beta <= 1) {
+		!(c.Alpha > 0) || !(c.Beta >= 0 && c.Beta <= 1) || c.CheckpointEvery < 0 {
 		return fmt.Errorf("%w: %+v", ErrConfig, *c)
+	}
+	if (c.CheckpointEvery > 0 || c.Resume) && c.CheckpointDir == "" {
+		return fmt.Errorf("%w: checkpoints and resume need a CheckpointDir", ErrConfig)
 	}
 	return nil
 }
@@ -136,24 +182,47 @@ func RunCartPole(ctx context.Context, cfg TrainConfig) (*Result, error) {
 	if cfg.Agent.Seed == 0 {
 		cfg.Agent.Seed = cfg.Seed
 	}
+	if err := cfg.Agent.defaults(); err != nil {
+		return nil, err
+	}
 	agent, err := New(cfg.Agent)
 	if err != nil {
 		return nil, err
 	}
 	fields := append(append([]tensorbuf.Field(nil), env.ObservationSpec()...), env.ActionSpec()...)
-	buf, err := tensorbuf.New(tensorbuf.Config{NumEnvs: 1, Capacity: cfg.BufferSize + cfg.NStep + 1, Fields: fields, Seed: cfg.Seed})
-	if err != nil {
-		return nil, err
+	capacity := cfg.BufferSize + cfg.NStep + 1
+	var (
+		buf   *tensorbuf.Buffer
+		table *tensorbuf.Table
+		st    *loopState // the checkpoint resumed from
+		gen   uint64     // of the next checkpoint
+	)
+	if cfg.Resume {
+		if st, buf, table, gen, err = resume(&cfg, agent, fields, capacity); err != nil {
+			return nil, err
+		}
+		// A fresh start for the environment (see TrainConfig.Resume).
+		if env, err = envs.NewCartPole(1, cfg.Seed^uint64(st.Progress.EnvSteps)*0x9e3779b97f4a7c15); err != nil {
+			buf.Close()
+			return nil, err
+		}
+	} else {
+		if buf, err = tensorbuf.New(tensorbuf.Config{NumEnvs: 1, Capacity: capacity, Fields: fields, Seed: cfg.Seed}); err != nil {
+			return nil, err
+		}
+		tc := tensorbuf.TableConfig{Name: "replay", Selector: tensorbuf.Uniform, MaxSize: cfg.BufferSize, Seed: cfg.Seed}
+		if cfg.Prioritized {
+			tc.Selector, tc.PriorityExponent, tc.Beta = tensorbuf.Prioritized, cfg.Alpha, cfg.Beta
+		}
+		if table, err = buf.NewTable(tc); err != nil {
+			buf.Close()
+			return nil, err
+		}
+		if cfg.CheckpointEvery > 0 {
+			gen = nextGeneration(cfg.CheckpointDir)
+		}
 	}
 	defer buf.Close()
-	tc := tensorbuf.TableConfig{Name: "replay", Selector: tensorbuf.Uniform, MaxSize: cfg.BufferSize, Seed: cfg.Seed}
-	if cfg.Prioritized {
-		tc.Selector, tc.PriorityExponent, tc.Beta = tensorbuf.Prioritized, cfg.Alpha, cfg.Beta
-	}
-	table, err := buf.NewTable(tc)
-	if err != nil {
-		return nil, err
-	}
 	obs, err := observer.NewAddTrajectory(buf, observer.AddTrajectoryConfig{
 		Tables:           []observer.TableSequence{{Table: "replay", SequenceLength: cfg.NStep + 1}},
 		PadEndOfEpisodes: cfg.NStep > 1, TileEndOfEpisodes: cfg.NStep > 1,
@@ -162,33 +231,54 @@ func RunCartPole(ctx context.Context, cfg TrainConfig) (*Result, error) {
 		return nil, err
 	}
 	defer obs.Close()
-	rets, err := observer.NewAverageReturn(1, 100)
-	if err != nil {
-		return nil, err
-	}
+	rets := newReturnWindow(1, 100)
 	sched := driver.LinearSchedule{Start: 1, End: cfg.ExplorationFinalEps, Steps: int64(cfg.ExplorationFraction * float64(cfg.Steps))}
 	pol, err := driver.NewEpsilonGreedyPolicy(actName, env.ActionSpec()[0].DType, cfg.Agent.NumActions, agent.QFunc(obsName), sched, cfg.Seed)
 	if err != nil {
 		return nil, err
 	}
-	drv, err := driver.NewStepDriver(env, pol, cfg.TrainFreq, driver.WithObservers(obs, rets))
-	if err != nil {
-		return nil, err
-	}
-	evalEnv, err := envs.NewCartPole(cfg.EvalEpisodes, cfg.Seed+1_000_003)
-	if err != nil {
-		return nil, err
-	}
 	res := &Result{Agent: agent, FirstSolved: -1}
+	var p Progress
+	var history []Progress
+	var evals int64
+	if st != nil {
+		if err := pol.UnmarshalBinary(st.Policy); err != nil {
+			return nil, fmt.Errorf("resume: %w", err)
+		}
+		rets = st.Returns
+		clear(rets.Acc) // the episodes in flight are cut
+		p, history, res.FirstSolved, evals = st.Progress, st.History, st.FirstSolved, st.Evals
+		start = start.Add(-time.Duration(p.Elapsed * float64(time.Second)))
+		if cfg.OnResume != nil {
+			cfg.OnResume(slices.Clone(history))
+		}
+		if cfg.afterResume != nil {
+			cfg.afterResume(agent, buf)
+		}
+	}
+	drv, err := driver.NewStepDriver(env, pol, cfg.TrainFreq, driver.WithObservers(obs, &rets))
+	if err != nil {
+		return nil, err
+	}
+	// Every evaluation runs on environments of its own seed (the first
+	// one's is Seed+1_000_003), so that a resumed run evaluates as the
+	// uninterrupted one would have.
+	evaluate := func() (float64, error) {
+		evalEnv, err := envs.NewCartPole(cfg.EvalEpisodes, cfg.Seed+1_000_003+uint64(evals)*0x9e3779b97f4a7c15)
+		if err != nil {
+			return 0, err
+		}
+		evals++
+		return Evaluate(agent, evalEnv, obsName, actName)
+	}
 	tr := new(tensorbuf.TableTransitions)
 	defer tr.Release()
 	batch := agent.NewBatch()
 	prio := make([]float32, agent.cfg.BatchSize)
 	nopt := tensorbuf.NStepOptions{Horizon: cfg.NStep, DiscountFactor: cfg.Gamma}
-	var p Progress
 	var ts *driver.TimeStep
 	var state any
-	lastTarget := int64(0)
+	lastTarget := p.EnvSteps
 	for p.EnvSteps < int64(cfg.Steps) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -248,11 +338,11 @@ func RunCartPole(ctx context.Context, cfg TrainConfig) (*Result, error) {
 			p.ValidFraction = float64(valid) / float64(total)
 		}
 		p.GradientSteps = agent.Steps()
-		p.TrainReturn = float64(rets.Result())
+		p.TrainReturn = rets.Result()
 		p.Epsilon = pol.Epsilon()
 		p.EvalReturn = -1
 		if cfg.EvalEvery > 0 && p.EnvSteps/int64(cfg.EvalEvery) != (p.EnvSteps-int64(drv.Stats().Steps))/int64(cfg.EvalEvery) {
-			if p.EvalReturn, err = Evaluate(agent, evalEnv, obsName, actName); err != nil {
+			if p.EvalReturn, err = evaluate(); err != nil {
 				return nil, err
 			}
 			if p.EvalReturn >= 475 && res.FirstSolved < 0 {
@@ -263,8 +353,29 @@ func RunCartPole(ctx context.Context, cfg TrainConfig) (*Result, error) {
 		if cfg.Progress != nil {
 			cfg.Progress(p)
 		}
+		history = append(history, p)
+		every := int64(cfg.CheckpointEvery)
+		if every > 0 && (p.EnvSteps/every != (p.EnvSteps-drv.Stats().Steps)/every || p.EnvSteps >= int64(cfg.Steps)) {
+			ls := &loopState{Format: loopFormat, Config: cfg, Progress: p, FirstSolved: res.FirstSolved, Evals: evals,
+				Returns: rets, History: history}
+			var ab bytes.Buffer
+			if err := agent.SaveState(&ab); err != nil {
+				return nil, err
+			}
+			ls.Agent = ab.Bytes()
+			if ls.Policy, err = pol.MarshalBinary(); err != nil {
+				return nil, err
+			}
+			if err := saveCheckpoint(cfg.CheckpointDir, gen, buf, ls); err != nil {
+				return nil, err
+			}
+			if cfg.afterCheckpoint != nil {
+				cfg.afterCheckpoint(gen, agent, buf)
+			}
+			gen++
+		}
 	}
-	if res.EvalReturn, err = Evaluate(agent, evalEnv, obsName, actName); err != nil {
+	if res.EvalReturn, err = evaluate(); err != nil {
 		return nil, err
 	}
 	if res.EvalReturn >= 475 && res.FirstSolved < 0 {
@@ -272,6 +383,40 @@ func RunCartPole(ctx context.Context, cfg TrainConfig) (*Result, error) {
 	}
 	res.Last = p
 	return res, nil
+}
+
+// resume loads cfg.CheckpointDir's newest checkpoint: the learner state
+// into agent, and the replay buffer (returned with its table), after
+// checking that the configuration and fields match. It returns the
+// generation of the next checkpoint.
+func resume(cfg *TrainConfig, agent *Agent, fields []tensorbuf.Field, capacity int) (*loopState, *tensorbuf.Buffer, *tensorbuf.Table, uint64, error) {
+	m, err := readManifest(cfg.CheckpointDir)
+	if err != nil {
+		return nil, nil, nil, 0, err
+	}
+	st, err := readState(cfg.CheckpointDir, m)
+	if err != nil {
+		return nil, nil, nil, 0, err
+	}
+	if err := checkResumeConfig(st.Config, *cfg); err != nil {
+		return nil, nil, nil, 0, err
+	}
+	if err := agent.LoadState(bytes.NewReader(st.Agent)); err != nil {
+		return nil, nil, nil, 0, fmt.Errorf("resume: %w", err)
+	}
+	buf, err := tensorbuf.LoadFile(filepath.Join(cfg.CheckpointDir, m.Replay), tensorbuf.LoadOptions{Capacity: capacity})
+	if err != nil {
+		return nil, nil, nil, 0, fmt.Errorf("resume: %w", err)
+	}
+	table, err := buf.Table("replay")
+	if err == nil && (buf.NumEnvs() != 1 || !reflect.DeepEqual(buf.Fields(), fields)) {
+		err = fmt.Errorf("%w: the replay checkpoint holds %d rows of fields %v, want 1 of %v", ErrConfig, buf.NumEnvs(), buf.Fields(), fields)
+	}
+	if err != nil {
+		buf.Close()
+		return nil, nil, nil, 0, fmt.Errorf("resume: %w", err)
+	}
+	return st, buf, table, m.Generation + 1, nil
 }
 
 // Evaluate runs one greedy episode on every row of env (from a reset)
