@@ -14,9 +14,10 @@ test-go:
 	$(GO) test -race -count=1 ./...
 
 # test-train runs the seeded DQN training test without the race detector
-# (about 4 s; under -race it takes 36 s and is skipped there).
+# and its checkpoint-and-resume twin (about 4 s each; under -race they take
+# 36 s each and are skipped there).
 test-train:
-	$(GO) test -count=1 -run 'TestRunCartPoleLearns' ./agents/dqn/
+	$(GO) test -count=1 -run 'TestRunCartPoleLearns|TestResumeLearns' ./agents/dqn/
 
 # fuzz runs every Go fuzz target for FUZZTIME each (the seed corpora already
 # run in `make test`); soak runs the concurrency soak for SOAK under -race.

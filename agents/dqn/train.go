@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"time"
 
@@ -409,7 +408,7 @@ func resume(cfg *TrainConfig, agent *Agent, fields []tensorbuf.Field, capacity i
 		return nil, nil, nil, 0, fmt.Errorf("resume: %w", err)
 	}
 	table, err := buf.Table("replay")
-	if err == nil && (buf.NumEnvs() != 1 || !reflect.DeepEqual(buf.Fields(), fields)) {
+	if err == nil && (buf.NumEnvs() != 1 || !sameFields(buf.Fields(), fields)) {
 		err = fmt.Errorf("%w: the replay checkpoint holds %d rows of fields %v, want 1 of %v", ErrConfig, buf.NumEnvs(), buf.Fields(), fields)
 	}
 	if err != nil {
@@ -417,6 +416,14 @@ func resume(cfg *TrainConfig, agent *Agent, fields []tensorbuf.Field, capacity i
 		return nil, nil, nil, 0, fmt.Errorf("resume: %w", err)
 	}
 	return st, buf, table, m.Generation + 1, nil
+}
+
+// sameFields compares fields by name, role, dtype and shape (a checkpoint
+// does not keep the bounds).
+func sameFields(a, b []tensorbuf.Field) bool {
+	return slices.EqualFunc(a, b, func(x, y tensorbuf.Field) bool {
+		return x.Name == y.Name && x.Role == y.Role && x.DType == y.DType && slices.Equal(x.Shape, y.Shape)
+	})
 }
 
 // Evaluate runs one greedy episode on every row of env (from a reset)
