@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/trajring/trajring/agents/dqn"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -27,6 +28,7 @@ type trainFlags struct {
 	hidden   string
 	out      string
 	progress time.Duration
+	resume   bool
 }
 
 // newTrainCmd returns the train command.
@@ -38,9 +40,25 @@ func newTrainCmd() *cobra.Command {
 		Short: "train DQN on CartPole-v1 from a prioritized table (gorgonia)",
 		Long: `Trains DQN on CartPole-v1 from a prioritized trajring table; the defaults are RL
 Baselines3 Zoo's tuned DQN settings. Writes metrics.jsonl (one line per training
-round), curve.svg and the network (q.gob) to -out.`,
+round), curve.svg and the network (q.gob) to -out.
+
+With -checkpoint-every N (env steps; 0: off) the whole run is checkpointed
+into -out every N env steps and at the end: the replay buffer and its table
+(replay-NNNNNN.ckpt, readable with trajring inspect), the learner state
+(state-NNNNNN.gob: networks, Adam, counters, schedules, random sources,
+metrics history) and checkpoint.json, written last, naming both; a crash
+at any moment leaves the previous checkpoint whole. -resume continues from
+-out's newest checkpoint with its configuration; flags given explicitly
+override it (-steps extends the run; flags that change the learner are
+refused). The environment is reset on resume: the episode in flight at the
+checkpoint is cut, and metrics.jsonl is rewritten up to the checkpoint.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.resume {
+				if err := f.resumeConfig(cmd); err != nil {
+					return err
+				}
+			}
 			if err := f.validate(); err != nil {
 				return err
 			}
@@ -71,7 +89,9 @@ round), curve.svg and the network (q.gob) to -out.`,
 	fs.IntVar(&c.EvalEpisodes, "eval-episodes", 100, "greedy episodes of the final evaluation")
 	fs.IntVar(&c.EvalEvery, "eval-every", 5_000, "env steps between greedy evaluations (0: none)")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed")
-	fs.StringVar(&f.out, "out", "trajring-train", "directory for metrics.jsonl, curve.svg and q.gob")
+	fs.StringVar(&f.out, "out", "trajring-train", "directory for metrics.jsonl, curve.svg, q.gob and checkpoints")
+	fs.IntVar(&c.CheckpointEvery, "checkpoint-every", 10_000, "env steps between checkpoints into -out (0: none)")
+	fs.BoolVar(&f.resume, "resume", false, "continue from the newest checkpoint in -out")
 	fs.DurationVar(&f.progress, "progress", 5*time.Second, "progress on stderr: a bar on a terminal, else a line at this interval (0: none)")
 	return cmd
 }
@@ -88,6 +108,13 @@ func (f *trainFlags) validate() error {
 	if f.progress < 0 {
 		return usageErrorf("-progress must not be negative, got %v", f.progress)
 	}
+	if f.cfg.CheckpointEvery < 0 {
+		return usageErrorf("-checkpoint-every must not be negative, got %d", f.cfg.CheckpointEvery)
+	}
+	f.cfg.CheckpointDir, f.cfg.Resume = "", f.resume
+	if f.cfg.CheckpointEvery > 0 || f.resume {
+		f.cfg.CheckpointDir = f.out
+	}
 	f.cfg.Agent.Hidden = nil
 	for _, s := range strings.Split(f.hidden, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -99,28 +126,74 @@ func (f *trainFlags) validate() error {
 	return nil
 }
 
+// resumeConfig replaces the training configuration by the checkpoint's
+// in -out, then applies the flags given explicitly on top of it.
+func (f *trainFlags) resumeConfig(cmd *cobra.Command) error {
+	ck, err := dqn.ReadCheckpoint(f.out)
+	if err != nil {
+		return &runError{err}
+	}
+	changed := map[string]string{}
+	fs := cmd.Flags()
+	fs.Visit(func(fl *pflag.Flag) { changed[fl.Name] = fl.Value.String() })
+	f.cfg = ck.Config // the flags point into f.cfg: they now read the saved values
+	hidden := make([]string, len(ck.Config.Agent.Hidden))
+	for i, h := range ck.Config.Agent.Hidden {
+		hidden[i] = strconv.Itoa(h)
+	}
+	f.hidden = strings.Join(hidden, ",")
+	for name, v := range changed {
+		if err := fs.Set(name, v); err != nil {
+			return usageErrorf("-%s: %v", name, err)
+		}
+	}
+	return nil
+}
+
 // runTrain trains, with progress on stderr, and writes the outputs.
 func runTrain(f trainFlags, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(f.out, 0o755); err != nil {
 		return err
 	}
-	mf, err := os.Create(filepath.Join(f.out, "metrics.jsonl"))
-	if err != nil {
-		return err
-	}
-	defer mf.Close()
-	enc := json.NewEncoder(mf)
+	// metrics.jsonl is (re)written from the first round, or on resume from
+	// the history up to the checkpoint: a resume that fails early leaves
+	// the old file alone.
+	var mf *os.File
+	var enc *json.Encoder
 	var curve, evals plotter.XYs
 	var encErr error
+	defer func() {
+		if mf != nil {
+			mf.Close()
+		}
+	}()
 	prog := newProgress(stderr, "train", "env steps", int64(f.cfg.Steps), f.progress)
-	f.cfg.Progress = func(p dqn.Progress) {
-		if err := enc.Encode(p); err != nil && encErr == nil {
-			encErr = err
+	record := func(p dqn.Progress) {
+		if mf == nil && encErr == nil {
+			if mf, encErr = os.Create(filepath.Join(f.out, "metrics.jsonl")); encErr == nil {
+				enc = json.NewEncoder(mf)
+			}
+		}
+		if enc != nil {
+			if err := enc.Encode(p); err != nil && encErr == nil {
+				encErr = err
+			}
 		}
 		curve = append(curve, plotter.XY{X: float64(p.EnvSteps), Y: p.TrainReturn})
 		if p.EvalReturn >= 0 {
 			evals = append(evals, plotter.XY{X: float64(p.EnvSteps), Y: p.EvalReturn})
 		}
+	}
+	f.cfg.OnResume = func(history []dqn.Progress) {
+		at := int64(0)
+		for _, p := range history {
+			record(p)
+			at = p.EnvSteps
+		}
+		fmt.Fprintf(stdout, "resumed from the checkpoint in %s at %d env steps\n", f.out, at)
+	}
+	f.cfg.Progress = func(p dqn.Progress) {
+		record(p)
 		prog.set(p.EnvSteps, trainDetail(p))
 		if p.EvalReturn >= 0 && f.progress > 0 {
 			prog.println(fmt.Sprintf("train: greedy evaluation at %d env steps: %.1f", p.EnvSteps, p.EvalReturn))
@@ -161,6 +234,9 @@ func runTrain(f trainFlags, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", strings.Join([]string{
 		filepath.Join(f.out, "metrics.jsonl"), filepath.Join(f.out, "curve.svg"), filepath.Join(f.out, "q.gob")}, ", "))
+	if f.cfg.CheckpointEvery > 0 {
+		fmt.Fprintf(stdout, "checkpoint: %s (resume with -resume -out %s)\n", filepath.Join(f.out, dqn.ManifestFile), f.out)
+	}
 	fmt.Fprintf(stdout, "mean return over %d greedy episodes: %.1f\n", f.cfg.EvalEpisodes, res.EvalReturn)
 	return nil
 }
