@@ -149,7 +149,7 @@ func TestHelp(t *testing.T) {
 			names = append(names, strings.Fields(line)[0])
 		}
 	}
-	if want := []string{"demo", "bench", "train", "version", "help"}; !slices.Equal(names, want) {
+	if want := []string{"demo", "bench", "train", "inspect", "version", "help"}; !slices.Equal(names, want) {
 		t.Errorf("commands %q, want %q", names, want)
 	}
 }
