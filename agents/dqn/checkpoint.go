@@ -239,7 +239,7 @@ func configDiff(saved, now TrainConfig) []string {
 	for i := range sv.NumField() {
 		f := sv.Type().Field(i)
 		switch f.Name {
-		case "Steps", "EvalEpisodes", "EvalEvery", "Progress", "OnResume", "CheckpointDir", "CheckpointEvery", "Resume":
+		case "Steps", "EvalEpisodes", "EvalEvery", "Progress", "OnResume", "Observers", "CheckpointDir", "CheckpointEvery", "Resume":
 			continue
 		}
 		if !f.IsExported() {

@@ -86,6 +86,11 @@ type TrainConfig struct {
 	// continues, with the Progress of every training round up to the
 	// checkpoint (to rewrite logs and curves that went further).
 	OnResume func(history []Progress)
+	// Observers are further observers of the collection driver (an
+	// observer.MetricsLog, say), called after the replay observer on every
+	// collected step. They are not checkpointed, and a resume may pass
+	// others.
+	Observers []driver.Observer
 
 	// tests: called after each checkpoint, and after a resume loaded one
 	afterCheckpoint func(gen uint64, a *Agent, buf *tensorbuf.Buffer)
@@ -255,7 +260,7 @@ func RunCartPole(ctx context.Context, cfg TrainConfig) (*Result, error) {
 			cfg.afterResume(agent, buf)
 		}
 	}
-	drv, err := driver.NewStepDriver(env, pol, cfg.TrainFreq, driver.WithObservers(obs, &rets))
+	drv, err := driver.NewStepDriver(env, pol, cfg.TrainFreq, driver.WithObservers(append([]driver.Observer{obs, &rets}, cfg.Observers...)...))
 	if err != nil {
 		return nil, err
 	}
@@ -355,7 +360,9 @@ func RunCartPole(ctx context.Context, cfg TrainConfig) (*Result, error) {
 		history = append(history, p)
 		every := int64(cfg.CheckpointEvery)
 		if every > 0 && (p.EnvSteps/every != (p.EnvSteps-drv.Stats().Steps)/every || p.EnvSteps >= int64(cfg.Steps)) {
-			ls := &loopState{Format: loopFormat, Config: cfg, Progress: p, FirstSolved: res.FirstSolved, Evals: evals,
+			saved := cfg
+			saved.Observers = nil // not checkpointed (interfaces gob cannot encode)
+			ls := &loopState{Format: loopFormat, Config: saved, Progress: p, FirstSolved: res.FirstSolved, Evals: evals,
 				Returns: rets, History: history}
 			var ab bytes.Buffer
 			if err := agent.SaveState(&ab); err != nil {

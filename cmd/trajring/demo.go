@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -26,9 +23,7 @@ type demoConfig struct {
 	backend                              string
 	seed                                 uint64
 	progress                             time.Duration
-	metrics, metricsFormat               string
-	metricsEvery                         int64
-	metricsLog                           bool
+	metrics                              metricsFlags
 }
 
 // newDemoCmd returns the demo command.
@@ -66,10 +61,7 @@ the first batched step that reaches N, so it collects between N and N+envs-1.`,
 	f.StringVar(&c.backend, "backend", "default", "backend: default, cpu or gpu (gpu needs a cuda build)")
 	f.Uint64Var(&c.seed, "seed", 1, "seed of the environments, policy and samplers")
 	f.DurationVar(&c.progress, "progress", 2*time.Second, "progress on stderr: a bar on a terminal, else a line at this interval (0: none)")
-	f.StringVar(&c.metrics, "metrics", "", "write average return, episode length, env steps and episodes to this file")
-	f.StringVar(&c.metricsFormat, "metrics-format", "", "format of -metrics: jsonl or csv (default: csv for a .csv file, else jsonl)")
-	f.Int64Var(&c.metricsEvery, "metrics-every", 0, "env steps between -metrics records (0: a hundredth of -steps)")
-	f.BoolVar(&c.metricsLog, "metrics-log", false, "also log each -metrics record through log/slog on stderr")
+	c.metrics.register(f)
 	return cmd
 }
 
@@ -94,20 +86,8 @@ func (c *demoConfig) validate() error {
 	if c.progress < 0 {
 		return usageErrorf("-progress must not be negative, got %v", c.progress)
 	}
-	if c.metricsEvery < 0 {
-		return usageErrorf("-metrics-every must not be negative, got %d", c.metricsEvery)
-	}
-	if c.metricsFormat == "" {
-		c.metricsFormat = "jsonl"
-		if strings.HasSuffix(strings.ToLower(c.metrics), ".csv") {
-			c.metricsFormat = "csv"
-		}
-	}
-	if _, err := observer.ParseMetricsFormat(c.metricsFormat); err != nil {
-		return usageErrorf("-metrics-format: unknown format %q (want jsonl or csv)", c.metricsFormat)
-	}
-	if c.metricsEvery == 0 {
-		c.metricsEvery = max(int64(c.steps)/100, 1)
+	if err := c.metrics.validate(int64(c.steps)); err != nil {
+		return err
 	}
 	return nil
 }
@@ -192,7 +172,7 @@ func demo(ctx context.Context, c demoConfig, stderr io.Writer) (demoResult, erro
 	}
 	steps := new(observer.EnvironmentSteps)
 	observers := []driver.Observer{obs, ret, length, steps}
-	mlog, mfile, err := demoMetrics(c, stderr)
+	mlog, mfile, err := c.metrics.open(c.envs, stderr)
 	if err != nil {
 		return r, err
 	}
@@ -267,45 +247,14 @@ func demo(ctx context.Context, c demoConfig, stderr io.Writer) (demoResult, erro
 	if learnErr != nil {
 		return r, fmt.Errorf("learner: %w", learnErr)
 	}
-	if mlog != nil {
-		if err := mlog.Flush(); err != nil {
-			return r, err
-		}
-		if err := mfile.Close(); err != nil {
-			return r, fmt.Errorf("-metrics: %w", err)
-		}
+	if err := finishMetrics(mlog, mfile); err != nil {
+		return r, err
 	}
 	r.samples = samples.Load()
 	r.sequences = r.samples * int64(c.batch)
 	r.items = table.Size()
 	r.avgReturn, r.avgLen = ret.Result(), length.Result()
 	return r, nil
-}
-
-// demoMetrics creates the -metrics file and its MetricsLog; with no
-// -metrics it returns neither.
-func demoMetrics(c demoConfig, stderr io.Writer) (*observer.MetricsLog, *os.File, error) {
-	if c.metrics == "" {
-		return nil, nil, nil
-	}
-	format, err := observer.ParseMetricsFormat(c.metricsFormat)
-	if err != nil {
-		return nil, nil, err
-	}
-	f, err := os.Create(c.metrics)
-	if err != nil {
-		return nil, nil, fmt.Errorf("-metrics: %w", err)
-	}
-	cfg := observer.MetricsLogConfig{BatchSize: c.envs, Every: c.metricsEvery, Format: format}
-	if c.metricsLog {
-		cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
-	}
-	m, err := observer.NewMetricsLog(f, cfg)
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	return m, f, nil
 }
 
 func printDemo(w io.Writer, c demoConfig, r demoResult) {

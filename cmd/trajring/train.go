@@ -29,6 +29,7 @@ type trainFlags struct {
 	out      string
 	progress time.Duration
 	resume   bool
+	metrics  metricsFlags
 }
 
 // newTrainCmd returns the train command.
@@ -93,6 +94,7 @@ checkpoint is cut, and metrics.jsonl is rewritten up to the checkpoint.`,
 	fs.IntVar(&c.CheckpointEvery, "checkpoint-every", 10_000, "env steps between checkpoints into -out (0: none)")
 	fs.BoolVar(&f.resume, "resume", false, "continue from the newest checkpoint in -out")
 	fs.DurationVar(&f.progress, "progress", 5*time.Second, "progress on stderr: a bar on a terminal, else a line at this interval (0: none)")
+	f.metrics.register(fs)
 	return cmd
 }
 
@@ -107,6 +109,9 @@ func (f *trainFlags) validate() error {
 	}
 	if f.progress < 0 {
 		return usageErrorf("-progress must not be negative, got %v", f.progress)
+	}
+	if err := f.metrics.validate(int64(f.cfg.Steps)); err != nil {
+		return err
 	}
 	if f.cfg.CheckpointEvery < 0 {
 		return usageErrorf("-checkpoint-every must not be negative, got %d", f.cfg.CheckpointEvery)
@@ -199,9 +204,22 @@ func runTrain(f trainFlags, stdout, stderr io.Writer) error {
 			prog.println(fmt.Sprintf("train: greedy evaluation at %d env steps: %.1f", p.EnvSteps, p.EvalReturn))
 		}
 	}
+	// -metrics records the collection of this run (from its start, or from
+	// the resume) through an observer.MetricsLog on the collection driver.
+	mlog, mfile, err := f.metrics.open(1, stderr)
+	if err != nil {
+		return err
+	}
+	if mfile != nil {
+		defer mfile.Close() // on the error paths; closed and checked below
+		f.cfg.Observers = append(f.cfg.Observers, mlog)
+	}
 	res, err := dqn.RunCartPole(context.Background(), f.cfg)
 	prog.finish("")
 	if err != nil {
+		return err
+	}
+	if err := finishMetrics(mlog, mfile); err != nil {
 		return err
 	}
 	if encErr != nil {

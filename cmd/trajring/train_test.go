@@ -92,3 +92,40 @@ func TestTrainCheckpointAndResume(t *testing.T) {
 		}
 	}
 }
+
+// TestTrainMetrics: -metrics writes the collection's MetricsLog records
+// (here CSV, chosen by the extension): a header and one record per
+// -metrics-every env steps, env steps increasing to the run's end, and a
+// bad -metrics-format is a usage error.
+func TestTrainMetrics(t *testing.T) {
+	dir := t.TempDir()
+	csv := filepath.Join(dir, "m.csv")
+	var out, errb bytes.Buffer
+	args := []string{"train", "-steps", "1200", "-learning-starts", "200", "-train-freq", "200", "-gradient-steps", "2",
+		"-hidden", "8", "-eval-episodes", "2", "-eval-every", "0", "-checkpoint-every", "0", "-progress", "0",
+		"-out", filepath.Join(dir, "run"), "-metrics", csv, "-metrics-every", "400"}
+	if code := run(args, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	raw, err := os.ReadFile(csv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	if lines[0] != "env_steps,episodes,average_return,average_episode_length" {
+		t.Fatalf("header %q", lines[0])
+	}
+	var steps []string
+	for _, l := range lines[1:] {
+		steps = append(steps, strings.SplitN(l, ",", 2)[0])
+	}
+	// Records after 400, 800 and 1200 steps (the final Flush adds none:
+	// nothing was observed after the last record).
+	if got := strings.Join(steps, " "); got != "400 800 1200" {
+		t.Fatalf("records at env steps %q, want 400 800 1200\n%s", got, raw)
+	}
+	errb.Reset()
+	if code := run([]string{"train", "-metrics-format", "xml"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), `-metrics-format: unknown format "xml"`) {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+}
