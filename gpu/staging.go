@@ -54,7 +54,7 @@ const shrinkAbove = 16 << 20
 
 // slot returns the next staging slot with room for n bytes, waiting for
 // its previous use to finish and growing (or shrinking) it if needed. It
-// runs on the worker.
+// runs with the backend entered.
 func (b *Backend) slot(n int64) (*slot, error) {
 	s := &b.slots[b.next]
 	b.next = (b.next + 1) % len(b.slots)

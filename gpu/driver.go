@@ -1,0 +1,167 @@
+//go:build cuda
+
+package gpu
+
+/*
+#include <cuda.h>
+int trajring_cu_init_result(void);
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/trajring/trajring/kernels"
+	"gorgonia.org/cu"
+)
+
+// The process-wide driver state. The primary context of device 0 is
+// retained once, by the first New, and never released: closing the last
+// Backend keeps it (and the loaded modules) alive, so a later New neither
+// re-creates the context nor re-JITs the kernels, and a thread left with
+// the context current never holds a dangling context. This is what the
+// CUDA runtime (cudart) does too.
+var drv struct {
+	once    sync.Once
+	err     error
+	dev     cu.Device
+	ctx     cu.CUContext
+	ctxC    C.CUcontext // ctx as this package's cgo type
+	fns     map[string]cu.Function
+	sms     int
+	devName string
+}
+
+// lost holds the first sticky device error (ErrDeviceLost): once set,
+// every call of every Backend fails with it at once.
+var lost atomic.Pointer[error]
+
+// stickyCodes are the CUDA results after which the context is unusable
+// until the process exits (CUDA driver API, "sticky errors").
+var stickyCodes = map[int]bool{
+	214: true, // CUDA_ERROR_ECC_UNCORRECTABLE
+	700: true, // CUDA_ERROR_ILLEGAL_ADDRESS
+	702: true, // CUDA_ERROR_LAUNCH_TIMEOUT
+	714: true, // CUDA_ERROR_HARDWARE_STACK_ERROR
+	715: true, // CUDA_ERROR_ILLEGAL_INSTRUCTION
+	716: true, // CUDA_ERROR_MISALIGNED_ADDRESS
+	717: true, // CUDA_ERROR_INVALID_ADDRESS_SPACE
+	718: true, // CUDA_ERROR_INVALID_PC
+	719: true, // CUDA_ERROR_LAUNCH_FAILED
+	999: true, // CUDA_ERROR_UNKNOWN
+}
+
+// code returns the CUresult inside a gorgonia.org/cu error (whose type is
+// unexported), or -1.
+func code(err error) int {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if v := reflect.ValueOf(e); v.Kind() == reflect.Int && v.Type().PkgPath() == "gorgonia.org/cu" {
+			return int(v.Int())
+		}
+	}
+	return -1
+}
+
+// deviceLost returns the sticky error recorded so far, or nil.
+func deviceLost() error {
+	if p := lost.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// initDriver sets up the process-wide state once; it runs on a locked
+// thread.
+func initDriver() error {
+	drv.once.Do(func() { drv.err = setupDriver() })
+	return drv.err
+}
+
+func setupDriver() error {
+	if r := int(C.trajring_cu_init_result()); r != 0 {
+		return fmt.Errorf("%w: cuInit: CUDA error %d (%v): no usable CUDA driver or device", ErrNoDevice, r, cuResultName(r))
+	}
+	var err error
+	if drv.dev, err = cu.GetDevice(0); err != nil {
+		return fmt.Errorf("%w: %w", ErrNoDevice, driverErr("cuDeviceGet", err))
+	}
+	if drv.ctx, err = drv.dev.RetainPrimaryCtx(); err != nil {
+		return driverErr("cuDevicePrimaryCtxRetain", err)
+	}
+	drv.ctxC = *(*C.CUcontext)(unsafe.Pointer(&drv.ctx))
+	if err = cu.SetCurrentContext(drv.ctx); err != nil {
+		return driverErr("cuCtxSetCurrent", err)
+	}
+	drv.fns = map[string]cu.Function{}
+	for _, k := range kernels.All {
+		img, err := k.PTX()
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrDriver, err)
+		}
+		m, err := cu.LoadData(img)
+		if err != nil {
+			return driverErr("cuModuleLoadData("+k.Module+")", err)
+		}
+		fn, err := m.Function(k.Entry)
+		if err != nil {
+			return driverErr("cuModuleGetFunction("+k.Entry+")", err)
+		}
+		drv.fns[k.Entry] = fn
+	}
+	if drv.sms, err = drv.dev.Attribute(cu.MultiprocessorCount); err != nil || drv.sms < 1 {
+		drv.sms = 1
+	}
+	if drv.devName, err = drv.dev.Name(); err != nil {
+		drv.devName = "CUDA device 0"
+	}
+	return nil
+}
+
+// cuResultName names a CUresult the way gorgonia.org/cu does.
+func cuResultName(r int) string {
+	var s *C.char
+	if C.cuGetErrorName(C.CUresult(r), &s) != C.CUDA_SUCCESS || s == nil {
+		return "unknown"
+	}
+	return C.GoString(s)
+}
+
+// bind locks the calling goroutine to its thread and makes the primary
+// context current on it. It returns the context to restore when the
+// thread had another one current (a caller's own context); a thread that
+// had none keeps the primary context current afterwards, which is safe
+// because it is never released. Two cgo calls at most, no goroutine hop.
+func bind() (restore C.CUcontext, err error) {
+	runtime.LockOSThread()
+	var cur C.CUcontext
+	if r := C.cuCtxGetCurrent(&cur); r != C.CUDA_SUCCESS {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("%w: cuCtxGetCurrent: CUDA error %d", ErrDriver, int(r))
+	}
+	want := drv.ctxC
+	if cur == want {
+		return nil, nil
+	}
+	if r := C.cuCtxSetCurrent(want); r != C.CUDA_SUCCESS {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("%w: cuCtxSetCurrent: CUDA error %d", ErrDriver, int(r))
+	}
+	return cur, nil
+}
+
+// unbind undoes bind.
+func unbind(restore C.CUcontext) {
+	if restore != nil {
+		C.cuCtxSetCurrent(restore)
+	}
+	runtime.UnlockOSThread()
+}
+
+// ctxHandle carries the context bind replaced, to files without cgo.
+type ctxHandle struct{ c C.CUcontext }
