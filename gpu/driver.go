@@ -5,6 +5,26 @@ package gpu
 /*
 #include <cuda.h>
 int trajring_cu_init_result(void);
+
+typedef struct {
+	CUcontext prev; // the context to restore, or NULL
+	CUresult res;
+} trajring_bound;
+
+// trajring_bind makes want current on the calling thread in one cgo call
+// (values only, so nothing escapes to the Go heap).
+static trajring_bound trajring_bind(CUcontext want)
+{
+	trajring_bound b = {NULL, CUDA_SUCCESS};
+	CUcontext cur = NULL;
+	b.res = cuCtxGetCurrent(&cur);
+	if (b.res != CUDA_SUCCESS || cur == want)
+		return b;
+	b.res = cuCtxSetCurrent(want);
+	if (b.res == CUDA_SUCCESS)
+		b.prev = cur;
+	return b;
+}
 */
 import "C"
 
@@ -61,6 +81,9 @@ var stickyCodes = map[int]bool{
 // unexported), or -1.
 func code(err error) int {
 	for e := err; e != nil; e = errors.Unwrap(e) {
+		if c, ok := e.(cudaError); ok {
+			return int(c)
+		}
 		if v := reflect.ValueOf(e); v.Kind() == reflect.Int && v.Type().PkgPath() == "gorgonia.org/cu" {
 			return int(v.Int())
 		}
@@ -139,20 +162,12 @@ func cuResultName(r int) string {
 // because it is never released. Two cgo calls at most, no goroutine hop.
 func bind() (restore C.CUcontext, err error) {
 	runtime.LockOSThread()
-	var cur C.CUcontext
-	if r := C.cuCtxGetCurrent(&cur); r != C.CUDA_SUCCESS {
+	r := C.trajring_bind(drv.ctxC)
+	if r.res != C.CUDA_SUCCESS {
 		runtime.UnlockOSThread()
-		return nil, fmt.Errorf("%w: cuCtxGetCurrent: CUDA error %d", ErrDriver, int(r))
+		return nil, driverErr("cuCtxSetCurrent", cudaError(r.res))
 	}
-	want := drv.ctxC
-	if cur == want {
-		return nil, nil
-	}
-	if r := C.cuCtxSetCurrent(want); r != C.CUDA_SUCCESS {
-		runtime.UnlockOSThread()
-		return nil, fmt.Errorf("%w: cuCtxSetCurrent: CUDA error %d", ErrDriver, int(r))
-	}
-	return cur, nil
+	return r.prev, nil
 }
 
 // unbind undoes bind.
@@ -165,3 +180,8 @@ func unbind(restore C.CUcontext) {
 
 // ctxHandle carries the context bind replaced, to files without cgo.
 type ctxHandle struct{ c C.CUcontext }
+
+// cudaError is a CUresult returned by a direct cgo call.
+type cudaError int
+
+func (e cudaError) Error() string { return fmt.Sprintf("CUDA error %d (%s)", int(e), cuResultName(int(e))) }

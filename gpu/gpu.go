@@ -94,6 +94,7 @@ type Backend struct {
 	next   int
 	blocks int // grid-stride launches use at most this many blocks in x
 	arenas map[*Arena]struct{}
+	pinned []pinnedBlock // AllocPinned memory
 
 	// Scratch reused by every call so that the steady state of adding
 	// and sampling allocates nothing.
@@ -163,6 +164,10 @@ func (b *Backend) release() error {
 	for a := range b.arenas {
 		keep(b.freeArena(a))
 	}
+	for _, p := range b.pinned {
+		keep(driverErr("cuMemFreeHost", cu.MemFreeHost(p.p)))
+	}
+	b.pinned = nil
 	for i := range b.slots {
 		keep(b.slots[i].free())
 		if b.slots[i].ev != (cu.Event{}) {
