@@ -184,4 +184,6 @@ type ctxHandle struct{ c C.CUcontext }
 // cudaError is a CUresult returned by a direct cgo call.
 type cudaError int
 
-func (e cudaError) Error() string { return fmt.Sprintf("CUDA error %d (%s)", int(e), cuResultName(int(e))) }
+func (e cudaError) Error() string {
+	return fmt.Sprintf("CUDA error %d (%s)", int(e), cuResultName(int(e)))
+}

@@ -133,4 +133,3 @@ func (e *Event) Close() error {
 	}
 	return driverErr("cuEventDestroy", cu.DestroyEvent(&e.ev))
 }
-
