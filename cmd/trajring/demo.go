@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -52,7 +53,12 @@ func parseDemo(args []string, stderr io.Writer) (demoConfig, error) {
 func demoBackend(name string) (tensorbuf.Backend, error) {
 	switch name {
 	case "default":
-		return tensorbuf.DefaultBackend()
+		be, err := tensorbuf.DefaultBackend()
+		if err != nil { // a cuda build without a usable GPU
+			fmt.Fprintf(os.Stderr, "trajring demo: %v; running on the cpu backend\n", err)
+			return cpu.New(), nil
+		}
+		return be, nil
 	case "cpu":
 		return cpu.New(), nil
 	case "gpu":

@@ -347,6 +347,10 @@ static CUresult flush(void)
 {
 	size_t i, left;
 	pthread_mutex_lock(&qmu);
+	if (qlen == 0) { /* nothing queued: device memory untouched */
+		pthread_mutex_unlock(&qmu);
+		return sticky;
+	}
 	dev_enter();
 	left = qlen;
 	while (left > 0 && sticky == CUDA_SUCCESS) {
@@ -1008,7 +1012,7 @@ CUresult cuEventQuery(CUevent e)
 	if (e == NULL)
 		return CUDA_ERROR_INVALID_HANDLE;
 	pthread_mutex_lock(&qmu);
-	r = e->pending == 0 ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+	r = sticky != CUDA_SUCCESS ? sticky : e->pending == 0 ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 	pthread_mutex_unlock(&qmu);
 	return r;
 }
