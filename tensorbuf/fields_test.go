@@ -37,4 +37,3 @@ func fullStep(fields []tensorbuf.Field, rows int) *tensorbuf.Step {
 	}
 	return s
 }
-
