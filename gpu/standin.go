@@ -25,11 +25,11 @@ import "C"
 
 import "time"
 
-// StandinDeviceTime returns the time the stand-in driver (gpu/standin,
+// StandinDeviceTime returns the CPU time the stand-in driver (gpu/standin,
 // used where there is no GPU) has spent running device work: queued
 // kernels and copies and synchronous copies, which on a GPU run on the
-// device while the host goes on. Benchmarks subtract it from wall time to
-// report the host time of calls. ok is false with a real driver. It is
+// device while the host goes on. Benchmarks subtract it from the calling
+// thread's CPU time to report the host time of calls. ok is false with a real driver. It is
 // safe for concurrent use.
 func StandinDeviceTime() (d time.Duration, ok bool) {
 	ns := C.trajring_standin_ns()

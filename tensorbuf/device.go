@@ -28,11 +28,11 @@ type Event = kernels.Event
 // while the consumer still reads it. BatchSource does both.
 type Streamer = kernels.Streamer
 
-// hostTensor reports an error wrapping ErrDeviceTensor when d's memory is
-// not host-accessible.
-func hostTensor(d *tensor.Dense, what string) error {
+// hostTensor reports an error wrapping ErrDeviceTensor, naming field,
+// when d's memory is not host-accessible. It allocates only on error.
+func hostTensor(d *tensor.Dense, field string) error {
 	if d != nil && !d.IsNativelyAccessible() {
-		return fmt.Errorf("%w: %s", ErrDeviceTensor, what)
+		return fmt.Errorf("%w: field %q", ErrDeviceTensor, field)
 	}
 	return nil
 }

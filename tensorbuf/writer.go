@@ -210,7 +210,7 @@ func validStepType(s StepType) bool { return s == First || s == Mid || s == Last
 // hostBytes returns the bytes of a contiguous host tensor after checking
 // its dtype and shape against a field for n rows.
 func hostBytes(d *tensor.Dense, f Field, n int) ([]byte, error) {
-	if err := hostTensor(d, "field "+f.Name); err != nil {
+	if err := hostTensor(d, f.Name); err != nil {
 		return nil, err
 	}
 	if d.Dtype() != f.DType.Tensor() {

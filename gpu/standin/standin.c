@@ -153,7 +153,7 @@ static void dev_enter(void)
 	pthread_once(&devmu_once, devmu_init);
 	pthread_mutex_lock(&devmu);
 	if (devdepth++ == 0) {
-		clock_gettime(CLOCK_MONOTONIC, &devstart);
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &devstart);
 		set_prot(PROT_READ | PROT_WRITE);
 	}
 }
@@ -163,14 +163,56 @@ static void dev_leave(void)
 	struct timespec t;
 	if (--devdepth == 0) {
 		set_prot(PROT_NONE);
-		clock_gettime(CLOCK_MONOTONIC, &t);
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
 		device_ns += (unsigned long long)((t.tv_sec - devstart.tv_sec) * 1000000000LL + (t.tv_nsec - devstart.tv_nsec));
 	}
 	pthread_mutex_unlock(&devmu);
 }
 
-/* trajring_standin_device_ns returns the nanoseconds spent running
-   device work (queued work and synchronous copies and memsets). */
+/* dev_open makes [p, p+n) of one device allocation accessible, for a
+   synchronous copy or memset: cheaper than dev_enter, which opens every
+   allocation. dev_close undoes it. */
+static void dev_span(uintptr_t p, size_t n, uintptr_t *lo, size_t *len)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	*lo = p & ~(page - 1);
+	*len = (size_t)(((p + n + page - 1) & ~(page - 1)) - *lo);
+}
+
+static void dev_open(CUdeviceptr p, size_t n)
+{
+	uintptr_t lo;
+	size_t len;
+	pthread_once(&devmu_once, devmu_init);
+	pthread_mutex_lock(&devmu);
+	if (devdepth++ == 0) {
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &devstart);
+		if (protect) {
+			dev_span((uintptr_t)p, n, &lo, &len);
+			mprotect((void *)lo, len, PROT_READ | PROT_WRITE);
+		}
+	}
+}
+
+static void dev_close(CUdeviceptr p, size_t n)
+{
+	uintptr_t lo;
+	size_t len;
+	struct timespec t;
+	if (--devdepth == 0) {
+		if (protect) {
+			dev_span((uintptr_t)p, n, &lo, &len);
+			mprotect((void *)lo, len, PROT_NONE);
+		}
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+		device_ns += (unsigned long long)((t.tv_sec - devstart.tv_sec) * 1000000000LL + (t.tv_nsec - devstart.tv_nsec));
+	}
+	pthread_mutex_unlock(&devmu);
+}
+
+/* trajring_standin_device_ns returns the CPU time (of the threads that
+   ran it, in nanoseconds) spent running device work: queued work,
+   synchronous copies and memsets, and the protection changes. */
 unsigned long long trajring_standin_device_ns(void)
 {
 	unsigned long long v;
@@ -671,9 +713,9 @@ CUresult cuMemAlloc(CUdeviceptr *p, size_t n)
 	nallocs++;
 	used += n;
 	pthread_mutex_unlock(&mu);
-	dev_enter();
+	dev_open((CUdeviceptr)(uintptr_t)m, n);
 	memset(m, 0xCD, n);
-	dev_leave();
+	dev_close((CUdeviceptr)(uintptr_t)m, n);
 	*p = (CUdeviceptr)(uintptr_t)m;
 	return CUDA_SUCCESS;
 }
@@ -783,9 +825,9 @@ CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n)
 		return CUDA_SUCCESS;
 	if (src == NULL || !dev_range(dst, n))
 		return CUDA_ERROR_INVALID_VALUE;
-	dev_enter();
+	dev_open(dst, n);
 	memcpy((void *)(uintptr_t)dst, src, n);
-	dev_leave();
+	dev_close(dst, n);
 	return CUDA_SUCCESS;
 }
 
@@ -800,9 +842,9 @@ CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n)
 		return CUDA_SUCCESS;
 	if (dst == NULL || !dev_range(src, n))
 		return CUDA_ERROR_INVALID_VALUE;
-	dev_enter();
+	dev_open(src, n);
 	memcpy(dst, (const void *)(uintptr_t)src, n);
-	dev_leave();
+	dev_close(src, n);
 	return CUDA_SUCCESS;
 }
 
@@ -873,9 +915,9 @@ CUresult cuMemsetD8(CUdeviceptr dst, unsigned char v, size_t n)
 		return CUDA_SUCCESS;
 	if (!dev_range(dst, n))
 		return CUDA_ERROR_INVALID_VALUE;
-	dev_enter();
+	dev_open(dst, n);
 	memset((void *)(uintptr_t)dst, v, n);
-	dev_leave();
+	dev_close(dst, n);
 	return CUDA_SUCCESS;
 }
 
