@@ -19,7 +19,7 @@
 #      real driver, not the stand-in), glibc, nvidia-smi facts, and the
 #      time of the first and a warm gpu.New (context creation, module load)
 #   2. the gpu package's tests (one process: the primary context stays
-#      retained across them), then tensorbuf's
+#      retained across them); tensorbuf's run last, with the time left
 #   3. host time of Table.SampleInto, SampleTransitionsInto and Writer.Add
 #      at B=256 (low-dim, 3 KB rows) next to the cpu backend (TestHostTime)
 #   4. GPU benchmarks: per op µs, p50/p99 and the fraction of a same-run
@@ -56,9 +56,11 @@ build() {
 
 run() {
 	cd "$dir" || exit 2
-	local out=${OUT:-$PWD/out}
+	# Globals: the EXIT trap reads them after run returns.
+	out=${OUT:-$PWD/out}
 	mkdir -p "$out/logs"
-	local start=$SECONDS deadline=$((SECONDS + ${GPU_CHECK_DEADLINE:-540}))
+	start=$SECONDS
+	deadline=$((SECONDS + ${GPU_CHECK_DEADLINE:-540}))
 	declare -gA status secs
 	declare -ga order
 	summary() {
@@ -71,7 +73,7 @@ run() {
 				printf '%-22s %-44s %6s\n' "$k" "${status[$k]}" "${secs[$k]:-}"
 			done
 			echo
-			grep -h -A 9 'call (B=256)' "$out/logs/hosttime.log" 2>/dev/null | sed 's/^ *//'
+			grep -h -A 6 'call (B=256)' "$out/logs/hosttime.log" 2>/dev/null | sed 's/^ *//'
 			echo
 			echo "== GPU operations (of_copy: fraction of a same-run device-to-device copy)"
 			printf '%-30s %9s %9s %9s %9s %8s\n' operation us/op p50_us p99_us GB/s of_copy
@@ -136,7 +138,6 @@ run() {
 	step preflight 60 bin/gpu.test -test.run '^TestStartupTime$' -test.v -test.count=1
 	grep -h 'startup:' "$out/logs/preflight.log" 2>/dev/null | sed 's/^ */   /' >>"$out/preflight.txt"
 	step test-gpu 120 bin/gpu.test -test.count=1
-	step test-tensorbuf 120 bin/tensorbuf.test -test.count=1 -test.short
 	step hosttime 60 env TRAJRING_HOSTTIME=1 bin/tensorbuf.test -test.run '^TestHostTime$' -test.v -test.count=1
 	step bench-gpu 120 bin/gpu.test -test.run '^$' -test.bench . -test.benchtime 0.3s -test.count=1
 	local san
@@ -150,6 +151,8 @@ run() {
 		status[memcheck]="SKIP (compute-sanitizer not found)"
 	fi
 	step fault-probe 60 env TRAJRING_GPU_FAULT_PROBE=1 bin/gpu.test -test.run '^TestStickyFaultProbe$' -test.v -test.count=1
+	# Last: the buffer's tests on the gpu backend, with the time left.
+	step test-tensorbuf 240 bin/tensorbuf.test -test.count=1 -test.short -test.v
 	for k in "${order[@]}"; do
 		case ${status[$k]} in FAIL*) return 1 ;; esac
 	done

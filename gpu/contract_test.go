@@ -109,7 +109,17 @@ func TestDeviceMemoryUnreadableOnHost(t *testing.T) {
 	t.Logf("read %v from device memory", v)
 }
 
+// onStandin skips a test that relies on the stand-in driver's test hooks
+// or deterministic scheduling.
+func onStandin(t *testing.T) {
+	t.Helper()
+	if _, ok := StandinDeviceTime(); !ok {
+		t.Skip("needs the stand-in driver (test hooks, deterministic stream order)")
+	}
+}
+
 func TestStickyFaultIsReportedAndFailsFast(t *testing.T) {
+	onStandin(t)
 	out, err, parent := child(t, "TestStickyFaultIsReportedAndFailsFast", "TRAJRING_STANDIN_FAULT_LAUNCH=2")
 	if parent {
 		if err != nil {
@@ -167,6 +177,7 @@ func TestStickyFaultIsReportedAndFailsFast(t *testing.T) {
 }
 
 func TestNoDeviceReturnsError(t *testing.T) {
+	onStandin(t)
 	out, err, parent := child(t, "TestNoDeviceReturnsError", "TRAJRING_STANDIN_NODEVICE=1")
 	if parent {
 		if err != nil || !strings.Contains(out, "PASS") {
@@ -230,6 +241,9 @@ func TestStreamOrderingWithAConsumer(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			if !c.ok {
+				onStandin(t) // a GPU may happen to run a racy program right
+			}
 			b := newBackend(t)
 			ringData := append(bytes.Repeat([]byte{0xA}, 16), bytes.Repeat([]byte{0xB}, 16)...)
 			ring := mustArena(t, b, ringData)
@@ -315,7 +329,7 @@ func TestHostIntoPinnedNoAllocs(t *testing.T) {
 	if err := b.Record(ev); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(pin, make([]byte, 64)) {
+	if _, standin := StandinDeviceTime(); standin && !bytes.Equal(pin, make([]byte, 64)) {
 		// The stand-in runs queued copies only at a sync point: before
 		// it, nothing may have been written.
 		t.Fatalf("HostInto wrote before its event completed: %q", pin[8:24])

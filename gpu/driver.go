@@ -108,7 +108,7 @@ func initDriver() error {
 
 func setupDriver() error {
 	if r := int(C.trajring_cu_init_result()); r != 0 {
-		return fmt.Errorf("%w: cuInit: CUDA error %d (%v): no usable CUDA driver or device", ErrNoDevice, r, cuResultName(r))
+		return fmt.Errorf("%w: cuInit: CUDA error %d (%v)", ErrNoDevice, r, cuResultName(r))
 	}
 	var err error
 	if drv.dev, err = cu.GetDevice(0); err != nil {
