@@ -123,7 +123,7 @@ func setupDriver() error {
 	}
 	drv.fns = map[string]cu.Function{}
 	for _, k := range kernels.All {
-		img, err := k.PTX()
+		img, err := k.Image()
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrDriver, err)
 		}

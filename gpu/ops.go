@@ -324,7 +324,7 @@ func (b *Backend) launch(k kernels.Kernel, st *slot, size, n, words, gy int64, a
 	if err := cu.MemcpyHtoDAsync(st.dev, st.host, size, b.stream); err != nil {
 		return driverErr("cuMemcpyHtoDAsync", err)
 	}
-	lanes := min(32, max(1, words)) // threads per step, as the kernels group them
+	lanes := kernels.Lanes(max(1, words)) // threads per step, as the kernels group them
 	gx := min(max((n*lanes+blockSize-1)/blockSize, 1), int64(b.blocks))
 	copy(b.args[:], args) // b.params point at b.args: no allocation per launch
 	err := drv.fns[k.Entry].Launch(int(gx), int(min(gy, 65535)), 1, blockSize, 1, 1, 0, b.stream, b.params[:len(args)])

@@ -17,7 +17,7 @@ type outSpec struct {
 }
 
 // outArena is the memory of a batch: one backend arena holding every
-// output tensor back to back, 8-byte aligned, for up to capSteps steps.
+// output tensor back to back, 16-byte aligned, for up to capSteps steps.
 type outArena struct {
 	be       Backend
 	arena    Arena
@@ -26,7 +26,9 @@ type outArena struct {
 	used     int64 // bytes in use by the current layout
 }
 
-func align8(n int64) int64 { return (n + 7) &^ 7 }
+// alignOut rounds n up to 16 bytes: every output tensor starts 16-byte
+// aligned, so the kernels can move its steps in 16-byte words.
+func alignOut(n int64) int64 { return (n + 15) &^ 15 }
 
 // ensure makes room for steps steps of every spec, reallocating (and
 // reporting realloc) when the arena is too small or of another backend.
@@ -41,7 +43,7 @@ func (o *outArena) ensure(be Backend, specs []outSpec, steps int64) (realloc boo
 	}
 	var size int64
 	for _, s := range specs {
-		size = align8(size) + capSteps*s.stepBytes
+		size = alignOut(size) + capSteps*s.stepBytes
 	}
 	a, err := be.Alloc(max(size, 8))
 	if err != nil {
@@ -57,7 +59,7 @@ func (o *outArena) layout(specs []outSpec, capSteps int64) {
 	o.offs = o.offs[:0]
 	var off int64
 	for _, s := range specs {
-		off = align8(off)
+		off = alignOut(off)
 		o.offs = append(o.offs, off)
 		off += capSteps * s.stepBytes
 	}

@@ -1112,6 +1112,30 @@ static const char *parse_entry(const char *s, struct CUmod_st *m)
 	return p;
 }
 
+/* fatbin_ptx returns the PTX text embedded in a fatbin image (magic
+   0xBA55ED50, then a 16-bit version, a 16-bit header size and a 64-bit
+   payload size), or NULL. The stand-in runs host builds, so the PTX is
+   only checked against them; the SASS is ignored. nvcc stores the PTX
+   uncompressed unless told otherwise. */
+static const char *fatbin_ptx(const void *image)
+{
+	const unsigned char *b = image;
+	uint32_t magic;
+	uint16_t hsize;
+	uint64_t size;
+	size_t i, n;
+	memcpy(&magic, b, 4);
+	if (magic != 0xBA55ED50u)
+		return NULL;
+	memcpy(&hsize, b + 6, 2);
+	memcpy(&size, b + 8, 8);
+	n = (size_t)hsize + (size_t)size;
+	for (i = 0; i + 8 <= n; i++)
+		if (memcmp(b + i, ".version", 8) == 0)
+			return (const char *)b + i;
+	return NULL;
+}
+
 CUresult cuModuleLoadData(CUmodule *mod, const void *image)
 {
 	const char *s = image, *p, *t;
@@ -1122,6 +1146,8 @@ CUresult cuModuleLoadData(CUmodule *mod, const void *image)
 		return r;
 	if (mod == NULL || s == NULL)
 		return CUDA_ERROR_INVALID_VALUE;
+	if ((p = fatbin_ptx(image)) != NULL)
+		s = p;
 	if (strstr(s, ".version") == NULL || (t = strstr(s, ".target")) == NULL)
 		return CUDA_ERROR_INVALID_IMAGE;
 	if (sscanf(t, ".target sm_%d", &sm) != 1)
