@@ -213,9 +213,20 @@ func TestPrimaryContextOutlivesBackends(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The primary context is still retained and usable on any thread.
+	// A call leaves the calling thread's context as it found it: none.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	if err := cu.SetCurrentContext(cu.CUContext{}); err != nil {
+		t.Fatal(err)
+	}
+	b := newBackend(t)
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if cur, err := cu.CurrentContext(); err != nil || cur != (cu.CUContext{}) {
+		t.Fatalf("context current after a call: %v (%v), want none", cur, err)
+	}
+	// The primary context is still retained and usable on any thread.
 	if err := cu.SetCurrentContext(drv.ctx); err != nil {
 		t.Fatal(err)
 	}

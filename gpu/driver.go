@@ -7,7 +7,8 @@ package gpu
 int trajring_cu_init_result(void);
 
 typedef struct {
-	CUcontext prev; // the context to restore, or NULL
+	CUcontext prev; // the context to restore (possibly NULL) when changed
+	int changed;
 	CUresult res;
 } trajring_bound;
 
@@ -15,14 +16,16 @@ typedef struct {
 // (values only, so nothing escapes to the Go heap).
 static trajring_bound trajring_bind(CUcontext want)
 {
-	trajring_bound b = {NULL, CUDA_SUCCESS};
+	trajring_bound b = {NULL, 0, CUDA_SUCCESS};
 	CUcontext cur = NULL;
 	b.res = cuCtxGetCurrent(&cur);
 	if (b.res != CUDA_SUCCESS || cur == want)
 		return b;
 	b.res = cuCtxSetCurrent(want);
-	if (b.res == CUDA_SUCCESS)
+	if (b.res == CUDA_SUCCESS) {
 		b.prev = cur;
+		b.changed = 1;
+	}
 	return b;
 }
 */
@@ -99,8 +102,7 @@ func deviceLost() error {
 	return nil
 }
 
-// initDriver sets up the process-wide state once; it runs on a locked
-// thread.
+// initDriver sets up the process-wide state once.
 func initDriver() error {
 	drv.once.Do(func() { drv.err = setupDriver() })
 	return drv.err
@@ -118,9 +120,11 @@ func setupDriver() error {
 		return driverErr("cuDevicePrimaryCtxRetain", err)
 	}
 	drv.ctxC = *(*C.CUcontext)(unsafe.Pointer(&drv.ctx))
-	if err = cu.SetCurrentContext(drv.ctx); err != nil {
-		return driverErr("cuCtxSetCurrent", err)
+	prev, err := bind() // for the module loads below
+	if err != nil {
+		return err
 	}
+	defer unbind(prev)
 	drv.fns = map[string]cu.Function{}
 	for _, k := range kernels.All {
 		img, err := k.Image()
@@ -156,30 +160,34 @@ func cuResultName(r int) string {
 }
 
 // bind locks the calling goroutine to its thread and makes the primary
-// context current on it. It returns the context to restore when the
-// thread had another one current (a caller's own context); a thread that
-// had none keeps the primary context current afterwards, which is safe
-// because it is never released. Two cgo calls at most, no goroutine hop.
-func bind() (restore C.CUcontext, err error) {
+// context current on it. unbind puts back whatever the thread had current
+// before (another context, or none) and unlocks it, so a call leaves no
+// context behind on a thread it does not own: one cgo call to bind, one
+// more to unbind only when bind changed the current context, and no
+// goroutine hop.
+func bind() (restore ctxHandle, err error) {
 	runtime.LockOSThread()
 	r := C.trajring_bind(drv.ctxC)
 	if r.res != C.CUDA_SUCCESS {
 		runtime.UnlockOSThread()
-		return nil, driverErr("cuCtxSetCurrent", cudaError(r.res))
+		return ctxHandle{}, driverErr("cuCtxSetCurrent", cudaError(r.res))
 	}
-	return r.prev, nil
+	return ctxHandle{c: r.prev, changed: r.changed != 0}, nil
 }
 
 // unbind undoes bind.
-func unbind(restore C.CUcontext) {
-	if restore != nil {
-		C.cuCtxSetCurrent(restore)
+func unbind(restore ctxHandle) {
+	if restore.changed {
+		C.cuCtxSetCurrent(restore.c)
 	}
 	runtime.UnlockOSThread()
 }
 
-// ctxHandle carries the context bind replaced, to files without cgo.
-type ctxHandle struct{ c C.CUcontext }
+// ctxHandle is the context bind replaced.
+type ctxHandle struct {
+	c       C.CUcontext
+	changed bool
+}
 
 // cudaError is a CUresult returned by a direct cgo call.
 type cudaError int

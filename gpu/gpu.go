@@ -9,8 +9,9 @@
 // Every driver call is made on the calling goroutine: a Backend's mutex
 // is taken, the goroutine is locked to its OS thread for the call
 // (runtime.LockOSThread) and the device's primary context is made current
-// on that thread when it is not (see bind), so a call costs a mutex and a
-// few cgo calls, not a hand-off to another goroutine. A Backend is safe
+// on that thread for the call (see bind: the thread's own current context,
+// if any, is put back afterwards), so a call costs a mutex and a few cgo
+// calls, not a hand-off to another goroutine. A Backend is safe
 // for concurrent use; its calls are serialised. Work runs on one
 // non-blocking stream per Backend, in the order it was issued: Scatter,
 // GatherRows, GatherWindows, Concat, NStepReward, Alloc's zeroing, Copy,
@@ -36,7 +37,6 @@ package gpu
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -114,10 +114,7 @@ func New() (*Backend, error) {
 	if err := deviceLost(); err != nil {
 		return nil, err
 	}
-	runtime.LockOSThread()
-	err := initDriver() // leaves the context current on this thread
-	runtime.UnlockOSThread()
-	if err != nil {
+	if err := initDriver(); err != nil {
 		return nil, err
 	}
 	restore, err := bind()
@@ -199,11 +196,11 @@ func (b *Backend) enter() (restore ctxHandle, err error) {
 		b.mu.Unlock()
 		return restore, err
 	}
-	return ctxHandle{r}, nil
+	return r, nil
 }
 
 func (b *Backend) exit(restore ctxHandle) {
-	unbind(restore.c)
+	unbind(restore)
 	b.mu.Unlock()
 }
 
