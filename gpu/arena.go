@@ -208,9 +208,11 @@ func (b *Backend) copyDtoD(dst kernels.Arena, dstOff int64, src kernels.Arena, s
 }
 
 // Tensor returns a tensor of the given dtype and shape viewing the arena's
-// device memory from byte offset off, without copying. Its data must not
-// be read on the host: copy it with Download (which waits for the work
-// that writes it). It is valid until the arena is freed.
+// device memory from byte offset off, without copying and without a
+// driver call. Its engine is DeviceEngine, so gorgonia.org/tensor refuses
+// host operations on it; never call its Data or print it with a value
+// verb. Copy it with Download (which waits for the work that writes it)
+// or HostInto. It is valid until the arena is freed.
 func (b *Backend) Tensor(a kernels.Arena, off int64, dt tensor.Dtype, shape ...int) (*tensor.Dense, error) {
 	b.mu.Lock() // no driver call: the arena check needs only the mutex
 	defer b.mu.Unlock()

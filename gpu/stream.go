@@ -30,7 +30,11 @@ var _ kernels.Streamer = (*Backend)(nil)
 // Stream returns the CUstream handle of the backend's non-blocking
 // stream, for consumers that order work on it directly. It is valid
 // until Close.
-func (b *Backend) Stream() uintptr { return *(*uintptr)(unsafe.Pointer(&b.stream)) }
+func (b *Backend) Stream() uintptr {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return *(*uintptr)(unsafe.Pointer(&b.stream))
+}
 
 // NewEvent creates an event. Free it with Close.
 func (b *Backend) NewEvent() (kernels.Event, error) {
