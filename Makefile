@@ -42,6 +42,13 @@ CC ?= cc
 CUDA_ARCH ?= compute_80
 KERNEL_SRCS := $(wildcard kernels/*.cu)
 KERNEL_PTX := $(patsubst kernels/%.cu,kernels/ptx/%.ptx,$(KERNEL_SRCS))
+KERNEL_FATBIN := $(patsubst kernels/%.cu,kernels/fatbin/%.fatbin,$(KERNEL_SRCS))
+# The fatbin the gpu backend loads: SASS for sm_80 (A100) and sm_90
+# (H100/H200), so the driver does not JIT them, plus compute_80 PTX for
+# anything newer. The PTX is stored uncompressed: the stand-in driver reads
+# it (and the driver does not care).
+FATBIN_GENCODE := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+	-gencode arch=compute_80,code=compute_80
 KERNEL_HDRS := $(wildcard kernels/host/*.h)
 STANDIN_DIR := build/standin
 STANDIN := $(STANDIN_DIR)/libcuda.so.1
@@ -52,9 +59,10 @@ CUDA_STUBS ?= /usr/lib/x86_64-linux-gnu/stubs
 .PHONY: kernels kernels-check standin test-cuda
 
 # kernels compiles every kernels/*.cu to PTX for $(CUDA_ARCH), JIT-able on
-# sm_80 and later (sm_90: H100/H200). Comment lines (nvcc's version banner)
+# sm_80 and later (sm_90: H100/H200), and to a fatbin (FATBIN_GENCODE),
+# which the gpu backend loads; both are committed and checked by CI. Comment lines (nvcc's version banner)
 # are stripped so the output depends only on the sources and the compiler.
-kernels: $(KERNEL_PTX)
+kernels: $(KERNEL_PTX) $(KERNEL_FATBIN)
 
 kernels/ptx/%.ptx: kernels/%.cu $(KERNEL_HDRS)
 	@mkdir -p kernels/ptx
@@ -62,14 +70,27 @@ kernels/ptx/%.ptx: kernels/%.cu $(KERNEL_HDRS)
 	sed -e '/^[[:space:]]*\/\//d' $@.tmp | cat -s | sed -e '/./,$$!d' > $@
 	@rm -f $@.tmp
 
-# kernels-check assembles the committed PTX for sm_80 and sm_90 (H100/H200)
-# with ptxas, the compiler the driver's JIT uses, and fails on any error or
-# register spill.
-kernels-check: $(KERNEL_PTX)
+kernels/fatbin/%.fatbin: kernels/%.cu $(KERNEL_HDRS)
+	@mkdir -p kernels/fatbin
+	$(NVCC) -fatbin $(FATBIN_GENCODE) -Xfatbin -compress=false -O3 -o $@ $<
+
+# kernels-check checks that every fatbin holds SASS for sm_80 and sm_90 and
+# compute_80 PTX, assembles the committed PTX for sm_80 and sm_90
+# (H100/H200) with ptxas, the compiler the driver's JIT uses, prints
+# registers and spills per kernel and architecture, and fails on any error
+# or register spill.
+kernels-check: $(KERNEL_PTX) $(KERNEL_FATBIN)
+	@for f in $(KERNEL_FATBIN); do \
+		list=$$(cuobjdump --list-elf --list-ptx $$f) || exit 1; \
+		for want in 'sm_80.cubin' 'sm_90.cubin' 'sm_80.ptx'; do \
+			echo "$$list" | grep -q "$$want" || { echo "$$f: no $$want"; echo "$$list"; exit 1; }; \
+		done; \
+		echo "fatbin $$f: SASS sm_80, sm_90; PTX compute_80"; \
+	done
 	@for f in $(KERNEL_PTX); do for sm in sm_80 sm_90; do \
 		out=$$(ptxas -arch=$$sm -v -o /dev/null $$f 2>&1) || { echo "$$out"; exit 1; }; \
 		echo "$$out" | grep -q ' 0 bytes spill stores, 0 bytes spill loads' || { echo "$$f ($$sm): register spills"; echo "$$out"; exit 1; }; \
-		echo "ptxas $$sm $$f: $$(echo "$$out" | grep -o 'Used [0-9]* registers')"; \
+		echo "ptxas $$sm $$f: $$(echo "$$out" | grep -o 'Used [0-9]* registers'), $$(echo "$$out" | grep -o '[0-9]* bytes spill stores, [0-9]* bytes spill loads')"; \
 	done; done
 
 # standin builds the stand-in driver library (gpu/standin), which runs the

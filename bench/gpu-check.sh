@@ -1,20 +1,32 @@
 #!/usr/bin/env bash
-# gpu-check.sh proves the cuda build on a real NVIDIA GPU in two steps.
+# gpu-check.sh proves the cuda build on a real NVIDIA GPU in one run of at
+# most 9 minutes, and always leaves a summary (summary.txt) and JSON
+# (gpu-check.json) under $OUT, the only folder that comes back from a
+# device machine.
 #
 #   bench/gpu-check.sh build [DIR]   on the build machine (Go + CUDA toolkit):
-#       compiles `go test -c -tags cuda` binaries of every package whose
-#       tests run on the gpu backend into DIR (default build/gpu-check),
-#       stripped and gzipped (about 25 MB in all), with a copy of this script.
-#   bench/gpu-check.sh run [DIR]     on the GPU machine (NVIDIA driver and
-#       compute-sanitizer; no Go needed): runs the tests, the gpu tests
-#       again under `compute-sanitizer --tool memcheck`, and the GPU
-#       benchmarks, then prints one summary table: per operation, µs per
-#       call, effective GB/s and the fraction of a device-to-device copy of
-#       the same bytes measured in the same run. Finishes in under 8
-#       minutes (every step has a time limit).
+#       compiles stripped, gzipped `go test -c -tags cuda` binaries of the
+#       packages whose tests run on the gpu backend into DIR (default
+#       build/gpu-check) with a copy of this script; fails if DIR is not
+#       under 60 MiB (the carried folder must stay under 64 MiB).
+#   bench/gpu-check.sh run [DIR]     on the GPU machine (NVIDIA driver;
+#       compute-sanitizer optional; no Go). Needs glibc >= 2.34 (binaries
+#       built with Go 1.26 on Debian 12).
 #
-# The binaries link libcuda.so.1 dynamically; on the GPU machine the real
-# driver must be what the loader finds (not the stand-in from make standin).
+# Steps, each with its own limit and all under one global deadline
+# (GPU_CHECK_DEADLINE seconds, default 540):
+#   1. preflight: which libcuda.so.1 the loader resolves (it must be the
+#      real driver, not the stand-in), glibc, nvidia-smi facts, and the
+#      time of the first and a warm gpu.New (context creation, module load)
+#   2. the gpu package's tests (one process: the primary context stays
+#      retained across them); tensorbuf's run last, with the time left
+#   3. host time of Table.SampleInto, SampleTransitionsInto and Writer.Add
+#      at B=256 (low-dim, 3 KB rows) next to the cpu backend (TestHostTime)
+#   4. GPU benchmarks: per op µs, p50/p99 and the fraction of a same-run
+#      device-to-device copy of the same bytes; n-step kernel vs fallback
+#   5. compute-sanitizer memcheck and initcheck on a short subset
+#   6. the sticky-fault probe (an illegal address in a real kernel must
+#      surface as gpu.ErrDeviceLost, and later calls must fail fast)
 set -uo pipefail
 
 cmd=${1:-}
@@ -25,147 +37,126 @@ build() {
 	cd "$(dirname "$0")/.."
 	mkdir -p "$dir/bin"
 	export CGO_LDFLAGS="${CGO_LDFLAGS:-} -L${CUDA_STUBS:-/usr/lib/x86_64-linux-gnu/stubs}"
-	local pkgs=()
-	# Packages whose own tests run on the gpu backend (directly, or through
-	# tensorbuf.DefaultBackend); bench and cmd, which only sit on top of
-	# them, are left out to keep the run short.
-	for p in $(go list -tags cuda -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./gpu ./tensorbuf/... ./observer/... ./driver/...); do
-		if go list -tags cuda -test -deps "$p" | grep -qx 'github.com/trajring/trajring/gpu'; then
-			pkgs+=("$p")
-		fi
-	done
 	rm -f "$dir"/bin/*.test.gz
-	for p in "${pkgs[@]}"; do
+	for p in ./gpu ./tensorbuf; do
 		name=$(basename "$p")
 		echo "gpu-check: building $p -> $dir/bin/$name.test.gz"
-		# Stripped and compressed (about 5 MB each), so the folder is small
-		# enough to carry to the GPU machine.
 		go test -c -tags cuda -ldflags='-s -w' -o "$dir/bin/$name.test" "$p"
 		gzip -9 -f "$dir/bin/$name.test"
 	done
 	cp bench/gpu-check.sh "$dir/gpu-check.sh"
-	echo "gpu-check: built ${#pkgs[@]} test binaries in $dir ($(du -sh "$dir" | cut -f1)); on the GPU machine run: $dir/gpu-check.sh run $dir"
-}
-
-# limit runs a command with a time limit in seconds, keeping its output.
-limit() {
-	local secs=$1
-	shift
-	timeout --kill-after=10 "$secs" "$@"
+	local kib
+	kib=$(du -sk "$dir" | cut -f1)
+	if [ "$kib" -ge $((60 * 1024)) ]; then
+		echo "gpu-check: $dir is $kib KiB, over the 60 MiB budget" >&2
+		exit 1
+	fi
+	echo "gpu-check: built in $dir ($kib KiB); on the GPU machine run: $dir/gpu-check.sh run $dir"
 }
 
 run() {
 	cd "$dir" || exit 2
-	local start=$SECONDS logs=logs fail=0
-	mkdir -p "$logs"
-	echo "== gpu-check on $(hostname) at $(date -u +%FT%TZ)"
-	if command -v nvidia-smi >/dev/null; then
-		nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-	else
-		echo "gpu-check: nvidia-smi not found" >&2
-	fi
-	local sanitizer
-	sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer /opt/nvidia/*/compute-sanitizer 2>/dev/null | head -n 1)
+	# Globals: the EXIT trap reads them after run returns.
+	out=${OUT:-$PWD/out}
+	mkdir -p "$out/logs"
+	start=$SECONDS
+	deadline=$((SECONDS + ${GPU_CHECK_DEADLINE:-540}))
+	declare -gA status secs
+	declare -ga order
+	summary() {
+		{
+			echo "== gpu-check on $(hostname) at $(date -u +%FT%TZ), $((SECONDS - start)) s"
+			cat "$out/preflight.txt" 2>/dev/null
+			echo
+			printf '%-22s %-44s %6s\n' step result seconds
+			for k in "${order[@]}"; do
+				printf '%-22s %-44s %6s\n' "$k" "${status[$k]}" "${secs[$k]:-}"
+			done
+			echo
+			grep -h -A 6 'call (B=256)' "$out/logs/hosttime.log" 2>/dev/null | sed 's/^ *//'
+			echo
+			echo "== GPU operations (of_copy: fraction of a same-run device-to-device copy)"
+			printf '%-30s %9s %9s %9s %9s %8s\n' operation us/op p50_us p99_us GB/s of_copy
+			awk '/^BenchmarkOps\// { n=$1; sub(/^BenchmarkOps\//,"",n); sub(/-[0-9]+$/,"",n); us=p50=p99=gb=f="-"
+				for (i=2;i<NF;i++) { u=$(i+1); if(u=="us/op")us=$i; if(u=="GB/s")gb=$i; if(u=="of_copy")f=$i; if(u=="p50_us")p50=$i; if(u=="p99_us")p99=$i }
+				printf "%-30s %9s %9s %9s %9s %8s\n", n, us, p50, p99, gb, f }' "$out/logs/bench-gpu.log" 2>/dev/null
+			grep -h 'sticky-fault probe\|fault seen after' "$out/logs/fault-probe.log" 2>/dev/null | sed 's/^ */   /'
+			for k in "${order[@]}"; do
+				case ${status[$k]} in FAIL*)
+					echo "--- $k: last lines of logs/$k.log"
+					tail -n 25 "$out/logs/$k.log" 2>/dev/null ;;
+				esac
+			done
+		} >"$out/summary.txt"
+		{
+			printf '{"host":"%s","seconds":%d,"steps":[' "$(hostname)" $((SECONDS - start))
+			local sep=""
+			for k in "${order[@]}"; do
+				printf '%s{"step":"%s","result":"%s","seconds":%s}' "$sep" "$k" "${status[$k]//\"/\'}" "${secs[$k]:-0}"
+				sep=","
+			done
+			printf '],"benchmarks":['
+			awk 'BEGIN{s=""} /^Benchmark/ { printf "%s{\"name\":\"%s\"", s, $1; for (i=3;i<NF;i+=2) printf ",\"%s\":%s", $(i+1), ($i ~ /^[0-9.eE+-]+$/ ? $i : "null"); printf "}"; s="," }' "$out"/logs/bench-*.log 2>/dev/null
+			printf ']}\n'
+		} >"$out/gpu-check.json"
+		cat "$out/summary.txt"
+	}
+	trap summary EXIT
+
+	# step NAME LIMIT CMD...: runs CMD with the smaller of LIMIT and the
+	# time left before the deadline (less 15 s for the summary).
+	step() {
+		local name=$1 lim=$2 s0=$SECONDS
+		shift 2
+		order+=("$name")
+		local left=$((deadline - SECONDS - 15))
+		if [ "$left" -lt 10 ]; then
+			status[$name]="SKIP (global deadline)"
+			return
+		fi
+		[ "$lim" -gt "$left" ] && lim=$left
+		if timeout --kill-after=5 "$lim" "$@" >"$out/logs/$name.log" 2>&1; then
+			status[$name]=PASS
+		else
+			local rc=$?
+			status[$name]="FAIL (rc $rc$([ $rc -ge 124 ] && echo ", limit ${lim}s"))"
+		fi
+		secs[$name]=$((SECONDS - s0))
+	}
 
 	for z in bin/*.test.gz; do
-		[ -e "$z" ] || continue
-		gunzip -c "$z" >"${z%.gz}" && chmod +x "${z%.gz}"
+		[ -e "$z" ] && gunzip -c "$z" >"${z%.gz}" && chmod +x "${z%.gz}"
 	done
-	declare -A status secs
-	local bins=(bin/*.test)
-	# 1. The tests of every package, on the GPU.
-	for t in "${bins[@]}"; do
-		local n s0
-		n=$(basename "$t" .test)
-		s0=$SECONDS
-		# gpu tests compare every op with the cpu backend; the others run
-		# the buffer, observers and drivers on the gpu backend.
-		if (cd "$(dirname "$t")" && limit 45 "./$(basename "$t")" -test.count=1 -test.v) >"$logs/test-$n.log" 2>&1; then
-			status[test-$n]=PASS
-		else
-			status[test-$n]=FAIL
-			fail=1
-		fi
-		secs[test-$n]=$((SECONDS - s0))
-	done
-	grep -h 'device:' "$logs"/test-gpu.log 2>/dev/null | sed 's/^ */   /'
-
-	# 2. The gpu package's tests again under memcheck. API errors are not
-	# reported: the tests provoke some on purpose (device memory exhaustion).
-	# Kernel memory errors are.
-	local s0=$SECONDS inject=()
-	# Debian's packaged compute-sanitizer does not find its own injection
-	# libraries; point it at them.
-	if [ -d /usr/lib/nvidia-cuda-toolkit/compute-sanitizer ] && [ "$sanitizer" = /usr/bin/compute-sanitizer ]; then
-		inject=(--injection-path /usr/lib/nvidia-cuda-toolkit/compute-sanitizer)
+	{
+		echo "libcuda: $(ldd bin/gpu.test 2>&1 | grep libcuda)"
+		echo "glibc: $(ldd --version 2>&1 | head -n 1) (needs >= 2.34)"
+		nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap,clocks.max.sm --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
+	} >"$out/preflight.txt"
+	if ldd bin/gpu.test 2>&1 | grep libcuda | grep -q standin; then
+		echo "preflight: the loader resolves the stand-in, not the driver" >>"$out/preflight.txt"
 	fi
-	if [ -z "$sanitizer" ]; then
-		status[memcheck-gpu]="SKIP (compute-sanitizer not found)"
-	elif [ ! -x bin/gpu.test ]; then
-		status[memcheck-gpu]="SKIP (no gpu.test)"
-	elif limit 150 "$sanitizer" "${inject[@]}" --tool memcheck --report-api-errors no --error-exitcode 3 bin/gpu.test -test.count=1 >"$logs/memcheck-gpu.log" 2>&1; then
-		status[memcheck-gpu]=PASS
+	step preflight 60 bin/gpu.test -test.run '^TestStartupTime$' -test.v -test.count=1
+	grep -h 'startup:' "$out/logs/preflight.log" 2>/dev/null | sed 's/^ */   /' >>"$out/preflight.txt"
+	step test-gpu 120 bin/gpu.test -test.count=1
+	step hosttime 60 env TRAJRING_HOSTTIME=1 bin/tensorbuf.test -test.run '^TestHostTime$' -test.v -test.count=1
+	step bench-gpu 120 bin/gpu.test -test.run '^$' -test.bench . -test.benchtime 0.3s -test.count=1
+	local san
+	san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
+	if [ -n "$san" ]; then
+		local subset='^(TestGatherRows|TestScatter|TestConcat|TestGatherWindows|TestNStepReward)'
+		step memcheck 90 "$san" --tool memcheck --report-api-errors no --error-exitcode 3 bin/gpu.test -test.run "$subset" -test.short -test.count=1
+		step initcheck 90 "$san" --tool initcheck --error-exitcode 3 bin/gpu.test -test.run "$subset" -test.short -test.count=1
 	else
-		status[memcheck-gpu]=FAIL
-		fail=1
+		order+=(memcheck)
+		status[memcheck]="SKIP (compute-sanitizer not found)"
 	fi
-	secs[memcheck-gpu]=$((SECONDS - s0))
-	grep -E 'ERROR SUMMARY' "$logs/memcheck-gpu.log" 2>/dev/null | tail -n 1 | sed 's/^/   memcheck: /'
-
-	# 3. The benchmarks.
-	s0=$SECONDS
-	if [ -x bin/gpu.test ] && limit 120 bin/gpu.test -test.run '^$' -test.bench . -test.benchtime 0.3s -test.count=1 >"$logs/bench-gpu.log" 2>&1; then
-		status[bench-gpu]=PASS
-	else
-		status[bench-gpu]=FAIL
-		fail=1
-	fi
-	secs[bench-gpu]=$((SECONDS - s0))
-
-	echo
-	echo "== steps"
-	printf '%-28s %-40s %6s\n' step result seconds
-	for k in $(printf '%s\n' "${!status[@]}" | sort); do
-		printf '%-28s %-40s %6s\n' "$k" "${status[$k]}" "${secs[$k]}"
+	step fault-probe 60 env TRAJRING_GPU_FAULT_PROBE=1 bin/gpu.test -test.run '^TestStickyFaultProbe$' -test.v -test.count=1
+	# Last: the buffer's tests on the gpu backend, with the time left.
+	step test-tensorbuf 240 bin/tensorbuf.test -test.count=1 -test.short -test.v
+	for k in "${order[@]}"; do
+		case ${status[$k]} in FAIL*) return 1 ;; esac
 	done
-	echo
-	echo "== GPU operations (same-run device-to-device copy of the same bytes is the ceiling)"
-	printf '%-30s %9s %9s %9s %9s %9s %8s\n' operation us/op p50_us p99_us GB/s copyGB/s of_copy
-	awk '/^BenchmarkOps\// {
-		name = $1; sub(/^BenchmarkOps\//, "", name); sub(/-[0-9]+$/, "", name)
-		us = p50 = p99 = gb = cgb = frac = "-"
-		for (i = 2; i < NF; i++) {
-			if ($(i+1) == "us/op") us = $i
-			if ($(i+1) == "GB/s") gb = $i
-			if ($(i+1) == "copyGB/s") cgb = $i
-			if ($(i+1) == "of_copy") frac = $i
-			if ($(i+1) == "p50_us") p50 = $i
-			if ($(i+1) == "p99_us") p99 = $i
-		}
-		printf "%-30s %9s %9s %9s %9s %9s %8s\n", name, us, p50, p99, gb, cgb, frac
-	}' "$logs/bench-gpu.log"
-	echo
-	echo "== n-step reward sum: kernel vs the gather-download-sum-upload fallback, same run"
-	printf '%-30s %14s %16s %11s\n' case kernel_us/op fallback_us/op fallback_x
-	awk '/^BenchmarkNStepReward\// {
-		name = $1; sub(/^BenchmarkNStepReward\//, "", name); sub(/-[0-9]+$/, "", name)
-		k = f = x = "-"
-		for (i = 2; i < NF; i++) {
-			if ($(i+1) == "kernel_us/op") k = $i
-			if ($(i+1) == "fallback_us/op") f = $i
-			if ($(i+1) == "fallback_x") x = $i
-		}
-		printf "%-30s %14s %16s %11s\n", name, k, f, x
-	}' "$logs/bench-gpu.log"
-	echo
-	for k in "${!status[@]}"; do
-		if [ "${status[$k]}" = FAIL ]; then
-			echo "--- $k (last lines of $dir/$logs/$k.log)"
-			tail -n 30 "$logs/$k.log"
-		fi
-	done
-	echo "gpu-check: finished in $((SECONDS - start)) s; logs in $dir/$logs"
-	return $fail
+	return 0
 }
 
 case $cmd in

@@ -18,7 +18,7 @@ type Arena struct {
 	ptr   cu.DevicePtr
 	size  int64
 	owner *Backend
-	freed bool // owned by the owner's worker goroutine
+	freed bool // guarded by the owner's mutex
 }
 
 // Size returns the arena's length in bytes. It is safe for concurrent use.
@@ -30,7 +30,7 @@ func (a *Arena) Size() int64 { return a.size }
 func (a *Arena) Ptr() cu.DevicePtr { return a.ptr }
 
 // arena checks that a is a live arena of this backend; it runs on the
-// worker.
+// backend.
 func (b *Backend) arena(a kernels.Arena) (*Arena, error) {
 	d, ok := a.(*Arena)
 	if !ok || d == nil || d.owner != b || d.freed {
@@ -46,45 +46,40 @@ func (b *Backend) Alloc(n int64) (kernels.Arena, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("%w: alloc of %d bytes", ErrBounds, n)
 	}
-	c := newCall(opAlloc)
-	c.n = n
-	err := b.do(c)
-	a := c.arena
-	c.put()
+	r, err := b.enter()
 	if err != nil {
 		return nil, err
 	}
-	return a, nil
-}
-
-func (b *Backend) alloc(c *call) error {
-	a := &Arena{size: c.n, owner: b}
-	if c.n > 0 {
-		p, err := cu.MemAlloc(c.n)
+	defer b.exit(r)
+	a := &Arena{size: n, owner: b}
+	if n > 0 {
+		p, err := cu.MemAlloc(n)
 		if err != nil {
 			if errors.Is(err, cu.OutOfMemory) {
 				free, total, _ := cu.MemInfo()
-				return fmt.Errorf("%w: alloc of %d bytes on %s (%d of %d bytes free)", ErrOutOfMemory, c.n, b.devName, free, total)
+				return nil, fmt.Errorf("%w: alloc of %d bytes on %s (%d of %d bytes free)", ErrOutOfMemory, n, drv.devName, free, total)
 			}
-			return driverErr("cuMemAlloc", err)
+			return nil, driverErr("cuMemAlloc", err)
 		}
-		if err := cu.MemsetD8Async(p, 0, c.n, b.stream); err != nil {
+		if err := cu.MemsetD8Async(p, 0, n, b.stream); err != nil {
 			_ = cu.MemFree(p)
-			return driverErr("cuMemsetD8Async", err)
+			return nil, driverErr("cuMemsetD8Async", err)
 		}
 		a.ptr = p
 	}
 	b.arenas[a] = struct{}{}
-	c.arena = a
-	return nil
+	return a, nil
 }
 
 // Free waits for work that may use the arena, then releases it. Using it
 // afterwards is an error.
 func (b *Backend) Free(a kernels.Arena) error {
-	c := newCall(opFree)
-	c.a = a
-	return b.run(c)
+	r, err := b.enter()
+	if err != nil {
+		return err
+	}
+	defer b.exit(r)
+	return b.free(a)
 }
 
 func (b *Backend) free(a kernels.Arena) error {
@@ -113,9 +108,12 @@ func (b *Backend) freeArena(d *Arena) error {
 // pinned staging and are copied asynchronously (src may be reused at
 // once); larger uploads wait for queued work and copy synchronously.
 func (b *Backend) Upload(dst kernels.Arena, off int64, src []byte) error {
-	c := newCall(opUpload)
-	c.a, c.off, c.buf = dst, off, src
-	return b.run(c)
+	r, err := b.enter()
+	if err != nil {
+		return err
+	}
+	defer b.exit(r)
+	return b.upload(dst, off, src)
 }
 
 func (b *Backend) upload(dst kernels.Arena, off int64, src []byte) error {
@@ -150,9 +148,12 @@ func (b *Backend) upload(dst kernels.Arena, off int64, src []byte) error {
 // Download waits for the work queued so far, then copies len(dst) bytes
 // of src from byte offset off into dst.
 func (b *Backend) Download(dst []byte, src kernels.Arena, off int64) error {
-	c := newCall(opDownload)
-	c.buf, c.a, c.off = dst, src, off
-	return b.run(c)
+	r, err := b.enter()
+	if err != nil {
+		return err
+	}
+	defer b.exit(r)
+	return b.download(dst, src, off)
 }
 
 func (b *Backend) download(dst []byte, src kernels.Arena, off int64) error {
@@ -177,9 +178,12 @@ func (b *Backend) download(dst []byte, src kernels.Arena, off int64) error {
 // srcOff to dst at dstOff on the backend's stream. The ranges must not
 // overlap. It is the ceiling the kernels are measured against.
 func (b *Backend) Copy(dst kernels.Arena, dstOff int64, src kernels.Arena, srcOff, n int64) error {
-	c := newCall(opCopy)
-	c.a, c.off, c.a2, c.off2, c.n = dst, dstOff, src, srcOff, n
-	return b.run(c)
+	r, err := b.enter()
+	if err != nil {
+		return err
+	}
+	defer b.exit(r)
+	return b.copyDtoD(dst, dstOff, src, srcOff, n)
 }
 
 func (b *Backend) copyDtoD(dst kernels.Arena, dstOff int64, src kernels.Arena, srcOff, n int64) error {
@@ -204,48 +208,46 @@ func (b *Backend) copyDtoD(dst kernels.Arena, dstOff int64, src kernels.Arena, s
 }
 
 // Tensor returns a tensor of the given dtype and shape viewing the arena's
-// device memory from byte offset off, without copying. Its data must not
-// be read on the host: copy it with Download (which waits for the work
-// that writes it). It is valid until the arena is freed.
+// device memory from byte offset off, without copying and without a
+// driver call. Its engine is DeviceEngine, so gorgonia.org/tensor refuses
+// host operations on it; never call its Data or print it with a value
+// verb. Copy it with Download (which waits for the work that writes it)
+// or HostInto. It is valid until the arena is freed.
 func (b *Backend) Tensor(a kernels.Arena, off int64, dt tensor.Dtype, shape ...int) (*tensor.Dense, error) {
-	c := newCall(opTensor)
-	c.a, c.off, c.dt, c.shape = a, off, dt, shape
-	err := b.do(c)
-	t := c.tensor
-	c.put()
+	b.mu.Lock() // no driver call: the arena check needs only the mutex
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, ErrClosed
+	}
+	return b.tensorOf(a, off, dt, shape)
+}
+
+func (b *Backend) tensorOf(a kernels.Arena, off int64, dt tensor.Dtype, shape []int) (t *tensor.Dense, err error) {
+	d, err := b.arena(a)
 	if err != nil {
 		return nil, err
 	}
-	return t, nil
-}
-
-func (b *Backend) tensorOf(c *call) (err error) {
-	d, err := b.arena(c.a)
-	if err != nil {
-		return err
-	}
-	dt, shape, off := c.dt, c.shape, c.off
 	switch dt {
 	case tensor.Float32, tensor.Float64, tensor.Int32, tensor.Int64, tensor.Uint8, tensor.Bool:
 	default:
-		return fmt.Errorf("%w: unsupported dtype %v", ErrBounds, dt)
+		return nil, fmt.Errorf("%w: unsupported dtype %v", ErrBounds, dt)
 	}
 	n := int64(1)
 	for _, s := range shape {
 		var ok bool
 		if n, ok = kernels.Mul(n, int64(s)); !ok || s <= 0 {
-			return fmt.Errorf("%w: shape %v", ErrBounds, shape)
+			return nil, fmt.Errorf("%w: shape %v", ErrBounds, shape)
 		}
 	}
 	size := int64(dt.Size())
 	if size <= 0 || off%size != 0 || !kernels.Fits(off, n, size, d.size) {
-		return fmt.Errorf("%w: %v tensor %v at %d in %d bytes", ErrBounds, dt, shape, off, d.size)
+		return nil, fmt.Errorf("%w: %v tensor %v at %d in %d bytes", ErrBounds, dt, shape, off, d.size)
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			c.tensor, err = nil, fmt.Errorf("%w: tensor %v %v: %v", ErrBounds, dt, shape, r)
+			t, err = nil, fmt.Errorf("%w: tensor %v %v: %v", ErrBounds, dt, shape, r)
 		}
 	}()
-	c.tensor = tensor.New(tensor.Of(dt), tensor.WithShape(shape...), tensor.FromMemory(uintptr(d.ptr)+uintptr(off), uintptr(n*size)))
-	return nil
+	return tensor.New(tensor.Of(dt), tensor.WithShape(shape...), tensor.WithEngine(DeviceEngine{}),
+		tensor.FromMemory(uintptr(d.ptr)+uintptr(off), uintptr(n*size))), nil
 }

@@ -1,6 +1,7 @@
 // Package gpu is trajring's CUDA backend: device arenas, pinned host
 // staging, and typed wrappers that launch the kernels of package kernels
-// (PTX embedded in the binary) through gorgonia.org/cu. It is compiled only
+// (a fatbin of sm_80 and sm_90 code plus compute_80 PTX, embedded in the
+// binary) through gorgonia.org/cu. It is compiled only
 // in builds tagged cuda and is the only package that imports
 // gorgonia.org/cu: in a default build it is empty apart from this
 // documentation, and tensorbuf.DefaultBackend returns the cpu backend.
@@ -9,17 +10,30 @@
 // the README's "CUDA build" section); tensorbuf.DefaultBackend then
 // returns this backend, and New gives one directly.
 //
-// Every driver call of a Backend is made on one goroutine locked to an OS
-// thread (runtime.LockOSThread) that holds the CUDA context; the exported
-// methods hand their work to it and wait for the answer, so a Backend is
-// safe for concurrent use. Work runs on one stream per Backend, in the
-// order it was issued: Scatter, GatherRows, GatherWindows, Concat,
-// NStepReward, Alloc's zeroing and small Uploads return once their work is
-// queued, and Download and Sync wait for it. Wrappers validate every size and index on
-// the host before queueing anything and pass kernels only 8-byte
-// arguments; a call that returns an error has queued nothing.
+// Every driver call is made on the calling goroutine: a Backend's mutex
+// is taken, the goroutine is locked to its OS thread for the call
+// (runtime.LockOSThread) and the device's primary context is made current
+// on that thread for the call (see bind: the thread's own current context,
+// if any, is put back afterwards), so a call costs a mutex and a few cgo
+// calls, not a hand-off to another goroutine. A Backend is safe
+// for concurrent use; its calls are serialised. Work runs on one
+// non-blocking stream per Backend, in the order it was issued: Scatter,
+// GatherRows, GatherWindows, Concat, NStepReward, Alloc's zeroing, Copy,
+// Upload and HostInto return once their work is queued, and Download and
+// Sync wait for it. Wrappers validate every size and index on the host
+// before queueing anything and pass kernels only 8-byte arguments; a call
+// that returns an error has queued nothing.
 //
-// Tensors returned by Tensor view device memory: hand them to GPU
-// consumers, and copy to the host with Download (after the work that
-// writes them, which Download waits for).
+// The primary context is retained by the first New and kept for the life
+// of the process, with the kernels loaded once (see driver.go).
+//
+// Tensors returned by Tensor view device memory and carry an engine that
+// gorgonia.org/tensor sees as not host-accessible (see DeviceEngine): hand
+// them to GPU consumers (Uintptr), order those with events (RecordEvent,
+// WaitEvent), and copy to the host with Download or HostInto.
+//
+// A sticky device fault (an illegal address in a kernel, say) makes the
+// context unusable for the rest of the process: the call that observes it
+// returns an error wrapping ErrDeviceLost, and so does every later call of
+// every Backend, without touching the driver. Health checks for one.
 package gpu

@@ -111,7 +111,7 @@ func forGrids(t *testing.T, test func(t *testing.T, b *Backend)) {
 		t.Run(fmt.Sprintf("blocks=%d", blocks), func(t *testing.T) {
 			b := newBackend(t)
 			if blocks > 0 {
-				b.blocks = blocks // before the first call: the channel send orders it
+				b.blocks = blocks // before the first call, on this goroutine
 			}
 			test(t, b)
 		})

@@ -8,19 +8,14 @@ import "gorgonia.org/cu"
 // what new arenas can take now, as far as the driver knows. It implements
 // tensorbuf.MemoryReporter and is safe for concurrent use.
 func (b *Backend) MemAvailable() (int64, error) {
-	c := newCall(opMemInfo)
-	err := b.do(c)
-	n := c.n
-	c.put()
-	return n, err
-}
-
-// memInfo runs on the worker, with the context current.
-func (b *Backend) memInfo(c *call) error {
+	r, err := b.enter()
+	if err != nil {
+		return 0, err
+	}
+	defer b.exit(r)
 	free, _, err := cu.MemInfo()
 	if err != nil {
-		return driverErr("cuMemGetInfo", err)
+		return 0, driverErr("cuMemGetInfo", err)
 	}
-	c.n = free
-	return nil
+	return free, nil
 }

@@ -39,9 +39,12 @@ import (
 // nothing. No windows means no launch. It returns once the launch is
 // queued; wins may be reused at once. It is safe for concurrent use.
 func (b *Backend) NStepReward(ring, out kernels.Arena, outOff int64, wins []kernels.Window, capacity int64, gamma float64) error {
-	c := newCall(opNStepReward)
-	c.a, c.a2, c.off, c.wins, c.capac, c.gamma = ring, out, outOff, wins, capacity, gamma
-	return b.run(c)
+	r, err := b.enter()
+	if err != nil {
+		return err
+	}
+	defer b.exit(r)
+	return b.nstepReward(ring, out, outOff, wins, capacity, gamma)
 }
 
 func (b *Backend) nstepReward(ring, out kernels.Arena, outOff int64, wins []kernels.Window, capacity int64, gamma float64) error {

@@ -26,9 +26,12 @@ import (
 // reused as soon as Scatter returns. When an index repeats, the last
 // source step written to it wins, as in the loop above.
 func (b *Backend) Scatter(cols []kernels.Column, src [][]byte, idx []int64) error {
-	c := newCall(opScatter)
-	c.cols, c.src, c.idx = cols, src, idx
-	return b.run(c)
+	r, err := b.enter()
+	if err != nil {
+		return err
+	}
+	defer b.exit(r)
+	return b.scatter(cols, src, idx)
 }
 
 func (b *Backend) scatter(cols []kernels.Column, src [][]byte, idx []int64) error {
@@ -86,9 +89,12 @@ func (b *Backend) scatter(cols []kernels.Column, src [][]byte, idx []int64) erro
 //		}
 //	}
 func (b *Backend) GatherRows(cols []kernels.Column, idx []int64) error {
-	c := newCall(opGatherRows)
-	c.cols, c.idx = cols, idx
-	return b.run(c)
+	r, err := b.enter()
+	if err != nil {
+		return err
+	}
+	defer b.exit(r)
+	return b.gatherRows(cols, idx)
 }
 
 func (b *Backend) gatherRows(cols []kernels.Column, idx []int64) error {
@@ -137,9 +143,12 @@ func (b *Backend) gatherRows(cols []kernels.Column, idx []int64) error {
 //
 // len(next) == len(idx).
 func (b *Backend) Concat(cols []kernels.Column, idx, next []int64) error {
-	c := newCall(opConcat)
-	c.cols, c.idx, c.next = cols, idx, next
-	return b.run(c)
+	r, err := b.enter()
+	if err != nil {
+		return err
+	}
+	defer b.exit(r)
+	return b.concat(cols, idx, next)
 }
 
 func (b *Backend) concat(cols []kernels.Column, idx, next []int64) error {
@@ -212,9 +221,12 @@ func (b *Backend) concat(cols []kernels.Column, idx, next []int64) error {
 // The mask is skipped when mask is nil. Pad steps and mask are written by
 // the kernel; nothing is stored for them in the ring.
 func (b *Backend) GatherWindows(cols []kernels.Column, wins []kernels.Window, seqLen, capacity int64, mask kernels.Arena, maskOff int64) error {
-	c := newCall(opGatherWindows)
-	c.cols, c.wins, c.seqLen, c.capac, c.a, c.off = cols, wins, seqLen, capacity, mask, maskOff
-	return b.run(c)
+	r, err := b.enter()
+	if err != nil {
+		return err
+	}
+	defer b.exit(r)
+	return b.gatherWindows(cols, wins, seqLen, capacity, mask, maskOff)
 }
 
 func (b *Backend) gatherWindows(cols []kernels.Column, wins []kernels.Window, seqLen, capacity int64, mask kernels.Arena, maskOff int64) error {
@@ -303,8 +315,8 @@ func (b *Backend) gatherWindows(cols []kernels.Column, wins []kernels.Window, se
 // launch copies the parameter block staged in st to the device, launches
 // kernel k over n steps of up to words words in gy columns, and marks st
 // busy until the kernel ends. Every argument is 8 bytes wide, as
-// cu.Function.Launch copies exactly 8 bytes per argument. It runs on the
-// worker.
+// cu.Function.Launch copies exactly 8 bytes per argument. It runs with the
+// backend entered.
 func (b *Backend) launch(k kernels.Kernel, st *slot, size, n, words, gy int64, args ...uint64) error {
 	if len(args) != k.Args || len(args) > len(b.args) {
 		return fmt.Errorf("%w: %s takes %d arguments, got %d", ErrDriver, k.Entry, k.Args, len(args))
@@ -312,10 +324,10 @@ func (b *Backend) launch(k kernels.Kernel, st *slot, size, n, words, gy int64, a
 	if err := cu.MemcpyHtoDAsync(st.dev, st.host, size, b.stream); err != nil {
 		return driverErr("cuMemcpyHtoDAsync", err)
 	}
-	lanes := min(32, max(1, words)) // threads per step, as the kernels group them
+	lanes := kernels.Lanes(max(1, words)) // threads per step, as the kernels group them
 	gx := min(max((n*lanes+blockSize-1)/blockSize, 1), int64(b.blocks))
 	copy(b.args[:], args) // b.params point at b.args: no allocation per launch
-	err := b.fns[k.Entry].Launch(int(gx), int(min(gy, 65535)), 1, blockSize, 1, 1, 0, b.stream, b.params[:len(args)])
+	err := drv.fns[k.Entry].Launch(int(gx), int(min(gy, 65535)), 1, blockSize, 1, 1, 0, b.stream, b.params[:len(args)])
 	if err == nil {
 		b.launches.Add(1)
 	}
@@ -330,7 +342,7 @@ func (b *Backend) launch(k kernels.Kernel, st *slot, size, n, words, gy int64, a
 
 // checkGather validates the columns of a gather of n output steps (and of
 // their successor outputs when next is set) and returns their arenas. It
-// runs on the worker.
+// runs on the backend.
 func (b *Backend) checkGather(cols []kernels.Column, idx []int64, n int64, next bool) (rings, outs, nexts []*Arena, err error) {
 	if c, bad := kernels.WritesRing(cols); bad {
 		return nil, nil, nil, fmt.Errorf("%w: column %d writes a ring arena", ErrBounds, c)
@@ -374,7 +386,7 @@ func (b *Backend) checkGather(cols []kernels.Column, idx []int64, n int64, next 
 }
 
 // scratch returns (*buf)[:n] with every element zeroed, growing the
-// worker-owned buffer when needed.
+// backend-owned buffer when needed.
 func scratch[T any](buf *[]T, n int) []T {
 	if cap(*buf) < n {
 		*buf = make([]T, n)

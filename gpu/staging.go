@@ -54,13 +54,18 @@ const shrinkAbove = 16 << 20
 
 // slot returns the next staging slot with room for n bytes, waiting for
 // its previous use to finish and growing (or shrinking) it if needed. It
-// runs on the worker.
+// runs with the backend entered.
 func (b *Backend) slot(n int64) (*slot, error) {
 	s := &b.slots[b.next]
 	b.next = (b.next + 1) % len(b.slots)
 	if s.pending {
-		if err := s.ev.Synchronize(); err != nil {
-			return nil, driverErr("cuEventSynchronize", err)
+		// Usually long done: ask first, and block only when it is not.
+		if err := s.ev.Query(); err != nil && code(err) != int(cu.NotReady) {
+			return nil, driverErr("cuEventQuery", err)
+		} else if err != nil {
+			if err := s.ev.Synchronize(); err != nil {
+				return nil, driverErr("cuEventSynchronize", err)
+			}
 		}
 		s.pending = false
 	}

@@ -40,3 +40,23 @@ const (
 // Launch grid: x strides over steps, y over columns (GatherWindows writes
 // the mask as column ncols when mask != 0); any grid and block size is
 // correct, none needs shared memory or block-level synchronisation.
+
+// Lanes returns how many consecutive threads share one step of words
+// words in the kernels (kernels/host/kernels.h, tr_lanes): at least
+// min(words, 32), enough that no thread moves more than 4 16-byte words,
+// a power of two no greater than words or 256 (the block size). Launchers
+// size grids with it.
+func Lanes(words int64) int64 {
+	want := min(words, 32)
+	if u := (words + 3) / 4; u > want {
+		want = u
+	}
+	g := int64(1)
+	for g < want && g < 256 {
+		g <<= 1
+	}
+	for g > 1 && g > words {
+		g >>= 1
+	}
+	return g
+}

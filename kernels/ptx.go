@@ -8,6 +8,9 @@ import (
 //go:embed ptx/*.ptx
 var ptxFS embed.FS
 
+//go:embed fatbin/*.fatbin
+var fatbinFS embed.FS
+
 // Kernel names one CUDA kernel: the PTX module (one per .cu file) that
 // holds it, and its entry point.
 type Kernel struct {
@@ -35,6 +38,18 @@ func (k Kernel) PTX() (string, error) {
 	b, err := ptxFS.ReadFile("ptx/" + k.Module + ".ptx")
 	if err != nil {
 		return "", fmt.Errorf("kernels: no PTX for %s: %w", k.Module, err)
+	}
+	return string(b), nil
+}
+
+// Image returns the image the gpu backend loads for the kernel's module:
+// the fatbin built by `make kernels` (SASS for sm_80 and sm_90, so the
+// driver does not JIT them, and compute_80 PTX for newer devices),
+// embedded in the binary. It is safe for concurrent use.
+func (k Kernel) Image() (string, error) {
+	b, err := fatbinFS.ReadFile("fatbin/" + k.Module + ".fatbin")
+	if err != nil {
+		return "", fmt.Errorf("kernels: no fatbin for %s: %w", k.Module, err)
 	}
 	return string(b), nil
 }

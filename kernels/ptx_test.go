@@ -41,3 +41,20 @@ func TestEmbeddedPTX(t *testing.T) {
 		t.Error("PTX of a missing module succeeded")
 	}
 }
+
+// TestFatbinImages: every kernel has an embedded fatbin (magic
+// 0xBA55ED50) whose uncompressed PTX declares its entry point.
+func TestFatbinImages(t *testing.T) {
+	for _, k := range All {
+		img, err := k.Image()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(img) < 16 || img[0] != 0x50 || img[1] != 0xED || img[2] != 0x55 || img[3] != 0xBA {
+			t.Errorf("%s: not a fatbin", k.Module)
+		}
+		if !strings.Contains(img, ".entry "+k.Entry+"(") {
+			t.Errorf("%s: no uncompressed PTX entry %s", k.Module, k.Entry)
+		}
+	}
+}

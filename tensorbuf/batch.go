@@ -18,7 +18,7 @@ type outSpec struct {
 
 // outArena is the memory of a result (a Batch, or Transitions and the
 // experiences of one export): one backend arena holding every output
-// tensor back to back, 8-byte aligned, for up to capSteps steps. Its
+// tensor back to back, 16-byte aligned, for up to capSteps steps. Its
 // owner frees the arena when the result is dropped (see arenaOwner).
 type outArena struct {
 	be       Backend
@@ -30,7 +30,9 @@ type outArena struct {
 	used     int64 // bytes in use by the current layout
 }
 
-func align8(n int64) int64 { return (n + 7) &^ 7 }
+// alignOut rounds n up to 16 bytes: every output tensor starts 16-byte
+// aligned, so the kernels can move its steps in 16-byte words.
+func alignOut(n int64) int64 { return (n + 15) &^ 15 }
 
 // ensure makes room for steps steps of every spec, reallocating (and
 // reporting realloc) when the arena is too small or of another backend.
@@ -46,7 +48,7 @@ func (o *outArena) ensure(be Backend, specs []outSpec, steps int64) (realloc boo
 	}
 	var size int64
 	for _, s := range specs {
-		size = align8(size) + capSteps*s.stepBytes
+		size = alignOut(size) + capSteps*s.stepBytes
 	}
 	a, err := allocOutput(be, max(size, 8))
 	if err != nil {
@@ -73,7 +75,7 @@ func (o *outArena) layout(specs []outSpec, capSteps int64) {
 	o.offs = o.offs[:0]
 	var off int64
 	for _, s := range specs {
-		off = align8(off)
+		off = alignOut(off)
 		o.offs = append(o.offs, off)
 		off += capSteps * s.stepBytes
 	}

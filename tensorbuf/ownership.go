@@ -25,7 +25,8 @@ import (
 // gorgonia copies a tensor's engine into the views it makes (Slice,
 // ShallowClone) and into clones. So the owner is unreachable only when the
 // result and every tensor over the arena are, and only then may the arena
-// go. (Results of arithmetic on handed-out tensors inherit the engine too:
+// go. Device tensors keep their device engine (gpu.DeviceEngine, which keeps
+// host code off device memory); the owner rides on it (WithKeeper) instead. (Results of arithmetic on handed-out tensors inherit the engine too:
 // holding one keeps the arena until it is dropped, a cost in memory only.) The cleanup's argument (backend and arena) does not reference the
 // owner, as runtime.AddCleanup requires.
 //
@@ -83,9 +84,13 @@ func newOwner(be Backend, a Arena, kind string) *arenaOwner {
 // adopt makes d, a tensor over the owner's arena, keep the owner alive and
 // records it to be emptied when the arena goes.
 func (o *arenaOwner) adopt(d *tensor.Dense) {
-	switch d.Engine().(type) {
+	switch e := d.Engine().(type) {
 	case nil, tensor.StdEng, *tensor.StdEng:
 		tensor.WithEngine(o)(d)
+	case keeperEngine:
+		// A device engine must stay (it keeps host code off the memory):
+		// the owner rides on it instead.
+		tensor.WithEngine(e.WithKeeper(o))(d)
 	default:
 		// The backend gave the tensor an engine of its own, which must
 		// not be replaced: nothing then proves the arena unreachable,
@@ -118,7 +123,7 @@ func retire(d *tensor.Dense, why reason) {
 	if d == nil {
 		return
 	}
-	o, ok := d.Engine().(*arenaOwner)
+	o, ok := ownerOf(d)
 	if !ok {
 		return
 	}
@@ -126,6 +131,28 @@ func retire(d *tensor.Dense, why reason) {
 		o.tensors = slices.Delete(o.tensors, i, i+1)
 		empty(d, o.kind, why)
 	}
+}
+
+// keeperEngine is an engine that carries a value for the life of its
+// tensors (gpu.DeviceEngine): a result's owner rides on it instead of
+// replacing it.
+type keeperEngine interface {
+	tensor.Engine
+	WithKeeper(k any) tensor.Engine
+	Keeper() any
+}
+
+// ownerOf returns the owner of a handed-out tensor: its engine, or the
+// value its keeper engine carries.
+func ownerOf(d *tensor.Dense) (*arenaOwner, bool) {
+	switch e := d.Engine().(type) {
+	case *arenaOwner:
+		return e, true
+	case keeperEngine:
+		o, ok := e.Keeper().(*arenaOwner)
+		return o, ok
+	}
+	return nil, false
 }
 
 // reason says why a tensor was emptied.

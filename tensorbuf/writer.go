@@ -272,6 +272,9 @@ func finite(v float32) bool { return !math.IsNaN(float64(v)) && !math.IsInf(floa
 // hostBytes returns the bytes of a contiguous host tensor after checking
 // its dtype and shape against a field for n rows.
 func hostBytes(d *tensor.Dense, f Field, n int) ([]byte, error) {
+	if err := hostTensor(d, f.Name); err != nil {
+		return nil, err
+	}
 	if d.Dtype() != f.DType.Tensor() {
 		return nil, fmt.Errorf("%w: field %q is %v, got %v", ErrDType, f.Name, f.DType, d.Dtype())
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -95,7 +96,12 @@ func (c *demoConfig) validate() error {
 func demoBackend(name string) (tensorbuf.Backend, error) {
 	switch name {
 	case "default":
-		return tensorbuf.DefaultBackend()
+		be, err := tensorbuf.DefaultBackend()
+		if err != nil { // a cuda build without a usable GPU
+			fmt.Fprintf(os.Stderr, "trajring demo: %v; running on the cpu backend\n", err)
+			return cpu.New(), nil
+		}
+		return be, nil
 	case "cpu":
 		return cpu.New(), nil
 	case "gpu":

@@ -21,6 +21,21 @@
  * bytes, default 4 GiB) past which allocations fail with
  * CUDA_ERROR_OUT_OF_MEMORY. Fresh device memory is filled with 0xCD, as
  * real device memory is not zeroed.
+ *
+ * Device memory is unreadable from host code (PROT_NONE) except while the
+ * stand-in itself copies, sets or runs kernels on it (dev_enter/dev_leave),
+ * so a host dereference of a device pointer (a device tensor's Data, say)
+ * faults in tests as it does on a GPU. TRAJRING_STANDIN_PROTECT=0 turns
+ * that off.
+ *
+ * Test hooks: TRAJRING_STANDIN_NODEVICE=1 makes cuInit fail with
+ * CUDA_ERROR_NO_DEVICE (a machine without a usable GPU);
+ * TRAJRING_STANDIN_FAULT_LAUNCH=N makes the N-th kernel launch that runs
+ * fault with CUDA_ERROR_ILLEGAL_ADDRESS, a sticky error: the rest of the
+ * queue is dropped and every later call returns it, as on a GPU.
+ * trajring_standin_device_ns() returns the time spent running queued work
+ * and synchronous copies (the "device" time), so benchmarks can report
+ * the host time of calls as a GPU would see it.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -43,11 +58,14 @@ struct CUctx_st {
 
 struct CUstream_st {
 	unsigned flags;
+	unsigned long seq; /* creation order; the NULL stream is 0 */
 };
 
 struct CUevent_st {
 	double ms;
-	int pending; /* records queued, not yet run */
+	int pending;          /* records queued, not yet run */
+	unsigned long issued; /* records issued */
+	unsigned long done;   /* the latest record that has run */
 };
 
 #define MAX_ENTRIES 64
@@ -91,13 +109,118 @@ static size_t mem_limit(void)
 	return (size_t)4 << 30;
 }
 
+/* sticky is the sticky error of the context (0: none), set by an
+   injected kernel fault (TRAJRING_STANDIN_FAULT_LAUNCH). */
+static volatile CUresult sticky;
+static long fault_launch; /* the launch that faults; 0: none */
+static long launches_run;
+static int protect = 1;   /* device memory PROT_NONE outside the stand-in */
+static unsigned long long device_ns;
+static unsigned long stream_seq;
+
 static CUresult need_ctx(void)
 {
 	if (!initialized)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (current == NULL)
 		return CUDA_ERROR_INVALID_CONTEXT;
+	if (sticky != CUDA_SUCCESS)
+		return sticky;
 	return CUDA_SUCCESS;
+}
+
+/* ---- device memory protection ----
+ * devmu (recursive) is held while the stand-in touches device memory;
+ * the first dev_enter makes every allocation readable and writable, the
+ * last dev_leave makes them PROT_NONE again. Lock order: qmu, devmu, mu. */
+static pthread_mutex_t devmu;
+static pthread_once_t devmu_once = PTHREAD_ONCE_INIT;
+static int devdepth;
+static struct timespec devstart;
+
+static void devmu_init(void)
+{
+	pthread_mutexattr_t a;
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&devmu, &a);
+}
+
+static void set_prot(int prot);
+
+static void dev_enter(void)
+{
+	pthread_once(&devmu_once, devmu_init);
+	pthread_mutex_lock(&devmu);
+	if (devdepth++ == 0) {
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &devstart);
+		set_prot(PROT_READ | PROT_WRITE);
+	}
+}
+
+static void dev_leave(void)
+{
+	struct timespec t;
+	if (--devdepth == 0) {
+		set_prot(PROT_NONE);
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+		device_ns += (unsigned long long)((t.tv_sec - devstart.tv_sec) * 1000000000LL + (t.tv_nsec - devstart.tv_nsec));
+	}
+	pthread_mutex_unlock(&devmu);
+}
+
+/* dev_open makes [p, p+n) of one device allocation accessible, for a
+   synchronous copy or memset: cheaper than dev_enter, which opens every
+   allocation. dev_close undoes it. */
+static void dev_span(uintptr_t p, size_t n, uintptr_t *lo, size_t *len)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	*lo = p & ~(page - 1);
+	*len = (size_t)(((p + n + page - 1) & ~(page - 1)) - *lo);
+}
+
+static void dev_open(CUdeviceptr p, size_t n)
+{
+	uintptr_t lo;
+	size_t len;
+	pthread_once(&devmu_once, devmu_init);
+	pthread_mutex_lock(&devmu);
+	if (devdepth++ == 0) {
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &devstart);
+		if (protect) {
+			dev_span((uintptr_t)p, n, &lo, &len);
+			mprotect((void *)lo, len, PROT_READ | PROT_WRITE);
+		}
+	}
+}
+
+static void dev_close(CUdeviceptr p, size_t n)
+{
+	uintptr_t lo;
+	size_t len;
+	struct timespec t;
+	if (--devdepth == 0) {
+		if (protect) {
+			dev_span((uintptr_t)p, n, &lo, &len);
+			mprotect((void *)lo, len, PROT_NONE);
+		}
+		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+		device_ns += (unsigned long long)((t.tv_sec - devstart.tv_sec) * 1000000000LL + (t.tv_nsec - devstart.tv_nsec));
+	}
+	pthread_mutex_unlock(&devmu);
+}
+
+/* trajring_standin_device_ns returns the CPU time (of the threads that
+   ran it, in nanoseconds) spent running device work: queued work,
+   synchronous copies and memsets, and the protection changes. */
+unsigned long long trajring_standin_device_ns(void)
+{
+	unsigned long long v;
+	pthread_once(&devmu_once, devmu_init);
+	pthread_mutex_lock(&devmu);
+	v = device_ns;
+	pthread_mutex_unlock(&devmu);
+	return v;
 }
 
 /* dev_range reports whether [p, p+n) lies inside one device allocation. */
@@ -115,6 +238,20 @@ static int dev_range(CUdeviceptr p, size_t n)
 	}
 	pthread_mutex_unlock(&mu);
 	return ok;
+}
+
+/* set_prot sets the protection of every device allocation (not its guard
+   page); it runs under devmu. */
+static void set_prot(int prot)
+{
+	size_t i, page;
+	if (!protect)
+		return;
+	page = (size_t)sysconf(_SC_PAGESIZE);
+	pthread_mutex_lock(&mu);
+	for (i = 0; i < nallocs; i++)
+		mprotect(allocs[i].map, allocs[i].maplen - page, prot);
+	pthread_mutex_unlock(&mu);
 }
 
 static double now_ms(void)
@@ -138,7 +275,7 @@ static double now_ms(void)
  * as it would on a GPU. One FIFO serves all streams: a valid order for
  * any program that synchronises correctly.
  */
-enum { Q_H2D, Q_D2H, Q_D2D, Q_MEMSET, Q_EVENT, Q_LAUNCH };
+enum { Q_H2D, Q_D2H, Q_D2D, Q_MEMSET, Q_EVENT, Q_LAUNCH, Q_WAIT, Q_DONE };
 
 #define MAX_ARGS 16
 
@@ -154,6 +291,8 @@ struct qop {
 	unsigned gx, gy, bx;
 	int nargs;
 	tr_u64 args[MAX_ARGS];
+	CUstream stream;      /* the stream it was issued on (NULL: legacy) */
+	unsigned long target; /* Q_EVENT: the record; Q_WAIT: the record awaited */
 };
 
 static pthread_mutex_t qmu = PTHREAD_MUTEX_INITIALIZER;
@@ -210,8 +349,14 @@ static void run_op(struct qop *op)
 	case Q_EVENT:
 		op->ev->ms = now_ms();
 		op->ev->pending--;
+		if (op->target > op->ev->done)
+			op->ev->done = op->target;
 		break;
 	case Q_LAUNCH:
+		if (fault_launch > 0 && ++launches_run == fault_launch) {
+			sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+			break;
+		}
 		for (i = 0; i < op->nargs; i++)
 			params[i] = &op->args[i];
 		op->fn(params, op->gx, op->gy, op->bx);
@@ -219,23 +364,107 @@ static void run_op(struct qop *op)
 	}
 }
 
-/* flush runs all queued work; every synchronisation point calls it. */
-static void flush(void)
+static unsigned long stream_of(const struct qop *op)
 {
-	size_t i;
+	return op->stream == NULL ? 0 : op->stream->seq;
+}
+
+static int runnable(const struct qop *op)
+{
+	return op->kind != Q_WAIT || op->ev->done >= op->target;
+}
+
+/*
+ * flush runs all queued work; every synchronisation point calls it.
+ * Each stream's work runs in issue order, and a cuStreamWaitEvent holds
+ * its stream until the awaited record has run, but streams are otherwise
+ * interleaved adversarially: the newest stream with runnable work runs
+ * until it blocks, then the next. A consumer stream that reads a batch
+ * without waiting for the producer's event reads it before it is written,
+ * and a producer that does not wait for the consumer's "done" event
+ * overwrites the batch before the consumer reads it: both show in tests.
+ * After a sticky fault the rest of the queue is dropped.
+ */
+static CUresult flush(void)
+{
+	size_t i, left;
 	pthread_mutex_lock(&qmu);
-	for (i = 0; i < qlen; i++)
-		run_op(&queue[i]);
+	if (qlen == 0) { /* nothing queued: device memory untouched */
+		pthread_mutex_unlock(&qmu);
+		return sticky;
+	}
+	dev_enter();
+	left = qlen;
+	while (left > 0 && sticky == CUDA_SUCCESS) {
+		size_t pick = qlen;
+		unsigned long best = 0;
+		int found = 0;
+		unsigned long seen[64];
+		int nseen = 0, k;
+		/* the first pending op of every stream: pick the newest runnable */
+		for (i = 0; i < qlen; i++) {
+			unsigned long sq;
+			int dup = 0;
+			if (queue[i].kind == Q_DONE)
+				continue;
+			sq = stream_of(&queue[i]);
+			for (k = 0; k < nseen; k++)
+				dup |= seen[k] == sq;
+			if (dup)
+				continue;
+			if (nseen < 64)
+				seen[nseen++] = sq;
+			if (runnable(&queue[i]) && (!found || sq > best)) {
+				found = 1;
+				best = sq;
+				pick = i;
+			}
+		}
+		if (!found) { /* every stream waits: an event never recorded runs */
+			fprintf(stderr, "trajring stand-in: streams wait on each other; running in issue order\n");
+			for (i = 0; i < qlen; i++)
+				if (queue[i].kind != Q_DONE)
+					break;
+			queue[i].kind = Q_DONE; /* the first pending op is a wait */
+			left--;
+			continue;
+		}
+		/* run the picked stream until it blocks */
+		for (i = pick; i < qlen && sticky == CUDA_SUCCESS; i++) {
+			if (queue[i].kind == Q_DONE || stream_of(&queue[i]) != best)
+				continue;
+			if (!runnable(&queue[i]))
+				break;
+			run_op(&queue[i]);
+			queue[i].kind = Q_DONE;
+			left--;
+		}
+	}
+	for (i = 0; i < qlen; i++) /* dropped after a fault: settle events */
+		if (queue[i].kind == Q_EVENT)
+			queue[i].ev->pending--;
 	qlen = 0;
+	dev_leave();
 	pthread_mutex_unlock(&qmu);
+	return sticky;
 }
 
 /* ---- init, version, devices ---- */
 
 CUresult cuInit(unsigned int flags)
 {
+	const char *s;
 	if (flags != 0)
 		return CUDA_ERROR_INVALID_VALUE;
+	s = getenv("TRAJRING_STANDIN_NODEVICE");
+	if (s != NULL && strcmp(s, "1") == 0)
+		return CUDA_ERROR_NO_DEVICE;
+	s = getenv("TRAJRING_STANDIN_FAULT_LAUNCH");
+	if (s != NULL && *s != 0)
+		fault_launch = strtol(s, NULL, 10);
+	s = getenv("TRAJRING_STANDIN_PROTECT");
+	if (s != NULL && strcmp(s, "0") == 0)
+		protect = 0;
 	initialized = 1;
 	return CUDA_SUCCESS;
 }
@@ -423,7 +652,7 @@ CUresult cuCtxSynchronize(void)
 {
 	CUresult r = need_ctx();
 	if (r == CUDA_SUCCESS)
-		flush();
+		r = flush();
 	return r;
 }
 
@@ -484,7 +713,9 @@ CUresult cuMemAlloc(CUdeviceptr *p, size_t n)
 	nallocs++;
 	used += n;
 	pthread_mutex_unlock(&mu);
+	dev_open((CUdeviceptr)(uintptr_t)m, n);
 	memset(m, 0xCD, n);
+	dev_close((CUdeviceptr)(uintptr_t)m, n);
 	*p = (CUdeviceptr)(uintptr_t)m;
 	return CUDA_SUCCESS;
 }
@@ -588,12 +819,15 @@ CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n)
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
 		return r;
-	flush(); /* synchronous: waits for all queued work */
+	if ((r = flush()) != CUDA_SUCCESS) /* synchronous: waits for all queued work */
+		return r;
 	if (n == 0)
 		return CUDA_SUCCESS;
 	if (src == NULL || !dev_range(dst, n))
 		return CUDA_ERROR_INVALID_VALUE;
+	dev_open(dst, n);
 	memcpy((void *)(uintptr_t)dst, src, n);
+	dev_close(dst, n);
 	return CUDA_SUCCESS;
 }
 
@@ -602,12 +836,15 @@ CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n)
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
 		return r;
-	flush(); /* synchronous: waits for all queued work */
+	if ((r = flush()) != CUDA_SUCCESS) /* synchronous: waits for all queued work */
+		return r;
 	if (n == 0)
 		return CUDA_SUCCESS;
 	if (dst == NULL || !dev_range(src, n))
 		return CUDA_ERROR_INVALID_VALUE;
+	dev_open(src, n);
 	memcpy(dst, (const void *)(uintptr_t)src, n);
+	dev_close(src, n);
 	return CUDA_SUCCESS;
 }
 
@@ -616,18 +853,21 @@ CUresult cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n)
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
 		return r;
-	flush(); /* synchronous: waits for all queued work */
+	if ((r = flush()) != CUDA_SUCCESS) /* synchronous: waits for all queued work */
+		return r;
 	if (n == 0)
 		return CUDA_SUCCESS;
 	if (!dev_range(dst, n) || !dev_range(src, n))
 		return CUDA_ERROR_INVALID_VALUE;
+	dev_enter();
 	memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+	dev_leave();
 	return CUDA_SUCCESS;
 }
 
 CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
-	struct qop op = {.kind = Q_H2D, .dst = dst, .hsrc = src, .n = n};
+	struct qop op = {.kind = Q_H2D, .dst = dst, .hsrc = src, .n = n, .stream = s};
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -640,7 +880,7 @@ CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream 
 
 CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
-	struct qop op = {.kind = Q_D2H, .hdst = dst, .src = src, .n = n};
+	struct qop op = {.kind = Q_D2H, .hdst = dst, .src = src, .n = n, .stream = s};
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -653,7 +893,7 @@ CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream s)
 
 CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
-	struct qop op = {.kind = Q_D2D, .dst = dst, .src = src, .n = n};
+	struct qop op = {.kind = Q_D2D, .dst = dst, .src = src, .n = n, .stream = s};
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -669,18 +909,21 @@ CUresult cuMemsetD8(CUdeviceptr dst, unsigned char v, size_t n)
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
 		return r;
-	flush(); /* synchronous: waits for all queued work */
+	if ((r = flush()) != CUDA_SUCCESS) /* synchronous: waits for all queued work */
+		return r;
 	if (n == 0)
 		return CUDA_SUCCESS;
 	if (!dev_range(dst, n))
 		return CUDA_ERROR_INVALID_VALUE;
+	dev_open(dst, n);
 	memset((void *)(uintptr_t)dst, v, n);
+	dev_close(dst, n);
 	return CUDA_SUCCESS;
 }
 
 CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s)
 {
-	struct qop op = {.kind = Q_MEMSET, .dst = dst, .v = v, .n = n};
+	struct qop op = {.kind = Q_MEMSET, .dst = dst, .v = v, .n = n, .stream = s};
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -704,6 +947,9 @@ CUresult cuStreamCreate(CUstream *s, unsigned int flags)
 	if (*s == NULL)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	(*s)->flags = flags;
+	pthread_mutex_lock(&qmu);
+	(*s)->seq = ++stream_seq;
+	pthread_mutex_unlock(&qmu);
 	return CUDA_SUCCESS;
 }
 
@@ -714,6 +960,7 @@ CUresult cuStreamDestroy(CUstream s)
 		return r;
 	if (s == NULL)
 		return CUDA_ERROR_INVALID_HANDLE;
+	flush(); /* queued work still names it */
 	free(s);
 	return CUDA_SUCCESS;
 }
@@ -722,7 +969,7 @@ CUresult cuStreamSynchronize(CUstream s)
 {
 	CUresult r = need_ctx();
 	if (r == CUDA_SUCCESS)
-		flush();
+		r = flush(); /* all streams: a valid order */
 	return r;
 }
 
@@ -732,14 +979,31 @@ CUresult cuStreamQuery(CUstream s)
 	if (r != CUDA_SUCCESS)
 		return r;
 	pthread_mutex_lock(&qmu);
-	r = qlen == 0 ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+	r = CUDA_SUCCESS;
+	for (size_t i = 0; i < qlen; i++)
+		if (queue[i].stream == s)
+			r = CUDA_ERROR_NOT_READY;
 	pthread_mutex_unlock(&qmu);
 	return r;
 }
 
+/* cuStreamWaitEvent makes later work on s wait until the latest record of
+   e issued so far has run; an event never recorded is no wait, as in the
+   driver. */
 CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
 {
-	return need_ctx();
+	struct qop op = {.kind = Q_WAIT, .ev = e, .stream = s};
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (e == NULL)
+		return CUDA_ERROR_INVALID_HANDLE;
+	pthread_mutex_lock(&qmu);
+	op.target = e->issued;
+	pthread_mutex_unlock(&qmu);
+	if (op.target == 0)
+		return CUDA_SUCCESS;
+	return enqueue(&op);
 }
 
 CUresult cuEventCreate(CUevent *e, unsigned int flags)
@@ -767,11 +1031,12 @@ CUresult cuEventRecord(CUevent e, CUstream s)
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
 		return r;
-	struct qop op = {.kind = Q_EVENT, .ev = e};
+	struct qop op = {.kind = Q_EVENT, .ev = e, .stream = s};
 	if (e == NULL)
 		return CUDA_ERROR_INVALID_HANDLE;
 	pthread_mutex_lock(&qmu);
 	e->pending++;
+	op.target = ++e->issued;
 	pthread_mutex_unlock(&qmu);
 	return enqueue(&op);
 }
@@ -780,8 +1045,7 @@ CUresult cuEventSynchronize(CUevent e)
 {
 	if (e == NULL)
 		return CUDA_ERROR_INVALID_HANDLE;
-	flush();
-	return CUDA_SUCCESS;
+	return flush();
 }
 
 CUresult cuEventQuery(CUevent e)
@@ -790,7 +1054,7 @@ CUresult cuEventQuery(CUevent e)
 	if (e == NULL)
 		return CUDA_ERROR_INVALID_HANDLE;
 	pthread_mutex_lock(&qmu);
-	r = e->pending == 0 ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+	r = sticky != CUDA_SUCCESS ? sticky : e->pending == 0 ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 	pthread_mutex_unlock(&qmu);
 	return r;
 }
@@ -848,6 +1112,30 @@ static const char *parse_entry(const char *s, struct CUmod_st *m)
 	return p;
 }
 
+/* fatbin_ptx returns the PTX text embedded in a fatbin image (magic
+   0xBA55ED50, then a 16-bit version, a 16-bit header size and a 64-bit
+   payload size), or NULL. The stand-in runs host builds, so the PTX is
+   only checked against them; the SASS is ignored. nvcc stores the PTX
+   uncompressed unless told otherwise. */
+static const char *fatbin_ptx(const void *image)
+{
+	const unsigned char *b = image;
+	uint32_t magic;
+	uint16_t hsize;
+	uint64_t size;
+	size_t i, n;
+	memcpy(&magic, b, 4);
+	if (magic != 0xBA55ED50u)
+		return NULL;
+	memcpy(&hsize, b + 6, 2);
+	memcpy(&size, b + 8, 8);
+	n = (size_t)hsize + (size_t)size;
+	for (i = 0; i + 8 <= n; i++)
+		if (memcmp(b + i, ".version", 8) == 0)
+			return (const char *)b + i;
+	return NULL;
+}
+
 CUresult cuModuleLoadData(CUmodule *mod, const void *image)
 {
 	const char *s = image, *p, *t;
@@ -858,6 +1146,8 @@ CUresult cuModuleLoadData(CUmodule *mod, const void *image)
 		return r;
 	if (mod == NULL || s == NULL)
 		return CUDA_ERROR_INVALID_VALUE;
+	if ((p = fatbin_ptx(image)) != NULL)
+		s = p;
 	if (strstr(s, ".version") == NULL || (t = strstr(s, ".target")) == NULL)
 		return CUDA_ERROR_INVALID_IMAGE;
 	if (sscanf(t, ".target sm_%d", &sm) != 1)
@@ -932,7 +1222,9 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
 	if (params == NULL || f->nargs > MAX_ARGS)
 		return CUDA_ERROR_INVALID_VALUE;
 	/* Arguments are captured now, by value, as the driver does. */
+	memset(&op, 0, sizeof op);
 	op.kind = Q_LAUNCH;
+	op.stream = s;
 	op.fn = f->fn;
 	op.gx = gx;
 	op.gy = gy;

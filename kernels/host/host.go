@@ -103,3 +103,6 @@ func Launch(k kernels.Kernel, gx, gy, bx int64, args ...uint64) error {
 	}
 	return nil
 }
+
+// lanes is the kernels' tr_lanes, for checking kernels.Lanes against it.
+func lanes(words int64) int64 { return int64(C.tr_lanes(C.tr_i64(words))) }

@@ -20,8 +20,9 @@ const guard = 64
 var grids = [][3]int64{{1, 1, 1}, {1, 1, 32}, {3, 2, 7}, {4, 1, 64}, {2, 5, 256}}
 
 // steps are step sizes covering every word width (1, 2, 4, 8, 16 bytes)
-// and word counts below and above the 32-lane group size.
-var steps = []int64{1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 32, 48, 100, 128, 528, 3072}
+// and word counts below and above the 32-lane group size, up to groups of
+// 256 lanes with several 16-byte words each (16384, 20016).
+var steps = []int64{1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 32, 48, 100, 128, 528, 3072, 16384, 20016}
 
 type env struct {
 	t   *testing.T

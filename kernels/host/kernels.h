@@ -123,16 +123,44 @@ TR_HD int tr_log2(tr_i64 g)
 	return l;
 }
 
+/* TR_MAX_GROUP is the most threads that share one step: the block size of
+ * every launch (gpu.blockSize), so a group never spans blocks. */
+#define TR_MAX_GROUP 256
+
+/* TR_UNROLL is the number of 16-byte words a lane loads before it stores
+ * them (loads in flight per thread). */
+#define TR_UNROLL 4
+
 /*
- * tr_group picks how many consecutive threads share one step: the largest
- * power of two no greater than 32 and the step's word count that divides
- * nthreads. A group computes the step's addresses once and its lanes move
- * consecutive words (coalesced). Returns log2 of the group size.
+ * tr_lanes returns how many consecutive threads should share a step of
+ * words words: at least min(words, 32) (coalesced small steps, as one warp
+ * would), and enough that no lane moves more than TR_UNROLL words when
+ * the step is large (so a 3 KB step takes one round trip of 64 lanes, not
+ * six of 32), as a power of two no greater than words and TR_MAX_GROUP.
+ * kernels.Lanes in Go is the same function, for sizing grids.
+ */
+TR_HD tr_i64 tr_lanes(tr_i64 words)
+{
+	tr_i64 want = words < 32 ? words : 32, g = 1;
+	if ((words + TR_UNROLL - 1) / TR_UNROLL > want)
+		want = (words + TR_UNROLL - 1) / TR_UNROLL;
+	while (g < want && g < TR_MAX_GROUP)
+		g <<= 1;
+	while (g > 1 && g > words)
+		g >>= 1;
+	return g;
+}
+
+/*
+ * tr_group picks how many consecutive threads share one step: tr_lanes,
+ * halved until it divides nthreads. A group computes the step's addresses
+ * once and its lanes move consecutive words (coalesced). Returns log2 of
+ * the group size.
  */
 TR_HD int tr_group(tr_i64 words, tr_i64 nthreads)
 {
-	tr_i64 g = 32;
-	while (g > 1 && (g > words || nthreads % g != 0))
+	tr_i64 g = tr_lanes(words);
+	while (g > 1 && nthreads % g != 0)
 		g >>= 1;
 	return tr_log2(g);
 }
@@ -143,8 +171,28 @@ TR_HD void tr_copy(tr_u64 dst, tr_u64 src, int w, tr_i64 k0, tr_i64 words, tr_i6
 	tr_i64 k;
 	switch (w) {
 	case 16:
-		for (k = k0; k < words; k += g)
-			TR_ST(tr_v16, (tr_v16 *)dst + k, TR_LD(tr_v16, (const tr_v16 *)src + k));
+		/* Up to TR_UNROLL loads in flight before the first store. */
+		for (k = k0; k < words; k += TR_UNROLL * g) {
+			const tr_v16 *sp = (const tr_v16 *)src + k;
+			tr_v16 *dp = (tr_v16 *)dst + k;
+			tr_v16 v0, v1, v2, v3;
+			int m = (int)((words - k + g - 1) / g); /* words left for this lane */
+			v0 = TR_LD(tr_v16, sp);
+			v1 = v2 = v3 = v0; /* unused unless loaded below */
+			if (m > 1)
+				v1 = TR_LD(tr_v16, sp + g);
+			if (m > 2)
+				v2 = TR_LD(tr_v16, sp + 2 * g);
+			if (m > 3)
+				v3 = TR_LD(tr_v16, sp + 3 * g);
+			TR_ST(tr_v16, dp, v0);
+			if (m > 1)
+				TR_ST(tr_v16, dp + g, v1);
+			if (m > 2)
+				TR_ST(tr_v16, dp + 2 * g, v2);
+			if (m > 3)
+				TR_ST(tr_v16, dp + 3 * g, v3);
+		}
 		break;
 	case 8:
 		for (k = k0; k < words; k += g)

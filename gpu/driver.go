@@ -1,0 +1,197 @@
+//go:build cuda
+
+package gpu
+
+/*
+#include <cuda.h>
+int trajring_cu_init_result(void);
+
+typedef struct {
+	CUcontext prev; // the context to restore (possibly NULL) when changed
+	int changed;
+	CUresult res;
+} trajring_bound;
+
+// trajring_bind makes want current on the calling thread in one cgo call
+// (values only, so nothing escapes to the Go heap).
+static trajring_bound trajring_bind(CUcontext want)
+{
+	trajring_bound b = {NULL, 0, CUDA_SUCCESS};
+	CUcontext cur = NULL;
+	b.res = cuCtxGetCurrent(&cur);
+	if (b.res != CUDA_SUCCESS || cur == want)
+		return b;
+	b.res = cuCtxSetCurrent(want);
+	if (b.res == CUDA_SUCCESS) {
+		b.prev = cur;
+		b.changed = 1;
+	}
+	return b;
+}
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/trajring/trajring/kernels"
+	"gorgonia.org/cu"
+)
+
+// The process-wide driver state. The primary context of device 0 is
+// retained once, by the first New, and never released: closing the last
+// Backend keeps it (and the loaded modules) alive, so a later New neither
+// re-creates the context nor re-JITs the kernels, and a thread left with
+// the context current never holds a dangling context. This is what the
+// CUDA runtime (cudart) does too.
+var drv struct {
+	once    sync.Once
+	err     error
+	dev     cu.Device
+	ctx     cu.CUContext
+	ctxC    C.CUcontext // ctx as this package's cgo type
+	fns     map[string]cu.Function
+	sms     int
+	devName string
+}
+
+// lost holds the first sticky device error (ErrDeviceLost): once set,
+// every call of every Backend fails with it at once.
+var lost atomic.Pointer[error]
+
+// stickyCodes are the CUDA results after which the context is unusable
+// until the process exits (CUDA driver API, "sticky errors").
+var stickyCodes = map[int]bool{
+	214: true, // CUDA_ERROR_ECC_UNCORRECTABLE
+	700: true, // CUDA_ERROR_ILLEGAL_ADDRESS
+	702: true, // CUDA_ERROR_LAUNCH_TIMEOUT
+	714: true, // CUDA_ERROR_HARDWARE_STACK_ERROR
+	715: true, // CUDA_ERROR_ILLEGAL_INSTRUCTION
+	716: true, // CUDA_ERROR_MISALIGNED_ADDRESS
+	717: true, // CUDA_ERROR_INVALID_ADDRESS_SPACE
+	718: true, // CUDA_ERROR_INVALID_PC
+	719: true, // CUDA_ERROR_LAUNCH_FAILED
+	999: true, // CUDA_ERROR_UNKNOWN
+}
+
+// code returns the CUresult inside a gorgonia.org/cu error (whose type is
+// unexported), or -1.
+func code(err error) int {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if c, ok := e.(cudaError); ok {
+			return int(c)
+		}
+		if v := reflect.ValueOf(e); v.Kind() == reflect.Int && v.Type().PkgPath() == "gorgonia.org/cu" {
+			return int(v.Int())
+		}
+	}
+	return -1
+}
+
+// deviceLost returns the sticky error recorded so far, or nil.
+func deviceLost() error {
+	if p := lost.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// initDriver sets up the process-wide state once.
+func initDriver() error {
+	drv.once.Do(func() { drv.err = setupDriver() })
+	return drv.err
+}
+
+func setupDriver() error {
+	if r := int(C.trajring_cu_init_result()); r != 0 {
+		return fmt.Errorf("%w: cuInit: CUDA error %d (%v)", ErrNoDevice, r, cuResultName(r))
+	}
+	var err error
+	if drv.dev, err = cu.GetDevice(0); err != nil {
+		return fmt.Errorf("%w: %w", ErrNoDevice, driverErr("cuDeviceGet", err))
+	}
+	if drv.ctx, err = drv.dev.RetainPrimaryCtx(); err != nil {
+		return driverErr("cuDevicePrimaryCtxRetain", err)
+	}
+	drv.ctxC = *(*C.CUcontext)(unsafe.Pointer(&drv.ctx))
+	prev, err := bind() // for the module loads below
+	if err != nil {
+		return err
+	}
+	defer unbind(prev)
+	drv.fns = map[string]cu.Function{}
+	for _, k := range kernels.All {
+		img, err := k.Image()
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrDriver, err)
+		}
+		m, err := cu.LoadData(img)
+		if err != nil {
+			return driverErr("cuModuleLoadData("+k.Module+")", err)
+		}
+		fn, err := m.Function(k.Entry)
+		if err != nil {
+			return driverErr("cuModuleGetFunction("+k.Entry+")", err)
+		}
+		drv.fns[k.Entry] = fn
+	}
+	if drv.sms, err = drv.dev.Attribute(cu.MultiprocessorCount); err != nil || drv.sms < 1 {
+		drv.sms = 1
+	}
+	if drv.devName, err = drv.dev.Name(); err != nil {
+		drv.devName = "CUDA device 0"
+	}
+	return nil
+}
+
+// cuResultName names a CUresult the way gorgonia.org/cu does.
+func cuResultName(r int) string {
+	var s *C.char
+	if C.cuGetErrorName(C.CUresult(r), &s) != C.CUDA_SUCCESS || s == nil {
+		return "unknown"
+	}
+	return C.GoString(s)
+}
+
+// bind locks the calling goroutine to its thread and makes the primary
+// context current on it. unbind puts back whatever the thread had current
+// before (another context, or none) and unlocks it, so a call leaves no
+// context behind on a thread it does not own: one cgo call to bind, one
+// more to unbind only when bind changed the current context, and no
+// goroutine hop.
+func bind() (restore ctxHandle, err error) {
+	runtime.LockOSThread()
+	r := C.trajring_bind(drv.ctxC)
+	if r.res != C.CUDA_SUCCESS {
+		runtime.UnlockOSThread()
+		return ctxHandle{}, driverErr("cuCtxSetCurrent", cudaError(r.res))
+	}
+	return ctxHandle{c: r.prev, changed: r.changed != 0}, nil
+}
+
+// unbind undoes bind.
+func unbind(restore ctxHandle) {
+	if restore.changed {
+		C.cuCtxSetCurrent(restore.c)
+	}
+	runtime.UnlockOSThread()
+}
+
+// ctxHandle is the context bind replaced.
+type ctxHandle struct {
+	c       C.CUcontext
+	changed bool
+}
+
+// cudaError is a CUresult returned by a direct cgo call.
+type cudaError int
+
+func (e cudaError) Error() string {
+	return fmt.Sprintf("CUDA error %d (%s)", int(e), cuResultName(int(e)))
+}

@@ -1,0 +1,139 @@
+//go:build cuda
+
+package gpu
+
+/*
+#include <stdint.h>
+#include <cuda.h>
+
+static CUresult trajring_wait_event(CUstream s, uintptr_t e) { return cuStreamWaitEvent(s, (CUevent)e, 0); }
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/trajring/trajring/kernels"
+	"gorgonia.org/cu"
+)
+
+// Event is a CUDA event (made with timing disabled) of a Backend. Its
+// methods are safe for concurrent use.
+type Event struct {
+	b  *Backend
+	ev cu.Event
+}
+
+var _ kernels.Streamer = (*Backend)(nil)
+
+// Stream returns the CUstream handle of the backend's non-blocking
+// stream, for consumers that order work on it directly. It is valid
+// until Close.
+func (b *Backend) Stream() uintptr {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return *(*uintptr)(unsafe.Pointer(&b.stream))
+}
+
+// NewEvent creates an event. Free it with Close.
+func (b *Backend) NewEvent() (kernels.Event, error) {
+	r, err := b.enter()
+	if err != nil {
+		return nil, err
+	}
+	defer b.exit(r)
+	ev, err := cu.MakeEvent(cu.DisableTiming)
+	if err != nil {
+		return nil, driverErr("cuEventCreate", err)
+	}
+	return &Event{b: b, ev: ev}, nil
+}
+
+// event checks that e is a live event of this backend.
+func (b *Backend) event(e kernels.Event) (*Event, error) {
+	ev, ok := e.(*Event)
+	if !ok || ev == nil || ev.b != b || ev.ev == (cu.Event{}) {
+		return nil, fmt.Errorf("%w: event %T of another backend, or closed", ErrArena, e)
+	}
+	return ev, nil
+}
+
+// Record records e on the backend's stream after all work issued so far
+// (a sample, an export): a consumer stream that waits on e.Handle() reads
+// their outputs only once they are written.
+func (b *Backend) Record(e kernels.Event) error {
+	r, err := b.enter()
+	if err != nil {
+		return err
+	}
+	defer b.exit(r)
+	ev, err := b.event(e)
+	if err != nil {
+		return err
+	}
+	return driverErr("cuEventRecord", ev.ev.Record(b.stream))
+}
+
+// WaitHandle makes every later piece of work on the backend's stream
+// (the next SampleInto's gather, say) wait until the latest record of the
+// CUevent h issued so far has run: a consumer records h on its own stream
+// when it is done reading a batch, and the backend may then overwrite
+// it. h 0 is no wait. Nothing waits on the host.
+func (b *Backend) WaitHandle(h uintptr) error {
+	if h == 0 {
+		return nil
+	}
+	r, err := b.enter()
+	if err != nil {
+		return err
+	}
+	defer b.exit(r)
+	if res := C.trajring_wait_event(*(*C.CUstream)(unsafe.Pointer(&b.stream)), C.uintptr_t(h)); res != C.CUDA_SUCCESS {
+		return driverErr("cuStreamWaitEvent", cudaError(res))
+	}
+	return nil
+}
+
+// Handle returns the CUevent handle, for cuStreamWaitEvent on a
+// consumer's stream.
+func (e *Event) Handle() uintptr { return *(*uintptr)(unsafe.Pointer(&e.ev)) }
+
+// Synchronize waits on the host until the work recorded before e has
+// finished.
+func (e *Event) Synchronize() error {
+	r, err := e.b.enter()
+	if err != nil {
+		return err
+	}
+	defer e.b.exit(r)
+	return driverErr("cuEventSynchronize", e.ev.Synchronize())
+}
+
+// Done reports without waiting whether the work recorded before e has
+// finished.
+func (e *Event) Done() (bool, error) {
+	r, err := e.b.enter()
+	if err != nil {
+		return false, err
+	}
+	defer e.b.exit(r)
+	err = e.ev.Query()
+	if code(err) == int(cu.NotReady) {
+		return false, nil
+	}
+	return err == nil, driverErr("cuEventQuery", err)
+}
+
+// Close destroys the event.
+func (e *Event) Close() error {
+	r, err := e.b.enter()
+	if err != nil {
+		return err
+	}
+	defer e.b.exit(r)
+	if e.ev == (cu.Event{}) {
+		return fmt.Errorf("%w: event closed twice", ErrArena)
+	}
+	return driverErr("cuEventDestroy", cu.DestroyEvent(&e.ev))
+}
