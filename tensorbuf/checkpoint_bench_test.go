@@ -15,7 +15,7 @@ import (
 // writes (with fsync) and reads the same number of bytes as a plain
 // sequential file in the same directory (TRAJRING_CKPT_BENCH_DIR, the
 // test's temporary directory by default). It reports GB/s of each and the
-// ratios, and the pause writers saw.
+// ratios, and the pause writers saw (SnapshotCopy, SnapshotCopyOnWrite).
 func BenchmarkCheckpoint(b *testing.B) {
 	buf, steps, dir := benchBuffer(b)
 	defer buf.Close()
@@ -24,7 +24,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 	defer os.Remove(ckpt)
 	defer os.Remove(plain)
 	gbs := func(d time.Duration) float64 { return float64(total) / d.Seconds() / 1e9 }
-	var save, write, load, read, pause time.Duration
+	var save, write, load, read, pause, cowPause time.Duration
 	for b.Loop() {
 		t0 := time.Now()
 		if err := plainWrite(plain, total); err != nil {
@@ -42,6 +42,11 @@ func BenchmarkCheckpoint(b *testing.B) {
 			b.Fatal(err)
 		}
 		pause += crep.Pause
+		var wrep SaveReport
+		if err := buf.SaveFile(ckpt, SaveOptions{Snapshot: SnapshotCopyOnWrite, Report: &wrep}); err != nil {
+			b.Fatal(err)
+		}
+		cowPause += wrep.Pause
 		t0 = time.Now()
 		if err := plainRead(plain); err != nil {
 			b.Fatal(err)
@@ -63,6 +68,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 	b.ReportMetric(float64(write)/float64(save), "save/write")
 	b.ReportMetric(float64(read)/float64(load), "load/read")
 	b.ReportMetric(float64(pause/n)/1e6, "copy-pause-ms")
+	b.ReportMetric(float64(cowPause/n)/1e6, "cow-pause-ms")
 }
 
 // benchBuffer returns a buffer of 3 KB steps filled with
