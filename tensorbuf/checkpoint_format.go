@@ -58,6 +58,9 @@ const (
 	secMeta
 	secArena
 	secEnd
+	// secHindsight is a Hindsight relabeler's state, in a stream of its
+	// own (Hindsight.Save): the file header, this section, the end.
+	secHindsight
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -77,6 +80,8 @@ func sectionName(sec uint8, index uint32) string {
 		return fmt.Sprintf("arena %d", index)
 	case secEnd:
 		return "end"
+	case secHindsight:
+		return "hindsight"
 	}
 	return fmt.Sprintf("section kind %d", sec)
 }
