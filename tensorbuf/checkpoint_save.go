@@ -183,13 +183,9 @@ func (t *Table) snapshotLocked() (tableSnap, error) {
 // priority and random source). Load restores all of it, so that a
 // restored buffer samples exactly what the original would have sampled
 // next. Writers (their rows' ownership) are not saved: open new ones on
-// the loaded buffer. A Hindsight relabeler lives beside the buffer and is
-// not saved either (its stored relabels, scan positions and random
-// source): a relabeler made with NewHindsight on the loaded buffer starts
-// empty; with RelabelAtEpisodeEnd its first Generate relabels again every
-// complete episode still stored (with new random goals), and a hindsight
-// Table restored from the checkpoint then also holds the items of the
-// relabels made before the save, which that relabeler does not know.
+// the loaded buffer. A Hindsight relabeler lives beside the buffer: save
+// it right after with Hindsight.Save and restore it with LoadHindsight
+// (NewHindsight refuses a restored table that holds its items).
 //
 // The checkpoint is a consistent cut: every writer is paused at a step
 // boundary, and every inserter and sampler is excluded, while the host
