@@ -88,6 +88,9 @@ type Buffer struct {
 	// closedFlag mirrors closed for readers that must not take mu.
 	closedFlag atomic.Bool
 
+	// ckpt is the state of a copy-on-write Save (checkpoint_cow.go).
+	ckpt ckptState
+
 	rngMu sync.Mutex
 	rng   *rand.Rand
 	pcg   *rand.PCG // rng's source, for checkpoints

@@ -58,6 +58,9 @@ const (
 	secMeta
 	secArena
 	secEnd
+	// secHindsight is a Hindsight relabeler's state, in a stream of its
+	// own (Hindsight.Save): the file header, this section, the end.
+	secHindsight
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -77,6 +80,8 @@ func sectionName(sec uint8, index uint32) string {
 		return fmt.Sprintf("arena %d", index)
 	case secEnd:
 		return "end"
+	case secHindsight:
+		return "hindsight"
 	}
 	return fmt.Sprintf("section kind %d", sec)
 }
@@ -275,56 +280,97 @@ func newChunkReader(r io.Reader) (*chunkReader, error) {
 	return &chunkReader{r: r}, nil
 }
 
-// next reads the next chunk, which must belong to section sec/index,
-// into *stored (and *raw when compressed, both grown as needed) and
-// returns its raw payload and whether it ends the section.
-func (cr *chunkReader) next(sec uint8, index uint32, stored, raw *[]byte) (payload []byte, last bool, err error) {
-	var h [chunkHeaderLen]byte
-	if _, err := io.ReadFull(cr.r, h[:]); err != nil {
-		return nil, false, corrupt(sec, index, "chunk %d: truncated header: %v", cr.seq, err)
+// chunkHead is a chunk header that head has checked.
+type chunkHead struct {
+	raw     [chunkHeaderLen]byte
+	flags   uint8
+	rawLen  uint32
+	stored  uint32
+	crc     uint32
+	sec     uint8
+	index   uint32
+	seq     uint32 // the chunk's number
+	payload []byte // set by the caller once read
+}
+
+// head reads and checks the next chunk's header, which must belong to
+// section sec/index.
+func (cr *chunkReader) head(sec uint8, index uint32) (chunkHead, error) {
+	c := chunkHead{sec: sec, index: index, seq: cr.seq}
+	h := c.raw[:]
+	if _, err := io.ReadFull(cr.r, h); err != nil {
+		return c, corrupt(sec, index, "chunk %d: truncated header: %v", cr.seq, err)
 	}
 	gotSec, flags, index2 := h[0], h[1], binary.LittleEndian.Uint32(h[4:])
 	rawLen, storedLen := binary.LittleEndian.Uint32(h[8:]), binary.LittleEndian.Uint32(h[12:])
 	seq, crc := binary.LittleEndian.Uint32(h[16:]), binary.LittleEndian.Uint32(h[20:])
 	switch {
 	case gotSec != sec || index2 != index:
-		return nil, false, corrupt(sec, index, "chunk %d belongs to section %q", cr.seq, sectionName(gotSec, index2))
+		return c, corrupt(sec, index, "chunk %d belongs to section %q", cr.seq, sectionName(gotSec, index2))
 	case seq != cr.seq:
-		return nil, false, corrupt(sec, index, "chunk %d numbered %d", cr.seq, seq)
+		return c, corrupt(sec, index, "chunk %d numbered %d", cr.seq, seq)
 	case flags&^(chunkZstd|chunkLast) != 0 || h[2] != 0 || h[3] != 0:
-		return nil, false, corrupt(sec, index, "chunk %d: flags %#x", cr.seq, flags)
+		return c, corrupt(sec, index, "chunk %d: flags %#x", cr.seq, flags)
 	case rawLen > maxChunkRaw:
-		return nil, false, corrupt(sec, index, "chunk %d of %d bytes exceeds %d", cr.seq, rawLen, maxChunkRaw)
+		return c, corrupt(sec, index, "chunk %d of %d bytes exceeds %d", cr.seq, rawLen, maxChunkRaw)
 	case flags&chunkZstd == 0 && storedLen != rawLen, flags&chunkZstd != 0 && storedLen >= uint32(zstdBound(int(rawLen))):
-		return nil, false, corrupt(sec, index, "chunk %d: %d bytes stored for %d", cr.seq, storedLen, rawLen)
+		return c, corrupt(sec, index, "chunk %d: %d bytes stored for %d", cr.seq, storedLen, rawLen)
 	}
-	buf := grow(stored, int(storedLen))
+	c.flags, c.rawLen, c.stored, c.crc = flags, rawLen, storedLen, crc
+	return c, nil
+}
+
+// check verifies the checksum of a chunk whose stored payload is p.
+func (c *chunkHead) check(p []byte) error {
+	if crc32.Update(crc32.Checksum(c.raw[:20], castagnoli), castagnoli, p) != c.crc {
+		return corrupt(c.sec, c.index, "chunk %d: checksum mismatch", c.seq)
+	}
+	return nil
+}
+
+// decode returns the raw payload of a chunk whose stored payload is p:
+// p itself, or p decompressed into dst (grown as needed).
+func (cr *chunkReader) decode(c *chunkHead, p []byte, dst *[]byte) ([]byte, error) {
+	if c.flags&chunkZstd == 0 {
+		return p, nil
+	}
+	if cr.dec == nil {
+		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxChunkRaw),
+			zstd.WithDecoderMaxWindow(maxChunkRaw))
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint: zstd: %w", err)
+		}
+		cr.dec = d
+	}
+	out := grow(dst, int(c.rawLen))
+	got, err := cr.dec.DecodeAll(p, out[:0])
+	if err != nil || len(got) != int(c.rawLen) || (c.rawLen > 0 && &got[0] != &out[0]) {
+		return nil, corrupt(c.sec, c.index, "chunk %d: zstd payload does not decode to %d bytes", c.seq, c.rawLen)
+	}
+	return got, nil
+}
+
+// next reads the next chunk, which must belong to section sec/index,
+// into *stored (and *raw when compressed, both grown as needed) and
+// returns its raw payload and whether it ends the section.
+func (cr *chunkReader) next(sec uint8, index uint32, stored, raw *[]byte) (payload []byte, last bool, err error) {
+	c, err := cr.head(sec, index)
+	if err != nil {
+		return nil, false, err
+	}
+	buf := grow(stored, int(c.stored))
 	if _, err := io.ReadFull(cr.r, buf); err != nil {
 		return nil, false, corrupt(sec, index, "chunk %d: truncated payload: %v", cr.seq, err)
 	}
-	if crc32.Update(crc32.Checksum(h[:20], castagnoli), castagnoli, buf) != crc {
-		return nil, false, corrupt(sec, index, "chunk %d: checksum mismatch", cr.seq)
+	if err := c.check(buf); err != nil {
+		return nil, false, err
 	}
-	payload = buf
-	if flags&chunkZstd != 0 {
-		if cr.dec == nil {
-			d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxChunkRaw),
-				zstd.WithDecoderMaxWindow(maxChunkRaw))
-			if err != nil {
-				return nil, false, fmt.Errorf("checkpoint: zstd: %w", err)
-			}
-			cr.dec = d
-		}
-		out := grow(raw, int(rawLen))
-		got, err := cr.dec.DecodeAll(buf, out[:0])
-		if err != nil || len(got) != int(rawLen) || (rawLen > 0 && &got[0] != &out[0]) {
-			return nil, false, corrupt(sec, index, "chunk %d: zstd payload does not decode to %d bytes", cr.seq, rawLen)
-		}
-		payload = got
+	if payload, err = cr.decode(&c, buf, raw); err != nil {
+		return nil, false, err
 	}
 	cr.seq++
 	cr.raw += int64(len(payload))
-	return payload, flags&chunkLast != 0, nil
+	return payload, c.flags&chunkLast != 0, nil
 }
 
 func (cr *chunkReader) close() {

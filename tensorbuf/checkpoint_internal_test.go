@@ -363,7 +363,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 			var rep SaveReport
 			tc.opts.Report = &rep
 			data := saveBytes(t, orig, tc.opts)
-			if rep.Bytes != int64(len(data)) || rep.Copied != (tc.opts.Snapshot != SnapshotLock) {
+			if rep.Bytes != int64(len(data)) || rep.Copied != (tc.opts.Snapshot == SnapshotCopy) {
 				t.Fatalf("report %+v for %d bytes", rep, len(data))
 			}
 			if got := stateString(t, orig); got != want {

@@ -230,15 +230,15 @@ func TestCheckpointWhileRunning(t *testing.T) {
 			}
 		}()
 	}
-	var pauses [2]time.Duration
-	for i := range 10 {
+	var pauses [3]time.Duration
+	for i := range 12 {
 		var rep SaveReport
 		var buf bytes.Buffer
-		mode := []SnapshotMode{SnapshotCopy, SnapshotLock}[i%2]
+		mode := []SnapshotMode{SnapshotCopy, SnapshotLock, SnapshotCopyOnWrite}[i%3]
 		if err := b.Save(&buf, SaveOptions{Snapshot: mode, Report: &rep}); err != nil {
 			t.Fatal(err)
 		}
-		pauses[i%2] = max(pauses[i%2], rep.Pause)
+		pauses[i%3] = max(pauses[i%3], rep.Pause)
 		lb, err := Load(&buf, LoadOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -248,7 +248,7 @@ func TestCheckpointWhileRunning(t *testing.T) {
 	}
 	stop.Store(true)
 	wg.Wait()
-	t.Logf("longest pause: copy %v, lock %v", pauses[0], pauses[1])
+	t.Logf("longest pause: copy %v, lock %v, copy-on-write %v", pauses[0], pauses[1], pauses[2])
 }
 
 func unsafePointer(p *byte) unsafe.Pointer { return unsafe.Pointer(p) }

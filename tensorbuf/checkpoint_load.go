@@ -329,13 +329,34 @@ func (b *Buffer) readMeta(cr *chunkReader) error {
 	return nil
 }
 
-// readArenas reads one section per arena on one goroutine while
-// uploading the previous chunks on this one.
+// readArenas reads one section per arena: straight into the arena's
+// memory when the backend's arenas are host memory (readHostArena), else
+// through Upload (readDeviceArena).
 func (b *Buffer) readArenas(cr *chunkReader) error {
+	for c := range b.cols {
+		a := b.cols[c].arena
+		var err error
+		if h, ok := a.(hostArena); ok && int64(len(h.Bytes())) == a.Size() {
+			err = readHostArena(cr, uint32(c), h.Bytes())
+		} else {
+			err = b.readDeviceArena(cr, c)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := b.be.Sync(); err != nil {
+		return fmt.Errorf("%w: checkpoint upload: %w", ErrBackend, err)
+	}
+	return nil
+}
+
+// readDeviceArena reads column c's section on one goroutine while
+// uploading the previous chunks on this one.
+func (b *Buffer) readDeviceArena(cr *chunkReader, c int) error {
 	type job struct {
 		stored, raw, p []byte
 		off            int64
-		col            int
 		err            error
 	}
 	free := make(chan *job, ckptPipeline)
@@ -349,34 +370,29 @@ func (b *Buffer) readArenas(cr *chunkReader) error {
 	go func() {
 		defer wg.Done()
 		defer close(full)
-		for c := range b.cols {
-			size := b.cols[c].arena.Size()
-			for off := int64(0); ; {
-				var j *job
-				select {
-				case j = <-free:
-				case <-stop:
-					return
-				}
-				p, last, err := cr.next(secArena, uint32(c), &j.stored, &j.raw)
-				switch {
-				case err != nil:
-					j.err = err
-				case int64(len(p)) > size-off:
-					j.err = corrupt(secArena, uint32(c), "more than the arena's %d bytes", size)
-				case last && off+int64(len(p)) != size:
-					j.err = corrupt(secArena, uint32(c), "%d bytes for an arena of %d", off+int64(len(p)), size)
-				}
-				j.p, j.off, j.col = p, off, c
-				full <- j
-				if j.err != nil {
-					return
-				}
-				off += int64(len(p))
-				if last {
-					break
-				}
+		size := b.cols[c].arena.Size()
+		for off := int64(0); ; {
+			var j *job
+			select {
+			case j = <-free:
+			case <-stop:
+				return
 			}
+			p, last, err := cr.next(secArena, uint32(c), &j.stored, &j.raw)
+			switch {
+			case err != nil:
+				j.err = err
+			case int64(len(p)) > size-off:
+				j.err = corrupt(secArena, uint32(c), "more than the arena's %d bytes", size)
+			case last && off+int64(len(p)) != size:
+				j.err = corrupt(secArena, uint32(c), "%d bytes for an arena of %d", off+int64(len(p)), size)
+			}
+			j.p, j.off = p, off
+			full <- j
+			if j.err != nil || last {
+				return
+			}
+			off += int64(len(p))
 		}
 	}()
 	var err error
@@ -384,7 +400,7 @@ func (b *Buffer) readArenas(cr *chunkReader) error {
 		if err == nil {
 			err = j.err
 			if err == nil && len(j.p) > 0 {
-				if e := b.be.Upload(b.cols[j.col].arena, j.off, j.p); e != nil {
+				if e := b.be.Upload(b.cols[c].arena, j.off, j.p); e != nil {
 					err = fmt.Errorf("%w: checkpoint upload: %w", ErrBackend, e)
 				}
 			}
@@ -395,11 +411,5 @@ func (b *Buffer) readArenas(cr *chunkReader) error {
 		free <- j
 	}
 	wg.Wait()
-	if err != nil {
-		return err
-	}
-	if err := b.be.Sync(); err != nil {
-		return fmt.Errorf("%w: checkpoint upload: %w", ErrBackend, err)
-	}
-	return nil
+	return err
 }

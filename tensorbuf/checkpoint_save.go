@@ -14,10 +14,7 @@ type SnapshotMode int
 
 // The snapshot modes.
 const (
-	// SnapshotAuto copies the arenas into staging arenas of the same
-	// backend (SnapshotCopy) when the backend reports enough free memory
-	// for them (see MemoryReporter) and holds the lock (SnapshotLock)
-	// otherwise.
+	// SnapshotAuto is SnapshotCopyOnWrite.
 	SnapshotAuto SnapshotMode = iota
 	// SnapshotCopy copies the arenas, inside the backend, into staging
 	// arenas while writers are paused, then lets them go on while the
@@ -30,6 +27,17 @@ const (
 	// for the whole save: no extra memory, but the pause lasts as long as
 	// streaming the arenas out does.
 	SnapshotLock
+	// SnapshotCopyOnWrite pauses writers only while the host state
+	// (cursors, metadata, tables) is copied, then streams the arenas
+	// while they go on. Each chunk is read with writers excluded (one
+	// chunk's download, a few milliseconds at most), and a writer about
+	// to overwrite a step the save has not streamed yet first copies that
+	// step's bytes to the host, where the save takes them from: the
+	// checkpoint is exactly the cut. The copies are bounded (64 MiB); a
+	// writer that would exceed the bound waits for the save to stream
+	// past the steps already copied. Copy-on-write saves of one buffer
+	// run one at a time.
+	SnapshotCopyOnWrite
 )
 
 // String returns the mode's name, such as "copy".
@@ -41,6 +49,8 @@ func (m SnapshotMode) String() string {
 		return "copy"
 	case SnapshotLock:
 		return "lock"
+	case SnapshotCopyOnWrite:
+		return "copy-on-write"
 	}
 	return fmt.Sprintf("SnapshotMode(%d)", int(m))
 }
@@ -59,8 +69,13 @@ type SaveOptions struct {
 
 // SaveReport describes a finished save. A plain value.
 type SaveReport struct {
-	// Pause is how long writers, inserters and samplers were blocked.
+	// Pause is how long writers, inserters and samplers were blocked
+	// together (with SnapshotCopyOnWrite, writers may also wait for one
+	// chunk's download at a time, and copy the steps they overwrite).
 	Pause time.Duration
+	// Preserved is the bytes writers copied before overwriting steps a
+	// copy-on-write save had not streamed yet.
+	Preserved int64
 	// Copied reports whether the arenas were copied into staging arenas
 	// (SnapshotCopy) rather than read under the lock.
 	Copied bool
@@ -168,18 +183,17 @@ func (t *Table) snapshotLocked() (tableSnap, error) {
 // priority and random source). Load restores all of it, so that a
 // restored buffer samples exactly what the original would have sampled
 // next. Writers (their rows' ownership) are not saved: open new ones on
-// the loaded buffer. A Hindsight relabeler lives beside the buffer and is
-// not saved either (its stored relabels, scan positions and random
-// source): a relabeler made with NewHindsight on the loaded buffer starts
-// empty; with RelabelAtEpisodeEnd its first Generate relabels again every
-// complete episode still stored (with new random goals), and a hindsight
-// Table restored from the checkpoint then also holds the items of the
-// relabels made before the save, which that relabeler does not know.
+// the loaded buffer. A Hindsight relabeler lives beside the buffer: save
+// it right after with Hindsight.Save and restore it with LoadHindsight
+// (NewHindsight refuses a restored table that holds its items).
 //
 // The checkpoint is a consistent cut: every writer is paused at a step
 // boundary, and every inserter and sampler is excluded, while the host
 // state is copied and the arenas are snapshotted (see SnapshotMode and
-// SaveReport.Pause). Arenas are streamed through Backend.Download in
+// SaveReport.Pause). By default (SnapshotCopyOnWrite) the pause is the
+// copy of the host state only: the arenas are streamed while writers go
+// on, and the steps they overwrite meanwhile are saved as they were at
+// the cut. Arenas are streamed through Backend.Download in
 // chunks of 4 MiB, at most three in flight: Save never holds a host copy
 // of a whole arena. See the format in checkpoint_format.go.
 //
@@ -190,8 +204,13 @@ func (b *Buffer) Save(w io.Writer, opts SaveOptions) error {
 	if w == nil {
 		return fmt.Errorf("%w: Save to a nil writer", ErrInvalidArg)
 	}
-	if opts.Snapshot < SnapshotAuto || opts.Snapshot > SnapshotLock {
+	if opts.Snapshot < SnapshotAuto || opts.Snapshot > SnapshotCopyOnWrite {
 		return fmt.Errorf("%w: snapshot mode %v", ErrInvalidArg, opts.Snapshot)
+	}
+	cow := opts.Snapshot == SnapshotAuto || opts.Snapshot == SnapshotCopyOnWrite
+	if cow {
+		b.ckpt.saveMu.Lock()
+		defer b.ckpt.saveMu.Unlock()
 	}
 	start := time.Now()
 	var rep SaveReport
@@ -216,20 +235,33 @@ func (b *Buffer) Save(w io.Writer, opts SaveOptions) error {
 	for i := range b.cols {
 		arenas[i] = b.cols[i].arena
 	}
-	if b.copyArenas(opts.Snapshot) {
+	download := func(dst []byte, c int, off int64) error {
+		if err := b.be.Download(dst, arenas[c], off); err != nil {
+			return fmt.Errorf("%w: checkpoint download: %w", ErrBackend, err)
+		}
+		return nil
+	}
+	if cow {
+		b.startCOWLocked()
+		defer func() {
+			if cow {
+				b.endCOW()
+			}
+		}()
+		download = b.cowDownload
+		unlock()
+	} else if opts.Snapshot == SnapshotCopy {
 		staged, err := b.stageArenasLocked()
-		if err != nil && opts.Snapshot == SnapshotCopy {
+		if err != nil {
 			return err
 		}
-		if err == nil {
-			defer func() {
-				for _, a := range staged {
-					_ = b.be.Free(a)
-				}
-			}()
-			arenas, rep.Copied = staged, true
-			unlock()
-		}
+		defer func() {
+			for _, a := range staged {
+				_ = b.be.Free(a)
+			}
+		}()
+		arenas, rep.Copied = staged, true
+		unlock()
 	}
 	cw, err := newChunkWriter(w, opts.Compress)
 	if err != nil {
@@ -241,7 +273,11 @@ func (b *Buffer) Save(w io.Writer, opts SaveOptions) error {
 	if err := writeSnap(cw, snap); err != nil {
 		return err
 	}
-	if err := cw.streamArenas(b.be, arenas); err != nil {
+	sizes := make([]int64, len(arenas))
+	for i, a := range arenas {
+		sizes[i] = a.Size()
+	}
+	if err := cw.streamArenas(sizes, download); err != nil {
 		return err
 	}
 	unlock()
@@ -251,29 +287,14 @@ func (b *Buffer) Save(w io.Writer, opts SaveOptions) error {
 	if err := end.close(); err != nil {
 		return err
 	}
+	if cow {
+		rep.Preserved, cow = b.endCOW(), false
+	}
 	rep.Bytes, rep.RawBytes, rep.Duration = cw.written, cw.raw, time.Since(start)
 	if opts.Report != nil {
 		*opts.Report = rep
 	}
 	return nil
-}
-
-// copyArenas decides whether Save copies the arenas (see SnapshotMode).
-func (b *Buffer) copyArenas(mode SnapshotMode) bool {
-	switch mode {
-	case SnapshotCopy:
-		return true
-	case SnapshotLock:
-		return false
-	}
-	r, ok := b.be.(MemoryReporter)
-	if !ok {
-		return false
-	}
-	avail, err := r.MemAvailable()
-	ring := b.memBytes - int64(len(b.meta))
-	// Leave a quarter of the copy's size to everything else.
-	return err == nil && avail-ring/4 >= ring
 }
 
 // stageCopySteps bounds the steps of one staging copy (its index list is
@@ -413,9 +434,10 @@ func writeTable(cw *chunkWriter, index uint32, t *tableSnap) error {
 	return s.close()
 }
 
-// streamArenas writes one section per arena, downloading chunk after
-// chunk on one goroutine while writing the previous ones on this one.
-func (cw *chunkWriter) streamArenas(be Backend, arenas []Arena) error {
+// streamArenas writes one section per arena (of the given sizes),
+// downloading chunk after chunk on one goroutine (download fills dst from
+// arena c at byte off) while writing the previous ones on this one.
+func (cw *chunkWriter) streamArenas(sizes []int64, download func(dst []byte, c int, off int64) error) error {
 	type job struct {
 		f         frame
 		buf, comp []byte
@@ -432,8 +454,7 @@ func (cw *chunkWriter) streamArenas(be Backend, arenas []Arena) error {
 	go func() {
 		defer wg.Done()
 		defer close(full)
-		for c, a := range arenas {
-			size := a.Size()
+		for c, size := range sizes {
 			for off := int64(0); ; {
 				var j *job
 				select {
@@ -444,7 +465,7 @@ func (cw *chunkWriter) streamArenas(be Backend, arenas []Arena) error {
 				n := min(ckptChunk, size-off)
 				last := off+n == size
 				buf := j.buf[:chunkHeaderLen+n]
-				if j.err = be.Download(buf[chunkHeaderLen:], a, off); j.err == nil {
+				if j.err = download(buf[chunkHeaderLen:], c, off); j.err == nil {
 					j.comp = seal(&j.f, cw.enc, secArena, uint32(c), buf, j.comp, last)
 				}
 				full <- j
@@ -461,9 +482,7 @@ func (cw *chunkWriter) streamArenas(be Backend, arenas []Arena) error {
 	var err error
 	for j := range full {
 		if err == nil {
-			if j.err != nil {
-				err = fmt.Errorf("%w: checkpoint download: %w", ErrBackend, j.err)
-			} else {
+			if err = j.err; err == nil {
 				err = cw.write(&j.f)
 			}
 			if err != nil {

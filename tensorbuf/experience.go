@@ -308,6 +308,9 @@ func (ew *ExperienceWriter) fill(rows, sel []int, cur [][]byte, e *Experience) e
 		r := rows[k]
 		ew.idx = append(ew.idx, b.slot(r, b.cursor[r]-1))
 	}
+	if err := b.beforeRingWrite(ew.idx); err != nil {
+		return err
+	}
 	if err := b.be.Scatter(cols, src, ew.idx); err != nil {
 		return fmt.Errorf("%w: scatter: %w", ErrBackend, err)
 	}

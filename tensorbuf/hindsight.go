@@ -174,6 +174,7 @@ type Hindsight struct {
 
 	mu    sync.Mutex
 	rng   *rand.Rand
+	pcg   *rand.PCG // rng's source, for Save
 	rows  []hsRow
 	byKey map[uint64]relabel
 	sc    hsScratch
@@ -212,7 +213,11 @@ type HindsightTransitions struct {
 	Weights       []float64
 }
 
-// NewHindsight validates cfg and returns a relabeler over b. An unknown
+// NewHindsight validates cfg and returns a relabeler over b. A Table that
+// already holds items fails with ErrConfig: its relabeled items would be
+// unknown to the new relabeler, which would sample them as the real
+// transitions they relabel (restore a relabeler saved with Save through
+// LoadHindsight instead). An unknown
 // goal field fails with ErrUnknownField; a goal field that is not an
 // observation, goal indices out of range, repeated or shared between the
 // goals, goals of different sizes, no Reward or IsDone, NumGoals outside
@@ -221,6 +226,11 @@ type HindsightTransitions struct {
 // ErrConfig; a closed buffer fails with ErrClosed, as NewWriter and
 // NewTable do. It is safe for concurrent use.
 func NewHindsight(b *Buffer, cfg HindsightConfig) (*Hindsight, error) {
+	return newHindsight(b, cfg, false)
+}
+
+// newHindsight is NewHindsight; restoring accepts a table with items.
+func newHindsight(b *Buffer, cfg HindsightConfig, restoring bool) (*Hindsight, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%w: nil buffer", ErrConfig)
 	}
@@ -275,13 +285,16 @@ func NewHindsight(b *Buffer, cfg HindsightConfig) (*Hindsight, error) {
 			return nil, fmt.Errorf("%w: a hindsight table needs RelabelAtEpisodeEnd", ErrConfig)
 		case t.cfg.RateLimiter != nil && t.cfg.RateLimiter.SamplesPerInsert > 0:
 			return nil, fmt.Errorf("%w: table %q limits inserts", ErrConfig, t.cfg.Name)
+		case !restoring && t.Size() > 0:
+			return nil, fmt.Errorf("%w: table %q already holds %d items, unknown to a new relabeler (use LoadHindsight)", ErrConfig, t.cfg.Name, t.Size())
 		}
 	}
 	cfg.AchievedGoal.Indices = slices.Clone(cfg.AchievedGoal.Indices)
 	cfg.DesiredGoal.Indices = slices.Clone(cfg.DesiredGoal.Indices)
+	pcg := rand.NewPCG(cfg.Seed, 0x68657220) // "her "
 	hs := &Hindsight{
 		b: b, cfg: cfg, ach: ach, des: des, priority: cfg.Priority,
-		rng:   rand.New(rand.NewPCG(cfg.Seed, 0x68657220)), // "her "
+		rng: rand.New(pcg), pcg: pcg,
 		rows:  make([]hsRow, b.numEnvs),
 		byKey: make(map[uint64]relabel),
 	}

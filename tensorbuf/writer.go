@@ -206,6 +206,9 @@ func (w *Writer) Add(s *Step) error {
 	for _, r := range rows {
 		w.idx = append(w.idx, b.slot(r, b.cursor[r]))
 	}
+	if err := b.beforeRingWrite(w.idx); err != nil {
+		return err
+	}
 	if err := b.be.Scatter(b.ring, w.src, w.idx); err != nil {
 		return fmt.Errorf("%w: scatter: %w", ErrBackend, err)
 	}
