@@ -234,6 +234,12 @@ func (t *sumTree) findMany(us []float64, out []int32) {
 const treeChunk = 256
 
 // treePrefetch switches findMany's prefetches (tests compare both).
+//
+// Measured same-run, interleaved (TestSumTreeSpeed, 1M weights, 2-core
+// AMD EPYC VM under load): the binary tree this replaced over the 8-ary
+// tree with prefetch 1.97-2.34x at B=256 and 1.37-1.47x at B=65536; the
+// 8-ary tree without prefetch 0.98-1.01x and 0.74-0.77x (its misses
+// overlap no better than the binary tree's). Both kept together.
 var treePrefetch = prefetch.Enabled
 
 func (t *sumTree) findChunk(us []float64, out []int32) {
