@@ -155,7 +155,7 @@ func bounds(ss []series) (lo, hi float64) {
 // plotSweep draws GB/s against log x and y axes fitted to the data, the
 // legend in a column of its own right of the plot, and saves it (SVG or
 // PNG by the path's extension).
-func plotSweep(path, title, xlabel string, ss []series) error {
+func plotSweep(path, title, xlabel string, xlabel2 func(float64) string, ss []series) error {
 	if len(ss) == 0 {
 		return fmt.Errorf("bench: %s: nothing to plot", title)
 	}
@@ -168,7 +168,7 @@ func plotSweep(path, title, xlabel string, ss []series) error {
 	for _, xy := range ss[len(ss)-1].xys {
 		xs = append(xs, xy.X)
 	}
-	p.X.Tick.Marker = niceTicks{vals: xs, label: plainNum}
+	p.X.Tick.Marker = niceTicks{vals: xs, label: xlabel2}
 	p.Y.Tick.Marker = niceTicks{label: plainNum}
 	lo, hi := bounds(ss)
 	p.Y.Min, p.Y.Max = lo/1.25, hi*1.25
@@ -177,6 +177,7 @@ func plotSweep(path, title, xlabel string, ss []series) error {
 	leg := plot.NewLegend()
 	leg.Top, leg.Left = true, true
 	leg.ThumbnailWidth = vg.Points(28)
+	leg.Padding = vg.Points(3)
 	for _, s := range ss {
 		l, pts, err := plotter.NewLinePoints(s.xys)
 		if err != nil {
@@ -279,7 +280,14 @@ func plotBars(path, title string, rows []Row) error {
 	p.Y.Label.Text = "speed relative to trajring (ours p50 / peer p50; trajring = 1, higher is faster)"
 	p.Y.Label.TextStyle.Font.Size = vg.Points(9)
 	p.Y.Min, p.Y.Max = 0, hi*1.1
+	p.Y.Tick.Marker = plot.ConstantTicks(barTicks(hi * 1.1))
 	p.Add(plotter.NewGrid())
+	one, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: 1}, {X: float64(len(labels)) - 0.5, Y: 1}})
+	if err != nil {
+		return err
+	}
+	one.Color, one.Width, one.Dashes = styles[lineOurs].c, vg.Points(1), []vg.Length{vg.Points(4), vg.Points(3)}
+	p.Add(one)
 	leg := plot.NewLegend()
 	leg.Top, leg.Left = true, true
 	w := vg.Points(11)
@@ -303,6 +311,22 @@ func plotBars(path, title string, rows []Row) error {
 	p.X.Tick.Label.Rotation = 0
 	p.X.Tick.Label.Font.Size = vg.Points(8)
 	return saveWithLegend(path, p, &leg, 10*vg.Inch, 4.5*vg.Inch, 1.6*vg.Inch)
+}
+
+// barTicks marks a linear axis from 0 to hi every 0.25, 0.5 or 1.
+func barTicks(hi float64) []plot.Tick {
+	step := 0.25
+	if hi > 3 {
+		step = 0.5
+	}
+	if hi > 6 {
+		step = 1
+	}
+	var ts []plot.Tick
+	for v := 0.0; v <= hi; v += step {
+		ts = append(ts, plot.Tick{Value: v, Label: fmt.Sprintf("%g", v)})
+	}
+	return ts
 }
 
 // Save writes the JSON report and the plots (throughput against batch
@@ -331,9 +355,12 @@ func (rep *Report) Save(dir string) ([]string, error) {
 	plots := []struct {
 		group, suffix, title, xlabel string
 		x                            func(*Row) float64
+		label                        func(float64) string
 	}{
-		{"batch-sweep", "-batch", "Sample L=1, low-dim steps, 1M-step buffer", "batch size B", func(r *Row) float64 { return float64(r.B) }},
-		{"capacity-sweep", "-capacity", "Sample B=256 L=1, low-dim steps", "buffer capacity (steps)", func(r *Row) float64 { return float64(r.Capacity) }},
+		{"batch-sweep", "-batch", "Sample L=1, low-dim steps, 1M-step buffer", "batch size B", func(r *Row) float64 { return float64(r.B) },
+			func(v float64) string { return fmt.Sprintf("%.0f", v) }},
+		{"capacity-sweep", "-capacity", "Sample B=256 L=1, low-dim steps", "buffer capacity (steps)", func(r *Row) float64 { return float64(r.Capacity) },
+			func(v float64) string { return fmtRate(v) }},
 	}
 	for _, pl := range plots {
 		ss := sweepSeries(rep.Rows, pl.group, pl.x)
@@ -342,7 +369,7 @@ func (rep *Report) Save(dir string) ([]string, error) {
 		}
 		for _, ext := range []string{".svg", ".png"} {
 			path := base + pl.suffix + ext
-			if err := plotSweep(path, pl.title+" ("+rep.Machine.CPU+")", pl.xlabel, ss); err != nil {
+			if err := plotSweep(path, pl.title+" ("+rep.Machine.CPU+")", pl.xlabel, pl.label, ss); err != nil {
 				errs = append(errs, err)
 				continue
 			}

@@ -63,10 +63,10 @@ type Row struct {
 	// Cold is a contiguous copy of the same bytes from a source larger
 	// than the last-level cache (the memory-bandwidth bound of a random-row
 	// gather), on ceilings that measure it; FracCold is its p50 over ours.
-	Cold       *Stats       `json:"cold_copy,omitempty"`
-	ColdGBps   float64      `json:"cold_copy_gbps,omitempty"`
-	FracCold   float64      `json:"frac_of_cold_copy,omitempty"`
-	Peers      []PeerResult `json:"peers,omitempty"`
+	Cold     *Stats       `json:"cold_copy,omitempty"`
+	ColdGBps float64      `json:"cold_copy_gbps,omitempty"`
+	FracCold float64      `json:"frac_of_cold_copy,omitempty"`
+	Peers    []PeerResult `json:"peers,omitempty"`
 	// LaunchesPerOp counts kernel launches per operation on a device
 	// backend that reports them; 0 elsewhere.
 	LaunchesPerOp float64 `json:"launches_per_op,omitempty"`
