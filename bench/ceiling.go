@@ -92,6 +92,8 @@ type hostCeiling struct {
 	mask     []byte
 	plainSrc []byte
 	plainDst []byte
+	coldSrc  []byte
+	coldOff  int64
 	arenas   []*cpu.Arena
 	workers  int
 }
@@ -157,6 +159,10 @@ func newHostCeiling(cfg CeilingConfig) (*hostCeiling, error) {
 		h.Close()
 		return nil, err
 	}
+	if h.coldSrc, err = alloc(max(coldBytes, 2*cfg.PlainBytes), true); err != nil {
+		h.Close()
+		return nil, err
+	}
 	return h, nil
 }
 
@@ -195,6 +201,40 @@ func (h *hostCeiling) Plain(n int64) error {
 		return nil
 	}
 	h.split(int(n), func(lo, hi int) { copy(h.plainDst[lo:hi], h.plainSrc[lo:hi]) })
+	return nil
+}
+
+// coldBytes is the least size of the cold copy's source: eight times the
+// 32 MiB last-level cache of the machines this suite is run on, so that
+// walking it leaves nothing of a copy's source in the cache by the time
+// the walk comes back to it.
+const coldBytes = 256 << 20
+
+// ColdCopier is implemented by ceilings that measure a cold contiguous
+// copy: the memory-bandwidth bound of a random-row gather.
+type ColdCopier interface {
+	// Cold copies n contiguous bytes into the plain copy's destination
+	// from a source larger than the last-level cache, at the next offset
+	// of a walk through it, so that every copy reads memory, not cache.
+	Cold(n int64) error
+}
+
+// Cold copies n bytes from the next stretch of the cold source (see
+// ColdCopier); it splits the copy as Plain does.
+func (h *hostCeiling) Cold(n int64) error {
+	if n > int64(len(h.plainDst)) || 2*n > int64(len(h.coldSrc)) {
+		return fmt.Errorf("bench: cold copy of %d bytes, ceiling sized for %d", n, len(h.plainDst))
+	}
+	if h.coldOff+n > int64(len(h.coldSrc)) {
+		h.coldOff = 0
+	}
+	src := h.coldSrc[h.coldOff : h.coldOff+n]
+	h.coldOff += (n + 63) &^ 63
+	if n < parallelBytes || h.workers < 2 {
+		copy(h.plainDst[:n], src)
+		return nil
+	}
+	h.split(int(n), func(lo, hi int) { copy(h.plainDst[lo:hi], src[lo:hi]) })
 	return nil
 }
 

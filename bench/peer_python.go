@@ -5,14 +5,13 @@ import (
 	"bytes"
 	"context"
 	_ "embed"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
-	"time"
 )
 
 // peersScript drives the NumPy and PyTorch peers; see its docstring.
@@ -42,6 +41,12 @@ type pyJob struct {
 	EpisodeAware bool      `json:"episode_aware,omitempty"`
 	// MinOps, when set, replaces the run's minimum (slow jobs: export).
 	MinOps int `json:"min_ops,omitempty"`
+	// Draws names a file of int64 ring steps (native byte order), NDraws
+	// operations of B each, that the peers replay instead of drawing their
+	// own; Next, for transitions, the successors. Empty: own draws.
+	Draws  string `json:"draws,omitempty"`
+	Next   string `json:"next,omitempty"`
+	NDraws int    `json:"n_draws,omitempty"`
 }
 
 // newPyJob describes an operation over a layout's arrays.
@@ -53,14 +58,16 @@ func newPyJob(l Layout, numEnvs, capacity int, kind string, b, seqLen int) *pyJo
 	return j
 }
 
-// pyRequest is one line of peers.py's input.
+// pyRequest is one line of peers.py's input: prepare a job (build its
+// arrays and operations, warm them up), run one round of the prepared
+// job, or drop the arrays.
 type pyRequest struct {
 	BudgetS float64 `json:"budget_s,omitempty"`
 	MinOps  int     `json:"min_ops,omitempty"`
 	MaxOps  int     `json:"max_ops,omitempty"`
-	Rounds  int     `json:"rounds,omitempty"`
 	Warmup  int     `json:"warmup,omitempty"`
-	Job     *pyJob  `json:"job,omitempty"`
+	Prepare *pyJob  `json:"prepare,omitempty"`
+	Round   bool    `json:"round,omitempty"`
 	Drop    bool    `json:"drop,omitempty"`
 }
 
@@ -196,65 +203,122 @@ func (w *pyWorker) close() {
 	os.Remove(w.script)
 }
 
-// flushPython measures the queued Python jobs (those of the group just
-// measured, whose Go memory is freed by now) and merges the results into
-// the rows by job id, then lets peers.py free its arrays.
-func (r *runner) flushPython(ctx context.Context) error {
-	jobs := r.jobs
-	r.jobs = nil
-	if len(jobs) == 0 || r.pyDead {
-		return nil
+// preparePython starts peers.py if needed and prepares the scenario's
+// job, with the scenario's draws written to files; it returns nil when
+// there is no Python job or the peers cannot run, and a cleanup that
+// removes the files.
+func (r *runner) preparePython(sc *scenario, per Budget) (*pyWorker, func()) {
+	nop := func() {}
+	if sc.py == nil || r.pyDead {
+		return nil, nop
 	}
 	if r.py == nil {
-		if r.py = r.startPython(ctx); r.py == nil {
+		if r.py = r.startPython(context.Background()); r.py == nil {
 			r.pyDead = true
-			return nil
+			return nil, nop
 		}
 	}
-	for _, j := range jobs {
-		i, _ := strconv.Atoi(j.ID)
-		r.status("bench: numpy/torch peers: %s (%s)", r.rep.Rows[i].Scenario, time.Since(r.start).Round(100*time.Millisecond))
-		req := pyRequest{BudgetS: r.bud.Time.Seconds(), MinOps: r.bud.MinOps, MaxOps: r.bud.MaxOps, Rounds: r.rounds, Warmup: 2, Job: &j}
-		if j.MinOps > 0 {
-			req.Warmup = 1
+	j := *sc.py
+	j.ID = fmt.Sprintf("%d", len(r.rep.Rows))
+	var files []string
+	cleanup := func() {
+		for _, f := range files {
+			os.Remove(f)
 		}
-		var rep pyReply
-		err := r.py.send(req)
-		if err == nil {
-			err = r.py.read(&rep)
+	}
+	if len(sc.pyIdx) > 0 {
+		var err error
+		if j.Draws, err = writeDraws(sc.pyIdx); err == nil {
+			files = append(files, j.Draws)
+			if len(sc.pyNext) > 0 {
+				j.Next, err = writeDraws(sc.pyNext)
+				files = append(files, j.Next)
+			}
 		}
 		if err != nil {
-			r.skip("numpy and torch peers (from "+r.rep.Rows[i].Scenario+" on)", "peers.py: %v", err)
-			r.py.close()
-			r.py, r.pyDead = nil, true
-			return nil
+			cleanup()
+			r.skip("numpy and torch peers (from "+sc.row.Scenario+" on)", "writing draws: %v", err)
+			r.pyDead = true
+			return nil, nop
 		}
-		if err := r.mergePython(&rep); err != nil {
-			return err
-		}
+		j.NDraws = len(sc.pyIdx)
+	}
+	warm := per.Warmup
+	if j.MinOps > 0 {
+		warm = 1
+	}
+	var ready map[string]any
+	err := r.py.send(pyRequest{Prepare: &j, Warmup: warm})
+	if err == nil {
+		err = r.py.read(&ready)
+	}
+	if err != nil {
+		cleanup()
+		r.pythonFailed(sc, err)
+		return nil, nop
+	}
+	return r.py, cleanup
+}
+
+// pythonRound runs one round of the prepared job.
+func (r *runner) pythonRound(sc *scenario, per Budget) (*pyReply, error) {
+	minOps := per.MinOps
+	if sc.py.MinOps > 0 {
+		minOps = max(1, sc.py.MinOps/r.rounds)
+	}
+	var rep pyReply
+	err := r.py.send(pyRequest{Round: true, BudgetS: per.Time.Seconds(), MinOps: minOps, MaxOps: per.MaxOps})
+	if err == nil {
+		err = r.py.read(&rep)
+	}
+	if err != nil {
+		r.pythonFailed(sc, err)
+		return nil, err
+	}
+	return &rep, nil
+}
+
+func (r *runner) pythonFailed(sc *scenario, err error) {
+	r.skip("numpy and torch peers (from "+sc.row.Scenario+" on)", "peers.py: %v", err)
+	r.py.close()
+	r.py, r.pyDead = nil, true
+}
+
+// dropPython lets peers.py free its arrays (at the end of a group).
+func (r *runner) dropPython() {
+	if r.py == nil {
+		return
 	}
 	var dropped map[string]any
 	if err := r.py.send(pyRequest{Drop: true}); err == nil {
 		r.py.read(&dropped)
 	}
-	return nil
 }
 
-// mergePython adds one job's peer results to its row.
-func (r *runner) mergePython(rep *pyReply) error {
-	i, err := strconv.Atoi(rep.ID)
-	if err != nil || i < 0 || i >= len(r.rep.Rows) {
-		return fmt.Errorf("bench: peers.py returned unknown job %q", rep.ID)
+// writeDraws writes draws as int64s in native byte order to a temporary
+// file and returns its name.
+func writeDraws(draws [][]int64) (string, error) {
+	f, err := os.CreateTemp("", "trajring-draws-*.bin")
+	if err != nil {
+		return "", err
 	}
-	for _, x := range rep.Results {
-		s, err := Summarise(x.NS)
-		if err != nil {
-			continue
+	w := bufio.NewWriterSize(f, 1<<20)
+	var b [8]byte
+	for _, d := range draws {
+		for _, v := range d {
+			binary.NativeEndian.PutUint64(b[:], uint64(v))
+			w.Write(b[:])
 		}
-		s.AllocsPerOp = -1 // not measured in Python
-		r.rep.Rows[i].Peers = append(r.rep.Rows[i].Peers, PeerResult{Name: x.Peer, Stats: s})
 	}
-	return nil
+	err = w.Flush()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
 }
 
 func lastLines(s string, n int) string {

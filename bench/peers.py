@@ -4,17 +4,22 @@ index_select over the same layout as the Go scenarios.
 
 A long-lived worker: it first writes a header line {"versions": {...},
 "skipped": [{"what", "reason"}], "env": {...}} on stdout, then reads one
-JSON request per line on stdin, {"budget_s", "min_ops", "max_ops",
-"rounds", "job": {...}}, and answers each with one line {"id",
-"results": [{"peer", "ns": [...]}]}; {"drop": true} frees the cached
-arrays. Progress goes to stderr. Each job says
+JSON request per line on stdin and answers each with one line:
+{"prepare": job, "warmup"} builds the job's arrays (cached across jobs of
+the same layout) and operations, warms them up and answers {"ready"};
+{"round": true, "budget_s", "min_ops", "max_ops"} runs one round of each
+peer of the prepared job and answers {"id", "results": [{"peer", "ns":
+[...]}]} (the Go runner interleaves these rounds with its own);
+{"drop": true} frees the cached arrays. Progress goes to stderr. Each job says
 the layout (fields with dtype and shape, plus the built-in columns), the
 number of rows and steps per row, the operation and its size. Arrays are
 laid out [rows * capacity, ...] per field, as trajring's rings are, and
 written once so that no page is the shared zero page.
 
-Operations (each timed per call, index drawing included, as a Python
-buffer's sample() does):
+Operations (each timed per call; with "draws", the job's file of int64 ring
+steps, n_draws operations of b each, the peers replay trajring's own draws
+and time no drawing; without, they draw as a Python buffer's sample()
+does, drawing included):
   windows      gather B windows of L steps (L=1: rows) from every column;
                with episode_aware, cut each window after its episode's
                boundary step, zero the rest and build the mask
@@ -61,14 +66,32 @@ def draw(np, rng, job, b, l):
     return rows * job["capacity"] + starts
 
 
+def drawer(np, rng, job, b, l, path_key="draws"):
+    """Returns a function giving the next operation's ring steps: the
+    job's replayed draws when it has a draws file, fresh ones otherwise."""
+    path = job.get(path_key)
+    if not path:
+        if path_key != "draws":
+            return None
+        return lambda: draw(np, rng, job, b, l)
+    d = np.fromfile(path, dtype=np.int64).reshape(job["n_draws"], b)
+    state = {"k": -1}
+
+    def nxt():
+        state["k"] = (state["k"] + 1) % len(d)
+        return d[state["k"]]
+    return nxt
+
+
 def numpy_op(np, rng, job, cols):
     kind, b, l = job["kind"], job["b"], job["l"]
     obs_names = [f["name"] for f in job["fields"] if f.get("role") == "observation"]
     if kind == "windows":
         ar = np.arange(l, dtype=np.int64)
+        nxt = drawer(np, rng, job, b, l)
 
         def op():
-            idx = draw(np, rng, job, b, l)
+            idx = nxt()
             if l > 1:
                 idx = (idx[:, None] + ar[None, :]).ravel()
             out = {k: v[idx] for k, v in cols.items()}
@@ -85,11 +108,14 @@ def numpy_op(np, rng, job, cols):
             return out
         return op
     if kind == "transitions":
+        nxt = drawer(np, rng, job, b, 2)
+        nxt2 = drawer(np, rng, job, b, 2, "next")
         def op():
-            idx = draw(np, rng, job, b, 2)
+            idx = nxt()
+            nidx = nxt2() if nxt2 else idx + 1
             out = {k: v[idx] for k, v in cols.items() if k not in ("step_type",)}
             for k in obs_names:
-                out["next_" + k] = cols[k][idx + 1]
+                out["next_" + k] = cols[k][nidx]
             out["done"] = (out.pop("next_step_type") == 2)
             return out
         return op
@@ -125,9 +151,10 @@ def torch_op(np, torch, rng, job, cols):
     obs_names = [f["name"] for f in job["fields"] if f.get("role") == "observation"]
     if kind == "windows":
         ar = torch.arange(l, dtype=torch.int64)
+        nxt = drawer(np, rng, job, b, l)
 
         def op():
-            idx = torch.from_numpy(draw(np, rng, job, b, l))
+            idx = torch.from_numpy(nxt())
             if l > 1:
                 idx = (idx[:, None] + ar[None, :]).reshape(-1)
             out = {k: v.index_select(0, idx) for k, v in tcols.items()}
@@ -143,10 +170,13 @@ def torch_op(np, torch, rng, job, cols):
             return out
         return op
     if kind == "transitions":
+        nxt = drawer(np, rng, job, b, 2)
+        nxt2 = drawer(np, rng, job, b, 2, "next")
+
         def op():
-            idx = torch.from_numpy(draw(np, rng, job, b, 2))
+            idx = torch.from_numpy(nxt())
             out = {k: v.index_select(0, idx) for k, v in tcols.items() if k != "step_type"}
-            nidx = idx + 1
+            nidx = torch.from_numpy(nxt2()) if nxt2 else idx + 1
             for k in obs_names:
                 out["next_" + k] = tcols[k].index_select(0, nidx)
             out["done"] = out.pop("next_step_type") == 2
@@ -179,18 +209,13 @@ def torch_op(np, torch, rng, job, cols):
     return None
 
 
-def measure(op, budget_s, min_ops, max_ops, rounds, warmup=2):
-    for _ in range(warmup):
-        op()
+def measure_round(op, budget_s, min_ops, max_ops):
+    t_end = time.perf_counter() + budget_s
     ns = []
-    for _ in range(rounds):
-        t_end = time.perf_counter() + budget_s / rounds
-        n = 0
-        while len(ns) < max_ops and (n < max(1, min_ops // rounds) or time.perf_counter() < t_end):
-            t0 = time.perf_counter_ns()
-            op()
-            ns.append(time.perf_counter_ns() - t0)
-            n += 1
+    while len(ns) < max_ops and (len(ns) < max(1, min_ops) or time.perf_counter() < t_end):
+        t0 = time.perf_counter_ns()
+        op()
+        ns.append(time.perf_counter_ns() - t0)
     return ns
 
 
@@ -216,36 +241,49 @@ def main():
     print(json.dumps(header), flush=True)
     rng = np.random.default_rng(7)
     cache_key, cols = None, None
+    job, peers = None, []
     for line in sys.stdin:
         if not line.strip():
             continue
         req = json.loads(line)
         if req.get("drop"):
-            cache_key, cols = None, None
+            cache_key, cols, job, peers = None, None, None, []
             print(json.dumps({"dropped": True}), flush=True)
             continue
-        job = req["job"]
-        budget, min_ops, max_ops, rounds = req["budget_s"], req["min_ops"], req["max_ops"], req.get("rounds", 1)
-        warmup = req.get("warmup", 2)
-        if job.get("min_ops"):
-            min_ops, rounds = job["min_ops"], 1
-        key = (json.dumps(job["fields"]), job["num_envs"], job["capacity"])
-        if key != cache_key:
-            cols = None
-            log("building %s arrays: %d x %d steps" % (job.get("layout", "?"), job["num_envs"], job["capacity"]))
-            cols = build(np, job)
-            cache_key = key
-        res = {"id": job["id"], "results": []}
-        op = numpy_op(np, rng, job, cols)
-        if op is not None:
-            res["results"].append({"peer": "numpy", "ns": measure(op, budget, min_ops, max_ops, rounds, warmup)})
+        if req.get("prepare"):
+            job = req["prepare"]
+            key = (json.dumps(job["fields"]), job["num_envs"], job["capacity"])
+            if key != cache_key:
+                cols = None
+                log("building %s arrays: %d x %d steps" % (job.get("layout", "?"), job["num_envs"], job["capacity"]))
+                cols = build(np, job)
+                cache_key = key
+            peers = []
+            op = numpy_op(np, rng, job, cols)
+            if op is not None:
+                peers.append(("numpy", op, None))
+                if torch is not None:
+                    top = torch_op(np, torch, rng, job, cols)
+                    peers.append(("torch-1thread", top, 1))
+                    peers.append(("torch", top, default_threads))
+            for _, op, threads in peers:
+                if threads is not None:
+                    torch.set_num_threads(threads)
+                for _ in range(req.get("warmup", 2)):
+                    op()
             if torch is not None:
-                top = torch_op(np, torch, rng, job, cols)
-                torch.set_num_threads(1)
-                res["results"].append({"peer": "torch-1thread", "ns": measure(top, budget, min_ops, max_ops, rounds, warmup)})
                 torch.set_num_threads(default_threads)
-                res["results"].append({"peer": "torch", "ns": measure(top, budget, min_ops, max_ops, rounds, warmup)})
-        print(json.dumps(res), flush=True)
+            print(json.dumps({"id": job["id"], "ready": True}), flush=True)
+            continue
+        if req.get("round"):
+            res = {"id": job["id"] if job else "", "results": []}
+            for name, op, threads in peers:
+                if threads is not None:
+                    torch.set_num_threads(threads)
+                res["results"].append({"peer": name, "ns": measure_round(op, req["budget_s"], req.get("min_ops", 1), req.get("max_ops", 1 << 30))})
+            if torch is not None:
+                torch.set_num_threads(default_threads)
+            print(json.dumps(res), flush=True)
 
 
 if __name__ == "__main__":

@@ -54,13 +54,19 @@ type Row struct {
 	GBps        float64 `json:"gbps"`
 	// Plain and Gather are the ceilings measured in the same run; the
 	// fractions are their p50 over ours (1 means at the ceiling).
-	Plain      *Stats       `json:"plain_copy,omitempty"`
-	Gather     *Stats       `json:"gather_copy,omitempty"`
-	PlainGBps  float64      `json:"plain_copy_gbps,omitempty"`
-	GatherGBps float64      `json:"gather_copy_gbps,omitempty"`
-	FracPlain  float64      `json:"frac_of_plain_copy,omitempty"`
-	FracGather float64      `json:"frac_of_gather_copy,omitempty"`
-	Peers      []PeerResult `json:"peers,omitempty"`
+	Plain      *Stats  `json:"plain_copy,omitempty"`
+	Gather     *Stats  `json:"gather_copy,omitempty"`
+	PlainGBps  float64 `json:"plain_copy_gbps,omitempty"`
+	GatherGBps float64 `json:"gather_copy_gbps,omitempty"`
+	FracPlain  float64 `json:"frac_of_plain_copy,omitempty"`
+	FracGather float64 `json:"frac_of_gather_copy,omitempty"`
+	// Cold is a contiguous copy of the same bytes from a source larger
+	// than the last-level cache (the memory-bandwidth bound of a random-row
+	// gather), on ceilings that measure it; FracCold is its p50 over ours.
+	Cold     *Stats       `json:"cold_copy,omitempty"`
+	ColdGBps float64      `json:"cold_copy_gbps,omitempty"`
+	FracCold float64      `json:"frac_of_cold_copy,omitempty"`
+	Peers    []PeerResult `json:"peers,omitempty"`
 	// LaunchesPerOp counts kernel launches per operation on a device
 	// backend that reports them; 0 elsewhere.
 	LaunchesPerOp float64 `json:"launches_per_op,omitempty"`
@@ -91,6 +97,10 @@ func (r *Row) finish() {
 	if r.Gather != nil {
 		r.GatherGBps = GBps(float64(r.Bytes), r.Gather.P50)
 		r.FracGather = Ratio(r.Gather.P50, r.Ours.P50)
+	}
+	if r.Cold != nil {
+		r.ColdGBps = GBps(float64(r.Bytes), r.Cold.P50)
+		r.FracCold = Ratio(r.Cold.P50, r.Ours.P50)
 	}
 	for i := range r.Peers {
 		p := &r.Peers[i]
@@ -258,12 +268,12 @@ func fmtRatio(p *PeerResult) string {
 func (rep *Report) Markdown(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "trajring bench (%s mode, %s backend), %s\n\n", rep.Mode, rep.Backend, rep.Date.UTC().Format("2006-01-02 15:04 UTC"))
-	fmt.Fprintf(bw, "| scenario | B | L | S bytes | capacity | p50 µs | p99 µs | steps/s | GB/s | of plain copy | of gather copy | allocs/op |")
+	fmt.Fprintf(bw, "| scenario | B | L | S bytes | capacity | p50 µs | p99 µs | steps/s | GB/s | of plain copy | of gather copy | of cold copy | allocs/op |")
 	for _, p := range peerOrder {
 		fmt.Fprintf(bw, " %s |", p)
 	}
 	fmt.Fprintln(bw)
-	fmt.Fprint(bw, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+	fmt.Fprint(bw, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 	for range peerOrder {
 		fmt.Fprint(bw, "--:|")
 	}
@@ -274,16 +284,16 @@ func (rep *Report) Markdown(w io.Writer) error {
 		if r.S > 0 {
 			gb = sig3(r.GBps)
 		}
-		fmt.Fprintf(bw, "| %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |",
+		fmt.Fprintf(bw, "| %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |",
 			r.Scenario, r.B, r.L, dash(r.S), fmtRate(float64(r.Capacity)), fmtDur(r.Ours.P50), fmtDur(r.Ours.P99),
-			fmtRate(r.StepsPerSec), gb, fmtFrac(r.FracPlain), fmtFrac(r.FracGather), sig3(r.Ours.AllocsPerOp))
+			fmtRate(r.StepsPerSec), gb, fmtFrac(r.FracPlain), fmtFrac(r.FracGather), fmtFrac(r.FracCold), sig3(r.Ours.AllocsPerOp))
 		for _, p := range peerOrder {
 			fmt.Fprintf(bw, " %s |", fmtRatio(r.Peer(p)))
 		}
 		fmt.Fprintln(bw)
 	}
 	fmt.Fprintln(bw)
-	fmt.Fprintln(bw, "GB/s = 2·B·L·S / p50. \"of plain copy\" / \"of gather copy\": ceiling p50 over ours, measured in the same run, interleaved (gather copy: a tight copy() loop over the same random rows, same page kind). Peer columns: peer p50 over ours (above 1× means trajring is faster); numpy: fancy indexing, torch: index_select (one thread, then default threads), both over the same per-column layout with their own random draws, run right after the group's Go figures; go-structs-perm: a slice of step structs sampled with rand.Perm per call, go-structs: the same with rand.IntN draws (add rows: struct copies). Driver rows: steps/s are env steps per second.")
+	fmt.Fprintln(bw, "GB/s = 2·B·L·S / p50. \"of plain copy\" / \"of gather copy\" / \"of cold copy\": yardstick p50 over ours, measured in the same run, interleaved (plain copy: the same bytes contiguous, hot in cache; gather copy: a tight copy() loop over the same random rows, same page kind; cold copy: the same bytes contiguous from a source larger than the last-level cache, the memory-bandwidth bound of a random-row gather). Peer columns: peer p50 over ours (above 1× means trajring is faster), every peer interleaved in the same rounds as ours and the yardsticks; numpy: fancy indexing, torch: index_select (one thread, then default threads), both over the same per-column layout and, on sample rows, the same draws as ours (ring step indices read from a file, so no random draw is timed in them; windows that wrap the ring are moved to end at its last slot); go-structs-perm: a slice of step structs sampled with rand.Perm per call, go-structs: the same with rand.IntN draws (add rows: struct copies). Driver rows: steps/s are env steps per second.")
 	m := rep.Machine
 	fmt.Fprintf(bw, "\nMachine: %s, %d cores (GOMAXPROCS %d), %s, %s/%s, %s, THP %q.\n", m.CPU, m.Cores, m.GOMAXPROCS, m.MemTotal, m.OS, m.Arch, m.Go, m.THP)
 	for _, s := range rep.Skipped {

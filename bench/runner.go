@@ -76,8 +76,13 @@ type scenario struct {
 	ours   func() error
 	plain  func() error
 	gather func() error
+	cold   func() error
 	peers  []op
 	py     *pyJob
+	// pyIdx (and pyNext for transitions) are the draws the Python peers
+	// replay: per operation, the ring step of each item (and of its
+	// successor), the same rows as ours and the gather copy.
+	pyIdx, pyNext [][]int64
 	// budget overrides the mode's budget when MinOps > 0.
 	budget Budget
 }
@@ -89,7 +94,6 @@ type runner struct {
 	rep    *Report
 	bud    Budget
 	rounds int
-	jobs   []pyJob
 	start  time.Time
 	done   int
 	py     *pyWorker
@@ -144,13 +148,9 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 			r.stopPython()
 			return nil, err
 		}
+		// The group's Python arrays are freed with its Go memory.
+		r.dropPython()
 		releaseMemory()
-		// The group's Python peers run now, next to its Go figures in time,
-		// after the group's Go memory is freed.
-		if err := r.flushPython(ctx); err != nil {
-			r.stopPython()
-			return nil, err
-		}
 	}
 	r.stopPython()
 	for i := range r.rep.Rows {
@@ -246,8 +246,8 @@ func (r *runner) syncOp(fn func() error) func() error {
 // launches.
 type launchCounter interface{ Launches() int64 }
 
-// measure runs a scenario: ours and the ceilings interleaved in rounds,
-// then the Go peers, and appends its row.
+// measure runs a scenario: ours, the yardsticks and every peer (Go and
+// Python) interleaved in the same rounds, and appends its row.
 func (r *runner) measure(sc *scenario) error {
 	if !r.want(sc.row.Scenario) {
 		return nil
@@ -262,9 +262,10 @@ func (r *runner) measure(sc *scenario) error {
 	per.MinOps = max(1, bud.MinOps/r.rounds)
 	per.MaxOps = max(1, bud.MaxOps/r.rounds)
 	type contestant struct {
-		fn  func() error
-		rec recorder
-		dst **Stats
+		name string
+		fn   func() error
+		rec  recorder
+		dst  **Stats
 	}
 	sc.row.Backend = r.be.Name()
 	cs := []*contestant{{fn: sc.ours}}
@@ -274,6 +275,15 @@ func (r *runner) measure(sc *scenario) error {
 	if sc.gather != nil {
 		cs = append(cs, &contestant{fn: sc.gather, dst: &sc.row.Gather})
 	}
+	if sc.cold != nil {
+		cs = append(cs, &contestant{fn: sc.cold, dst: &sc.row.Cold})
+	}
+	for _, p := range sc.peers {
+		cs = append(cs, &contestant{name: p.name, fn: p.fn})
+	}
+	py, cleanup := r.preparePython(sc, per)
+	defer cleanup()
+	pyNS := map[string][]float64{}
 	lc, counts := r.be.(launchCounter)
 	var launches int64
 	releaseMemory()
@@ -288,10 +298,23 @@ func (r *runner) measure(sc *scenario) error {
 				l0 = lc.Launches()
 			}
 			if err := c.rec.run(c.fn, b); err != nil {
+				if c.name != "" {
+					return fmt.Errorf("bench: %s: peer %s: %w", sc.row.Scenario, c.name, err)
+				}
 				return fmt.Errorf("bench: %s: %w", sc.row.Scenario, err)
 			}
 			if i == 0 && counts {
 				launches += lc.Launches() - l0
+			}
+		}
+		if py != nil {
+			res, err := r.pythonRound(sc, per)
+			if err != nil {
+				py = nil
+				continue
+			}
+			for _, x := range res.Results {
+				pyNS[x.Peer] = append(pyNS[x.Peer], x.NS...)
 			}
 		}
 	}
@@ -300,33 +323,28 @@ func (r *runner) measure(sc *scenario) error {
 		if err != nil {
 			return fmt.Errorf("bench: %s: %w", sc.row.Scenario, err)
 		}
-		if i == 0 {
+		switch {
+		case i == 0:
 			sc.row.Ours = s
 			if counts {
 				// Warm-up launches are counted too: divide by every call.
 				sc.row.LaunchesPerOp = float64(launches) / float64(s.Ops+per.Warmup)
 			}
-			continue
+		case c.name != "":
+			sc.row.Peers = append(sc.row.Peers, PeerResult{Name: c.name, Stats: s})
+		default:
+			*c.dst = &s
 		}
-		*c.dst = &s
 	}
-	for _, p := range sc.peers {
-		releaseMemory()
-		var rec recorder
-		b := bud
-		b.Warmup = min(b.Warmup, 2)
-		if err := rec.run(p.fn, b); err != nil {
-			return fmt.Errorf("bench: %s: peer %s: %w", sc.row.Scenario, p.name, err)
+	for _, name := range []string{PeerNumPy, PeerTorch1, PeerTorch} {
+		if ns := pyNS[name]; len(ns) > 0 {
+			s, err := Summarise(ns)
+			if err != nil {
+				continue
+			}
+			s.AllocsPerOp = -1 // not measured in Python
+			sc.row.Peers = append(sc.row.Peers, PeerResult{Name: name, Stats: s})
 		}
-		s, err := rec.stats()
-		if err != nil {
-			return err
-		}
-		sc.row.Peers = append(sc.row.Peers, PeerResult{Name: p.name, Stats: s})
-	}
-	if sc.py != nil {
-		sc.py.ID = fmt.Sprintf("%d", len(r.rep.Rows))
-		r.jobs = append(r.jobs, *sc.py)
 	}
 	r.rep.Rows = append(r.rep.Rows, sc.row)
 	return nil

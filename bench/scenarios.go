@@ -77,9 +77,11 @@ func (r *runner) sequenceScenario(f *fixture, group, name string, n, l int, opt 
 		next := cycle(len(d.Windows))
 		moved := int64(n*l) * sc.row.S
 		sc.plain = func() error { return f.ceil.Plain(moved) }
+		sc.cold = coldOf(f.ceil, moved)
 		if f.ceil.Gathers() {
 			sc.gather = func() error { return f.ceil.Windows(d.Windows[next()], int64(l)) }
 		}
+		sc.pyIdx = windowIdx(d.Windows, int64(f.capacity), int64(l))
 	}
 	if f.peer != nil {
 		sc.peers = []op{
@@ -114,9 +116,11 @@ func (r *runner) transitionScenario(f *fixture, group, name string, n int) (*sce
 		next := cycle(len(d.Idx))
 		moved := int64(n) * sc.row.S
 		sc.plain = func() error { return f.ceil.Plain(moved) }
+		sc.cold = coldOf(f.ceil, moved)
 		if f.ceil.Gathers() {
 			sc.gather = func() error { k := next(); return f.ceil.Transitions(d.Idx[k], d.Next[k]) }
 		}
+		sc.pyIdx, sc.pyNext = d.Idx, d.Next
 	}
 	if f.peer != nil {
 		sc.peers = []op{
@@ -147,6 +151,7 @@ func (r *runner) tableScenario(f *fixture, t *tensorbuf.Table, group, name strin
 		next := cycle(len(d))
 		moved := int64(n) * sc.row.S
 		sc.plain = func() error { return f.ceil.Plain(moved) }
+		sc.cold = coldOf(f.ceil, moved)
 		if f.ceil.Gathers() {
 			sc.gather = func() error { return f.ceil.Windows(d[next()], 1) }
 		}
@@ -297,6 +302,7 @@ func (r *runner) exportScenario(f *fixture) (*scenario, func(), error) {
 	if f.ceil != nil {
 		moved := int64(n) * sc.row.S
 		sc.plain = func() error { return f.ceil.Plain(moved) }
+		sc.cold = coldOf(f.ceil, moved)
 		if f.ceil.Gathers() {
 			sc.gather = func() error { return f.ceil.Transitions(idx, next) }
 		}
@@ -402,6 +408,31 @@ func (r *runner) addScenario(f *fixture, name string) (*scenario, func(), error)
 	}
 	sc.py = newPyJob(f.layout, f.numEnvs, f.capacity, "scatter", w, 1)
 	return sc, func() { wr.Close() }, nil
+}
+
+// coldOf returns the cold copy of moved bytes of a ceiling that measures
+// one, or nil.
+func coldOf(c Ceiling, moved int64) func() error {
+	cc, ok := c.(ColdCopier)
+	if !ok {
+		return nil
+	}
+	return func() error { return cc.Cold(moved) }
+}
+
+// windowIdx converts windows into the ring step of each window's first
+// step, for the Python peers, which gather l contiguous steps from it: a
+// window that would wrap the ring starts instead l steps before the row's
+// end (the peers' arrays do not wrap).
+func windowIdx(wins [][]tensorbuf.Window, capacity, l int64) [][]int64 {
+	out := make([][]int64, len(wins))
+	for k, ws := range wins {
+		out[k] = make([]int64, len(ws))
+		for i, w := range ws {
+			out[k][i] = w.Row*capacity + min(w.Start%capacity, capacity-l)
+		}
+	}
+	return out
 }
 
 func errorsIsNoCeiling(err error) bool { return err != nil && isErr(err, ErrNoCeiling) }

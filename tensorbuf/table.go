@@ -379,13 +379,20 @@ func (t *Table) UpdatePriorities(keys []uint64, priorities []float64) error {
 }
 
 // maxTreeTotal bounds the sum of a Prioritized table's weights
-// priority^a, a hair (2^-40 relative) below MaxFloat64. Every node of the
-// sum tree is a partial sum of at most 2^31 leaves rounded at most 32
-// times, each by a relative 2^-53, so with the total below maxTreeTotal
-// no node can round up to +Inf: the tree stays exact in the sense of
-// float64 sums, and p/total, u*total and the importance weights stay
-// finite. Checking a change against it before making it (total+delta,
-// itself rounded) keeps that margin.
+// priority^a, a hair (2^-40 relative) below MaxFloat64. The sum tree
+// (sumtree.go) is 8-ary: every stored running sum adds, left to right, at
+// most 8 node sums of the level below, and a table of at most 2^31 slots
+// has at most 11 levels, so a weight passes through at most 7*11 = 77
+// roundings, each by a relative 2^-53, on its way to any running sum:
+// every running sum is within a factor (1+2^-53)^77 < 1+2^-46 of the exact
+// sum of its leaves, above or below. With the computed total at most
+// maxTreeTotal, the exact total is below maxTreeTotal*(1+2^-46) and no
+// running sum exceeds maxTreeTotal*(1+2^-45) < MaxFloat64: no node can
+// round up to +Inf, the tree stays exact in the sense of float64 sums,
+// and p/total, u*total and the importance weights stay finite.
+// TestSumTreeNearMaxTotal checks it at the bound. Checking a change
+// against it before making it (total+delta, itself rounded) keeps that
+// margin.
 const maxTreeTotal = math.MaxFloat64 * (1 - 1.0/(1<<40))
 
 // weight returns priority^a, the sum-tree weight of a priority, or

@@ -1,0 +1,13 @@
+//go:build amd64 && !purego
+
+package prefetch
+
+import "unsafe"
+
+const enabled = true
+
+//go:noescape
+func rows(base unsafe.Pointer, idx []int64, stride, span int64)
+
+//go:noescape
+func rows32(base unsafe.Pointer, idx []int32, stride int64)
