@@ -60,9 +60,9 @@ func (b *Backend) slot(n int64) (*slot, error) {
 	b.next = (b.next + 1) % len(b.slots)
 	if s.pending {
 		// Usually long done: ask first, and block only when it is not.
-		if err := s.ev.Query(); err != nil && code(err) != int(cu.NotReady) {
-			return nil, driverErr("cuEventQuery", err)
-		} else if err != nil {
+		if done, err := eventDone(s.ev); err != nil {
+			return nil, err
+		} else if !done {
 			if err := s.ev.Synchronize(); err != nil {
 				return nil, driverErr("cuEventSynchronize", err)
 			}

@@ -7,6 +7,7 @@ package gpu
 #include <cuda.h>
 
 static CUresult trajring_wait_event(CUstream s, uintptr_t e) { return cuStreamWaitEvent(s, (CUevent)e, 0); }
+static CUresult trajring_event_query(uintptr_t e) { return cuEventQuery((CUevent)e); }
 */
 import "C"
 
@@ -118,11 +119,7 @@ func (e *Event) Done() (bool, error) {
 		return false, err
 	}
 	defer e.b.exit(r)
-	err = e.ev.Query()
-	if code(err) == int(cu.NotReady) {
-		return false, nil
-	}
-	return err == nil, driverErr("cuEventQuery", err)
+	return eventDone(e.ev)
 }
 
 // Close destroys the event.
@@ -136,4 +133,19 @@ func (e *Event) Close() error {
 		return fmt.Errorf("%w: event closed twice", ErrArena)
 	}
 	return driverErr("cuEventDestroy", cu.DestroyEvent(&e.ev))
+}
+
+// eventDone reports whether the work before ev has finished. It calls
+// cuEventQuery itself because cu's Event.Query boxes CUDA_ERROR_NOT_READY
+// (600) into an error value, which allocates on every query of a pending
+// event; the steady state of sampling must not allocate.
+func eventDone(ev cu.Event) (bool, error) {
+	switch res := C.trajring_event_query(C.uintptr_t(*(*uintptr)(unsafe.Pointer(&ev)))); res {
+	case C.CUDA_SUCCESS:
+		return true, nil
+	case C.CUDA_ERROR_NOT_READY:
+		return false, nil
+	default:
+		return false, driverErr("cuEventQuery", cudaError(res))
+	}
 }

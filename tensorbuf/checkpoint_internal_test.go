@@ -242,7 +242,14 @@ func denseString(d *tensor.Dense) string {
 	return fmt.Sprint(d.Shape(), d.Data())
 }
 
+// batchString prints a batch through a host copy (device tensors of cuda
+// builds must not be read on the host).
 func batchString(bt *Batch) string {
+	bt, err := bt.Host()
+	if err != nil {
+		return "host copy: " + err.Error()
+	}
+	defer bt.Release()
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "items %v keys %v p %v w %v size %d\n", bt.Items, bt.Keys, bt.Probabilities, bt.Weights, bt.TableSize)
 	names := make([]string, 0, len(bt.Fields))
@@ -259,7 +266,13 @@ func batchString(bt *Batch) string {
 	return sb.String()
 }
 
+// transitionsString prints transitions through a host copy.
 func transitionsString(tr *Transitions) string {
+	tr, err := tr.Host()
+	if err != nil {
+		return "host copy: " + err.Error()
+	}
+	defer tr.Release()
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "rows %v steps %v\n", tr.Rows, tr.Steps)
 	for _, m := range []map[string]*tensor.Dense{tr.Observation, tr.Action, tr.PolicyInfo, tr.NextObservation} {
