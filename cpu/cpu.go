@@ -150,13 +150,15 @@ func (*Backend) Close() error { return nil }
 // Scatter writes one batched step into the ring of every column:
 //
 //	for c := range cols {
-//		s := cols[c].StepBytes
+//		s, r, o := cols[c].StepBytes, cols[c].RingStride(), cols[c].Offset
 //		for i, ix := range idx {
-//			ring_c[ix*s : (ix+1)*s] = src[c][i*s : (i+1)*s]
+//			ring_c[ix*r+o : ix*r+o+s] = src[c][i*s : (i+1)*s]
 //		}
 //	}
 //
-// len(src) == len(cols), and len(src[c]) == len(idx)*StepBytes.
+// len(src) == len(cols), and len(src[c]) == len(idx)*StepBytes. Columns
+// may share a ring arena (packed records, see kernels.Column), each
+// writing its own bytes of the record.
 func (b *Backend) Scatter(cols []kernels.Column, src [][]byte, idx []int64) error {
 	if len(src) != len(cols) {
 		return fmt.Errorf("%w: %d sources for %d columns", ErrBounds, len(src), len(cols))
@@ -167,19 +169,20 @@ func (b *Backend) Scatter(cols []kernels.Column, src [][]byte, idx []int64) erro
 			return err
 		}
 		s := cols[c].StepBytes
-		if s <= 0 || int64(len(src[c])) != int64(len(idx))*s {
-			return fmt.Errorf("%w: column %d: %d source bytes for %d steps of %d", ErrBounds, c, len(src[c]), len(idx), s)
+		steps, ok := cols[c].RingSteps(ring.Size())
+		if !ok || int64(len(src[c])) != int64(len(idx))*s {
+			return fmt.Errorf("%w: column %d: %d source bytes for %d steps of %d (stride %d, offset %d)", ErrBounds, c, len(src[c]), len(idx), s, cols[c].Stride, cols[c].Offset)
 		}
-		if err := checkIdx(idx, ring.Size()/s); err != nil {
+		if err := checkIdx(idx, steps); err != nil {
 			return fmt.Errorf("column %d: %w", c, err)
 		}
 	}
 	for c := range cols {
-		ring := cols[c].Ring.(*Arena).b
-		s := cols[c].StepBytes
+		ring := cols[c].Ring.(*Arena).b[cols[c].Offset:]
+		s, r := cols[c].StepBytes, cols[c].RingStride()
 		sc := src[c]
 		for i, ix := range idx {
-			copy(ring[ix*s:(ix+1)*s], sc[int64(i)*s:])
+			copy(ring[ix*r:ix*r+s], sc[int64(i)*s:])
 		}
 	}
 	return nil
@@ -188,9 +191,9 @@ func (b *Backend) Scatter(cols []kernels.Column, src [][]byte, idx []int64) erro
 // GatherRows reads the steps idx of every column into its output:
 //
 //	for c := range cols {
-//		s := cols[c].StepBytes
+//		s, r, o := cols[c].StepBytes, cols[c].RingStride(), cols[c].Offset
 //		for i, ix := range idx {
-//			out_c[OutOff+i*s : OutOff+(i+1)*s] = ring_c[ix*s : (ix+1)*s]
+//			out_c[OutOff+i*s : OutOff+(i+1)*s] = ring_c[ix*r+o : ix*r+o+s]
 //		}
 //	}
 func (b *Backend) GatherRows(cols []kernels.Column, idx []int64) error {
@@ -213,11 +216,11 @@ func (b *Backend) GatherRows(cols []kernels.Column, idx []int64) error {
 // dense output run:
 //
 //	for c := range cols {
-//		s := cols[c].StepBytes
+//		s, r, o := cols[c].StepBytes, cols[c].RingStride(), cols[c].Offset
 //		for i := range idx {
-//			out_c[OutOff+i*s : OutOff+(i+1)*s] = ring_c[idx[i]*s : (idx[i]+1)*s]
+//			out_c[OutOff+i*s : OutOff+(i+1)*s] = ring_c[idx[i]*r+o : idx[i]*r+o+s]
 //			if NextOut != nil {
-//				next_c[NextOff+i*s : NextOff+(i+1)*s] = ring_c[next[i]*s : (next[i]+1)*s]
+//				next_c[NextOff+i*s : NextOff+(i+1)*s] = ring_c[next[i]*r+o : next[i]*r+o+s]
 //			}
 //		}
 //	}
@@ -233,7 +236,8 @@ func (b *Backend) Concat(cols []kernels.Column, idx, next []int64) error {
 	}
 	for c := range cols {
 		if cols[c].NextOut != nil {
-			if err := checkIdx(next, cols[c].Ring.Size()/cols[c].StepBytes); err != nil {
+			steps, _ := cols[c].RingSteps(cols[c].Ring.Size()) // checked by checkGather
+			if err := checkIdx(next, steps); err != nil {
 				return fmt.Errorf("column %d successors: %w", c, err)
 			}
 			total += int64(len(next)) * cols[c].StepBytes
@@ -254,13 +258,13 @@ func (b *Backend) Concat(cols []kernels.Column, idx, next []int64) error {
 // pad steps:
 //
 //	for c := range cols {
-//		s := cols[c].StepBytes
+//		s, r, o := cols[c].StepBytes, cols[c].RingStride(), cols[c].Offset
 //		for b, w := range wins {
 //			for t := int64(0); t < seqLen; t++ {
 //				j := int64(b)*seqLen + t
 //				if t < w.Len {
 //					ix := w.Row*capacity + (w.Start+t)%capacity
-//					out_c[OutOff+j*s : OutOff+(j+1)*s] = ring_c[ix*s : (ix+1)*s]
+//					out_c[OutOff+j*s : OutOff+(j+1)*s] = ring_c[ix*r+o : ix*r+o+s]
 //				} else {
 //					out_c[OutOff+j*s : OutOff+(j+1)*s] = Pad (zeros if nil)
 //				}
@@ -288,13 +292,17 @@ func (b *Backend) GatherWindows(cols []kernels.Column, wins []kernels.Window, se
 			return err
 		}
 		s := col.StepBytes
+		steps, ok := col.RingSteps(ring.Size())
+		if !ok {
+			return fmt.Errorf("%w: column %d: step of %d bytes at offset %d of a stride of %d", ErrBounds, c, s, col.Offset, col.Stride)
+		}
 		if !kernels.Fits(col.OutOff, n, s, out.Size()) {
 			return fmt.Errorf("%w: column %d: %d steps of %d bytes at %d into %d", ErrBounds, c, n, s, col.OutOff, out.Size())
 		}
 		if col.Pad != nil && int64(len(col.Pad)) != s {
 			return fmt.Errorf("%w: column %d: pad of %d bytes for steps of %d", ErrBounds, c, len(col.Pad), s)
 		}
-		rows = min(rows, ring.Size()/s/capacity)
+		rows = min(rows, steps/capacity)
 		total += n * s
 	}
 	if i, bad := kernels.BadWindow(wins, rows, min(seqLen, capacity)); bad {
@@ -390,8 +398,9 @@ func checkGather(cols []kernels.Column, idx []int64, n int64, next bool) (int64,
 			return 0, err
 		}
 		s := col.StepBytes
-		if s <= 0 {
-			return 0, fmt.Errorf("%w: column %d: step of %d bytes", ErrBounds, c, s)
+		steps, ok := col.RingSteps(ring.Size())
+		if !ok {
+			return 0, fmt.Errorf("%w: column %d: step of %d bytes at offset %d of a stride of %d", ErrBounds, c, s, col.Offset, col.Stride)
 		}
 		out, err := host(col.Out)
 		if err != nil {
@@ -409,7 +418,7 @@ func checkGather(cols []kernels.Column, idx []int64, n int64, next bool) (int64,
 				return 0, fmt.Errorf("%w: column %d: %d successors of %d at %d into %d", ErrBounds, c, n, s, col.NextOff, no.Size())
 			}
 		}
-		if err := checkIdx(idx, ring.Size()/s); err != nil {
+		if err := checkIdx(idx, steps); err != nil {
 			return 0, fmt.Errorf("column %d: %w", c, err)
 		}
 		total += n * s

@@ -54,80 +54,158 @@ func words[T word](b []byte) (w []T, ok bool) {
 	return unsafe.Slice((*T)(p), len(b)/size), true
 }
 
-// gatherTyped moves out[i] = ring[idx[i]] for i in [lo, hi) with typed
-// loads; it reports false (moving nothing) when the memory is unaligned.
-func gatherTyped[T word](out, ring []byte, idx []int64, lo, hi int) bool {
+// gatherTyped moves out[i] = ring[idx[i]*ws] for i in [lo, hi) with
+// typed loads (ws: the ring's stride in words); it reports false (moving
+// nothing) when the memory or the stride is unaligned.
+func gatherTyped[T word](out, ring []byte, idx []int64, r int64, lo, hi int) bool {
+	var z T
+	size := int64(unsafe.Sizeof(z))
 	o, ok1 := words[T](out)
-	r, ok2 := words[T](ring)
-	if !ok1 || !ok2 {
+	rw, ok2 := words[T](ring)
+	if !ok1 || !ok2 || r%size != 0 {
 		return false
 	}
+	ws := r / size
 	for i := lo; i < hi; i++ {
-		o[i] = r[idx[i]]
+		o[i] = rw[idx[i]*ws]
 	}
 	return true
 }
 
-// gatherSteps moves the steps idx[lo:hi] of ring to steps lo..hi of out,
-// a chunk at a time, prefetching the next chunk's steps first (see
-// gatherPrefetch).
-func gatherSteps(out, ring []byte, s int64, idx []int64, lo, hi int) {
-	for c0 := lo; c0 < hi; c0 += prefetchChunk {
-		c1 := min(c0+prefetchChunk, hi)
-		if gatherPrefetch && c1 < hi {
-			prefetch.Rows(unsafe.Pointer(unsafe.SliceData(ring)), idx[c1:min(c1+prefetchChunk, hi)], s, s)
-		}
-		gatherChunk(out, ring, s, idx, c0, c1)
-	}
-}
+// ringBytes returns the bytes of column col's ring from its offset on:
+// step k of the column starts at byte k*col.RingStride() of it.
+func ringBytes(col *kernels.Column) []byte { return col.Ring.(*Arena).b[col.Offset:] }
 
-func gatherChunk(out, ring []byte, s int64, idx []int64, lo, hi int) {
+// gatherChunk moves the steps idx[lo:hi] of a ring (from the column's
+// offset, steps r bytes apart) to steps lo..hi of out.
+func gatherChunk(out, ring []byte, s, r int64, idx []int64, lo, hi int) {
 	switch s {
 	case 1:
-		if gatherTyped[uint8](out, ring, idx, lo, hi) {
+		if gatherTyped[uint8](out, ring, idx, r, lo, hi) {
 			return
 		}
 	case 4:
-		if gatherTyped[uint32](out, ring, idx, lo, hi) {
+		if gatherTyped[uint32](out, ring, idx, r, lo, hi) {
 			return
 		}
 	case 8:
-		if gatherTyped[uint64](out, ring, idx, lo, hi) {
+		if gatherTyped[uint64](out, ring, idx, r, lo, hi) {
 			return
 		}
 	}
 	for i := lo; i < hi; i++ {
-		ix := idx[i]
-		copy(out[int64(i)*s:int64(i+1)*s], ring[ix*s:(ix+1)*s])
+		ix := idx[i] * r
+		copy(out[int64(i)*s:int64(i+1)*s], ring[ix:ix+s])
 	}
 }
 
-// gatherRows moves the rows of every column for outputs [lo, hi).
-func gatherRows(cols []kernels.Column, idx []int64, lo, hi int) {
+// maxPlan bounds the distinct rings a gather prefetches from with a plan
+// on the stack; gathers over more rings prefetch column by column.
+const maxPlan = 16
+
+// prefetchPlan lists, once per distinct ring arena of a gather, what to
+// prefetch for a row: columns that share a ring (packed records) prefetch
+// the whole record once, so the first column's miss brings the record
+// and the others hit.
+type prefetchPlan struct {
+	n     int
+	base  [maxPlan]unsafe.Pointer
+	r, sp [maxPlan]int64
+}
+
+func (p *prefetchPlan) build(cols []kernels.Column) {
+	p.n = 0
 	for c := range cols {
-		gatherSteps(cols[c].Out.(*Arena).b[cols[c].OutOff:], cols[c].Ring.(*Arena).b, cols[c].StepBytes, idx, lo, hi)
+		col := &cols[c]
+		shared, seen := false, false
+		for d := range cols {
+			if d != c && cols[d].Ring == col.Ring {
+				shared = true
+				seen = seen || d < c
+			}
+		}
+		if seen {
+			continue
+		}
+		if p.n == maxPlan {
+			p.n = -1 // too many rings: prefetch column by column
+			return
+		}
+		ring := col.Ring.(*Arena).b
+		base, span := unsafe.Pointer(unsafe.SliceData(ring)), col.RingStride()
+		if !shared {
+			base, span = unsafe.Pointer(unsafe.SliceData(ring[col.Offset:])), col.StepBytes
+		}
+		p.base[p.n], p.r[p.n], p.sp[p.n] = base, col.RingStride(), span
+		p.n++
+	}
+}
+
+// rows prefetches ring steps idx in every column of the plan's gather.
+func (p *prefetchPlan) rows(cols []kernels.Column, idx []int64) {
+	if p.n < 0 {
+		for c := range cols {
+			prefetch.Rows(unsafe.Pointer(unsafe.SliceData(ringBytes(&cols[c]))), idx, cols[c].RingStride(), cols[c].StepBytes)
+		}
+		return
+	}
+	for i := range p.n {
+		prefetch.Rows(p.base[i], idx, p.r[i], p.sp[i])
+	}
+}
+
+// gatherRows moves the rows of every column for outputs [lo, hi), a
+// chunk of rows at a time (rows outer, columns inner: the columns of one
+// packed record are moved while its cache lines are fresh), prefetching
+// the next chunk's rows first (see gatherPrefetch).
+func gatherRows(cols []kernels.Column, idx []int64, lo, hi int) {
+	gatherInto(cols, idx, false, lo, hi)
+}
+
+// gatherInto is gatherRows into the columns' Out, or, when next is set,
+// into the NextOut of the columns that have one.
+func gatherInto(cols []kernels.Column, idx []int64, next bool, lo, hi int) {
+	var plan prefetchPlan
+	if gatherPrefetch {
+		plan.build(cols)
+	}
+	for c0 := lo; c0 < hi; c0 += prefetchChunk {
+		c1 := min(c0+prefetchChunk, hi)
+		if gatherPrefetch && c1 < hi {
+			plan.rows(cols, idx[c1:min(c1+prefetchChunk, hi)])
+		}
+		for c := range cols {
+			col := &cols[c]
+			out := col.Out.(*Arena).b[col.OutOff:]
+			if next {
+				if col.NextOut == nil {
+					continue
+				}
+				out = col.NextOut.(*Arena).b[col.NextOff:]
+			}
+			gatherChunk(out, ringBytes(col), col.StepBytes, col.RingStride(), idx, c0, c1)
+		}
 	}
 }
 
 // concat moves the steps and, where asked, their successors.
 func concat(cols []kernels.Column, idx, next []int64, lo, hi int) {
-	gatherRows(cols, idx, lo, hi)
-	for c := range cols {
-		if cols[c].NextOut != nil {
-			gatherSteps(cols[c].NextOut.(*Arena).b[cols[c].NextOff:], cols[c].Ring.(*Arena).b, cols[c].StepBytes, next, lo, hi)
-		}
-	}
+	gatherInto(cols, idx, false, lo, hi)
+	gatherInto(cols, next, true, lo, hi)
 }
 
 // windowsTyped moves windows [lo, hi) of one column of 1-, 4- or 8-byte
-// steps, whose first steps are ring steps base[b-lo]; it reports false
-// when the memory is unaligned.
-func windowsTyped[T word](out, ring, pad []byte, wins []kernels.Window, base []int64, seqLen, capacity int64, lo, hi int) bool {
+// steps r bytes apart in ring, whose first steps are ring steps
+// base[b-lo]; it reports false when the memory or stride is unaligned.
+func windowsTyped[T word](out, ring, pad []byte, wins []kernels.Window, base []int64, r, seqLen, capacity int64, lo, hi int) bool {
+	var z T
+	size := int64(unsafe.Sizeof(z))
 	o, ok1 := words[T](out)
-	r, ok2 := words[T](ring)
-	if !ok1 || !ok2 {
+	rw, ok2 := words[T](ring)
+	if !ok1 || !ok2 || r%size != 0 {
 		return false
 	}
+	ws := r / size
 	var p T
 	if pad != nil {
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(&p)), unsafe.Sizeof(p)), pad) // pad may be unaligned
@@ -135,7 +213,7 @@ func windowsTyped[T word](out, ring, pad []byte, wins []kernels.Window, base []i
 	if seqLen == 1 {
 		// One step per window (Len is 1: a window has at least one step).
 		for b := lo; b < hi; b++ {
-			o[b] = r[base[b-lo]]
+			o[b] = rw[base[b-lo]*ws]
 		}
 		return true
 	}
@@ -145,7 +223,7 @@ func windowsTyped[T word](out, ring, pad []byte, wins []kernels.Window, base []i
 		row := w.Row * capacity
 		slot := base[b-lo] - row
 		for t := range w.Len {
-			dst[t] = r[row+slot]
+			dst[t] = rw[(row+slot)*ws]
 			if slot++; slot == capacity {
 				slot = 0
 			}
@@ -157,20 +235,21 @@ func windowsTyped[T word](out, ring, pad []byte, wins []kernels.Window, base []i
 	return true
 }
 
-// windowsColumn moves windows [lo, hi) of one column, whose first steps
-// are ring steps base[b-lo].
-func windowsColumn(out, ring, pad []byte, s int64, wins []kernels.Window, base []int64, seqLen, capacity int64, lo, hi int) {
+// windowsColumn moves windows [lo, hi) of one column of s-byte steps r
+// bytes apart in ring (from the column's offset), whose first steps are
+// ring steps base[b-lo].
+func windowsColumn(out, ring, pad []byte, s, r int64, wins []kernels.Window, base []int64, seqLen, capacity int64, lo, hi int) {
 	switch s {
 	case 1:
-		if windowsTyped[uint8](out, ring, pad, wins, base, seqLen, capacity, lo, hi) {
+		if windowsTyped[uint8](out, ring, pad, wins, base, r, seqLen, capacity, lo, hi) {
 			return
 		}
 	case 4:
-		if windowsTyped[uint32](out, ring, pad, wins, base, seqLen, capacity, lo, hi) {
+		if windowsTyped[uint32](out, ring, pad, wins, base, r, seqLen, capacity, lo, hi) {
 			return
 		}
 	case 8:
-		if windowsTyped[uint64](out, ring, pad, wins, base, seqLen, capacity, lo, hi) {
+		if windowsTyped[uint64](out, ring, pad, wins, base, r, seqLen, capacity, lo, hi) {
 			return
 		}
 	}
@@ -179,9 +258,20 @@ func windowsColumn(out, ring, pad []byte, s int64, wins []kernels.Window, base [
 		dst := out[int64(b)*seqLen*s : int64(b+1)*seqLen*s]
 		first := base[b-lo]
 		row := w.Row * capacity
-		n := min(w.Len, row+capacity-first) // steps before the wrap
-		copy(dst[:n*s], ring[first*s:(first+n)*s])
-		copy(dst[n*s:w.Len*s], ring[row*s:(row+w.Len-n)*s])
+		if r == s {
+			n := min(w.Len, row+capacity-first) // steps before the wrap
+			copy(dst[:n*s], ring[first*s:(first+n)*s])
+			copy(dst[n*s:w.Len*s], ring[row*s:(row+w.Len-n)*s])
+		} else {
+			slot := first - row
+			for t := range w.Len {
+				ix := (row + slot) * r
+				copy(dst[t*s:(t+1)*s], ring[ix:ix+s])
+				if slot++; slot == capacity {
+					slot = 0
+				}
+			}
+		}
 		rest := dst[w.Len*s:]
 		if pad == nil {
 			clear(rest)
@@ -205,6 +295,10 @@ func gatherWindows(cols []kernels.Column, wins []kernels.Window, seqLen, capacit
 		}
 		return buf[:b-a]
 	}
+	var plan prefetchPlan
+	if gatherPrefetch {
+		plan.build(cols)
+	}
 	cur := firsts(&bases[0], lo, min(lo+prefetchChunk, hi))
 	for c0 := lo; c0 < hi; c0 += prefetchChunk {
 		c1 := min(c0+prefetchChunk, hi)
@@ -212,14 +306,12 @@ func gatherWindows(cols []kernels.Column, wins []kernels.Window, seqLen, capacit
 		if c1 < hi {
 			next = firsts(&bases[(c0-lo)/prefetchChunk%2^1], c1, min(c1+prefetchChunk, hi))
 			if gatherPrefetch {
-				for c := range cols {
-					ring := cols[c].Ring.(*Arena).b
-					prefetch.Rows(unsafe.Pointer(unsafe.SliceData(ring)), next, cols[c].StepBytes, cols[c].StepBytes)
-				}
+				plan.rows(cols, next)
 			}
 		}
 		for c := range cols {
-			windowsColumn(cols[c].Out.(*Arena).b[cols[c].OutOff:], cols[c].Ring.(*Arena).b, cols[c].Pad, cols[c].StepBytes,
+			col := &cols[c]
+			windowsColumn(col.Out.(*Arena).b[col.OutOff:], ringBytes(col), col.Pad, col.StepBytes, col.RingStride(),
 				wins, cur, seqLen, capacity, c0, c1)
 		}
 		cur = next

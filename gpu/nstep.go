@@ -44,11 +44,25 @@ func (b *Backend) NStepReward(ring, out kernels.Arena, outOff int64, wins []kern
 		return err
 	}
 	defer b.exit(r)
-	return b.nstepReward(ring, out, outOff, wins, capacity, gamma)
+	return b.nstepReward(kernels.Column{Ring: ring, StepBytes: 4}, out, outOff, wins, capacity, gamma)
 }
 
-func (b *Backend) nstepReward(ring, out kernels.Arena, outOff int64, wins []kernels.Window, capacity int64, gamma float64) error {
-	r, err := b.arena(ring)
+// NStepRewardColumn is NStepReward on the float32 column rew of a ring,
+// which may be one column of packed records (rew.Stride, rew.Offset; see
+// kernels.Column and cpu.Backend.NStepRewardColumn, its reference):
+// rew.StepBytes must be 4 and the offset and stride multiples of 4; Out,
+// OutOff and Pad of rew are ignored. It is safe for concurrent use.
+func (b *Backend) NStepRewardColumn(rew kernels.Column, out kernels.Arena, outOff int64, wins []kernels.Window, capacity int64, gamma float64) error {
+	r, err := b.enter()
+	if err != nil {
+		return err
+	}
+	defer b.exit(r)
+	return b.nstepReward(rew, out, outOff, wins, capacity, gamma)
+}
+
+func (b *Backend) nstepReward(rew kernels.Column, out kernels.Arena, outOff int64, wins []kernels.Window, capacity int64, gamma float64) error {
+	r, err := b.arena(rew.Ring)
 	if err != nil {
 		return fmt.Errorf("n-step reward ring: %w", err)
 	}
@@ -56,8 +70,10 @@ func (b *Backend) nstepReward(ring, out kernels.Arena, outOff int64, wins []kern
 	if err != nil {
 		return fmt.Errorf("n-step reward output: %w", err)
 	}
-	if capacity <= 0 || r.size%4 != 0 || (r.size/4)%capacity != 0 {
-		return fmt.Errorf("%w: reward ring of %d bytes, capacity %d", ErrBounds, r.size, capacity)
+	stride := rew.RingStride()
+	steps, ok := rew.RingSteps(r.size)
+	if !ok || rew.StepBytes != 4 || stride%4 != 0 || rew.Offset%4 != 0 || capacity <= 0 || r.size%stride != 0 || steps%capacity != 0 {
+		return fmt.Errorf("%w: reward ring of %d bytes (stride %d, offset %d, step %d), capacity %d", ErrBounds, r.size, stride, rew.Offset, rew.StepBytes, capacity)
 	}
 	if math.IsNaN(gamma) || gamma < 0 || gamma > 1 {
 		return fmt.Errorf("%w: gamma %v outside [0, 1]", ErrBounds, gamma)
@@ -66,7 +82,7 @@ func (b *Backend) nstepReward(ring, out kernels.Arena, outOff int64, wins []kern
 	if outOff%4 != 0 || !kernels.Fits(outOff, n, 4, o.size) {
 		return fmt.Errorf("%w: %d sums at %d into %d bytes", ErrBounds, n, outOff, o.size)
 	}
-	rows := r.size / 4 / capacity
+	rows := steps / capacity
 	if i, bad := kernels.BadWindow(wins, rows, capacity); bad {
 		return fmt.Errorf("%w: window %d %+v (rows %d, capacity %d)", ErrBounds, i, wins[i], rows, capacity)
 	}
@@ -85,8 +101,8 @@ func (b *Backend) nstepReward(ring, out kernels.Arena, outOff int64, wins []kern
 		wd[i] = kernels.WinDesc{Row: w.Row, Start: w.Start % capacity, Len: w.Len}
 	}
 	return b.launch(kernels.NStepReward, st, l.n, n, 1, 1,
-		uint64(r.ptr), uint64(o.ptr)+uint64(outOff), uint64(st.dev)+uint64(winOff),
-		uint64(n), uint64(capacity), math.Float64bits(gamma))
+		ringAddr(r, &rew), uint64(o.ptr)+uint64(outOff), uint64(st.dev)+uint64(winOff),
+		uint64(n), uint64(capacity), math.Float64bits(gamma), uint64(stride))
 }
 
 // Launches returns the number of kernel launches this backend has issued

@@ -14,9 +14,9 @@ import (
 // columns in one kernel launch (kernels/scatter.cu):
 //
 //	for c := range cols {
-//		s := cols[c].StepBytes
+//		s, r, o := cols[c].StepBytes, cols[c].RingStride(), cols[c].Offset
 //		for i, ix := range idx {
-//			ring_c[ix*s : (ix+1)*s] = src[c][i*s : (i+1)*s]
+//			ring_c[ix*r+o : ix*r+o+s] = src[c][i*s : (i+1)*s]
 //		}
 //	}
 //
@@ -46,10 +46,11 @@ func (b *Backend) scatter(cols []kernels.Column, src [][]byte, idx []int64) erro
 			return fmt.Errorf("column %d ring: %w", c, err)
 		}
 		s := cols[c].StepBytes
-		if s <= 0 || int64(len(src[c])) != n*s {
-			return fmt.Errorf("%w: column %d: %d source bytes for %d steps of %d", ErrBounds, c, len(src[c]), n, s)
+		steps, ok := cols[c].RingSteps(ring.size)
+		if !ok || int64(len(src[c])) != n*s {
+			return fmt.Errorf("%w: column %d: %d source bytes for %d steps of %d (stride %d, offset %d)", ErrBounds, c, len(src[c]), n, s, cols[c].Stride, cols[c].Offset)
 		}
-		if err := checkIdx(idx, ring.size/s); err != nil {
+		if err := checkIdx(idx, steps); err != nil {
 			return fmt.Errorf("column %d: %w", c, err)
 		}
 		rings[c] = ring
@@ -72,7 +73,8 @@ func (b *Backend) scatter(cols []kernels.Column, src [][]byte, idx []int64) erro
 	descs := descSlice(buf, descOff, len(cols))
 	for c := range cols {
 		copy(buf[srcOff[c]:], src[c])
-		descs[c] = kernels.ColDesc{Ring: uint64(rings[c].ptr), Aux: uint64(st.dev) + uint64(srcOff[c]), Step: cols[c].StepBytes}
+		descs[c] = kernels.ColDesc{Ring: ringAddr(rings[c], &cols[c]), Aux: uint64(st.dev) + uint64(srcOff[c]),
+			Step: cols[c].StepBytes, Stride: cols[c].RingStride()}
 	}
 	lastWins(int64Slice(buf, idxOff, n), idx)
 	return b.launch(kernels.Scatter, st, l.n, n, maxWords(descs), int64(len(cols)),
@@ -83,9 +85,9 @@ func (b *Backend) scatter(cols []kernels.Column, src [][]byte, idx []int64) erro
 // columns in one kernel launch (kernels/gather_rows.cu):
 //
 //	for c := range cols {
-//		s := cols[c].StepBytes
+//		s, r, o := cols[c].StepBytes, cols[c].RingStride(), cols[c].Offset
 //		for i, ix := range idx {
-//			out_c[OutOff+i*s : OutOff+(i+1)*s] = ring_c[ix*s : (ix+1)*s]
+//			out_c[OutOff+i*s : OutOff+(i+1)*s] = ring_c[ix*r+o : ix*r+o+s]
 //		}
 //	}
 func (b *Backend) GatherRows(cols []kernels.Column, idx []int64) error {
@@ -117,9 +119,10 @@ func (b *Backend) gatherRows(cols []kernels.Column, idx []int64) error {
 	descs := descSlice(buf, descOff, len(cols))
 	for c := range cols {
 		descs[c] = kernels.ColDesc{
-			Ring: uint64(rings[c].ptr),
-			Out:  uint64(outs[c].ptr) + uint64(cols[c].OutOff),
-			Step: cols[c].StepBytes,
+			Ring:   ringAddr(rings[c], &cols[c]),
+			Out:    uint64(outs[c].ptr) + uint64(cols[c].OutOff),
+			Step:   cols[c].StepBytes,
+			Stride: cols[c].RingStride(),
 		}
 	}
 	copy(int64Slice(buf, idxOff, n), idx)
@@ -132,11 +135,11 @@ func (b *Backend) gatherRows(cols []kernels.Column, idx []int64) error {
 // steps next (their successors), each into a dense output run:
 //
 //	for c := range cols {
-//		s := cols[c].StepBytes
+//		s, r, o := cols[c].StepBytes, cols[c].RingStride(), cols[c].Offset
 //		for i := range idx {
-//			out_c[OutOff+i*s : OutOff+(i+1)*s] = ring_c[idx[i]*s : (idx[i]+1)*s]
+//			out_c[OutOff+i*s : OutOff+(i+1)*s] = ring_c[idx[i]*r+o : idx[i]*r+o+s]
 //			if NextOut != nil {
-//				next_c[NextOff+i*s : NextOff+(i+1)*s] = ring_c[next[i]*s : (next[i]+1)*s]
+//				next_c[NextOff+i*s : NextOff+(i+1)*s] = ring_c[next[i]*r+o : next[i]*r+o+s]
 //			}
 //		}
 //	}
@@ -161,7 +164,8 @@ func (b *Backend) concat(cols []kernels.Column, idx, next []int64) error {
 	}
 	for c := range cols {
 		if nexts[c] != nil {
-			if err := checkIdx(next, rings[c].size/cols[c].StepBytes); err != nil {
+			steps, _ := cols[c].RingSteps(rings[c].size) // checked by checkGather
+			if err := checkIdx(next, steps); err != nil {
 				return fmt.Errorf("column %d successors: %w", c, err)
 			}
 		}
@@ -182,9 +186,10 @@ func (b *Backend) concat(cols []kernels.Column, idx, next []int64) error {
 	descs := descSlice(buf, descOff, len(cols))
 	for c := range cols {
 		d := kernels.ColDesc{
-			Ring: uint64(rings[c].ptr),
-			Out:  uint64(outs[c].ptr) + uint64(cols[c].OutOff),
-			Step: cols[c].StepBytes,
+			Ring:   ringAddr(rings[c], &cols[c]),
+			Out:    uint64(outs[c].ptr) + uint64(cols[c].OutOff),
+			Step:   cols[c].StepBytes,
+			Stride: cols[c].RingStride(),
 		}
 		if nexts[c] != nil {
 			d.Next = uint64(nexts[c].ptr) + uint64(cols[c].NextOff)
@@ -203,13 +208,13 @@ func (b *Backend) concat(cols []kernels.Column, idx, next []int64) error {
 // and writing a mask that is 1 on real steps and 0 on pad steps:
 //
 //	for c := range cols {
-//		s := cols[c].StepBytes
+//		s, r, o := cols[c].StepBytes, cols[c].RingStride(), cols[c].Offset
 //		for b, w := range wins {
 //			for t := int64(0); t < seqLen; t++ {
 //				j := int64(b)*seqLen + t
 //				if t < w.Len {
 //					ix := w.Row*capacity + (w.Start+t)%capacity
-//					out_c[OutOff+j*s : OutOff+(j+1)*s] = ring_c[ix*s : (ix+1)*s]
+//					out_c[OutOff+j*s : OutOff+(j+1)*s] = ring_c[ix*r+o : ix*r+o+s]
 //				} else {
 //					out_c[OutOff+j*s : OutOff+(j+1)*s] = Pad (zeros if nil)
 //				}
@@ -247,14 +252,18 @@ func (b *Backend) gatherWindows(cols []kernels.Column, wins []kernels.Window, se
 			return fmt.Errorf("column %d output: %w", c, err)
 		}
 		s := col.StepBytes
+		steps, ok := col.RingSteps(ring.size)
+		if !ok {
+			return fmt.Errorf("%w: column %d: step of %d bytes at offset %d of a stride of %d", ErrBounds, c, s, col.Offset, col.Stride)
+		}
 		if !kernels.Fits(col.OutOff, n, s, out.size) {
 			return fmt.Errorf("%w: column %d: %d steps of %d bytes at %d into %d", ErrBounds, c, n, s, col.OutOff, out.size)
 		}
 		if col.Pad != nil && int64(len(col.Pad)) != s {
 			return fmt.Errorf("%w: column %d: pad of %d bytes for steps of %d", ErrBounds, c, len(col.Pad), s)
 		}
-		if i, bad := kernels.BadWindow(wins, ring.size/s/capacity, min(seqLen, capacity)); bad {
-			return fmt.Errorf("%w: column %d: window %d %+v (rows %d, capacity %d, length %d)", ErrBounds, c, i, wins[i], ring.size/s/capacity, capacity, seqLen)
+		if i, bad := kernels.BadWindow(wins, steps/capacity, min(seqLen, capacity)); bad {
+			return fmt.Errorf("%w: column %d: window %d %+v (rows %d, capacity %d, length %d)", ErrBounds, c, i, wins[i], steps/capacity, capacity, seqLen)
 		}
 		rings[c], outs[c] = ring, out
 	}
@@ -289,9 +298,10 @@ func (b *Backend) gatherWindows(cols []kernels.Column, wins []kernels.Window, se
 	descs := descSlice(buf, descOff, len(cols))
 	for c := range cols {
 		d := kernels.ColDesc{
-			Ring: uint64(rings[c].ptr),
-			Out:  uint64(outs[c].ptr) + uint64(cols[c].OutOff),
-			Step: cols[c].StepBytes,
+			Ring:   ringAddr(rings[c], &cols[c]),
+			Out:    uint64(outs[c].ptr) + uint64(cols[c].OutOff),
+			Step:   cols[c].StepBytes,
+			Stride: cols[c].RingStride(),
 		}
 		if cols[c].Pad != nil {
 			copy(buf[padOff[c]:], cols[c].Pad)
@@ -357,8 +367,9 @@ func (b *Backend) checkGather(cols []kernels.Column, idx []int64, n int64, next 
 			return nil, nil, nil, fmt.Errorf("column %d ring: %w", c, err)
 		}
 		s := col.StepBytes
-		if s <= 0 {
-			return nil, nil, nil, fmt.Errorf("%w: column %d: step of %d bytes", ErrBounds, c, s)
+		steps, ok := col.RingSteps(ring.size)
+		if !ok {
+			return nil, nil, nil, fmt.Errorf("%w: column %d: step of %d bytes at offset %d of a stride of %d", ErrBounds, c, s, col.Offset, col.Stride)
 		}
 		out, err := b.arena(col.Out)
 		if err != nil {
@@ -377,7 +388,7 @@ func (b *Backend) checkGather(cols []kernels.Column, idx []int64, n int64, next 
 			}
 			nexts[c] = no
 		}
-		if err := checkIdx(idx, ring.size/s); err != nil {
+		if err := checkIdx(idx, steps); err != nil {
 			return nil, nil, nil, fmt.Errorf("column %d: %w", c, err)
 		}
 		rings[c], outs[c] = ring, out
@@ -403,7 +414,7 @@ func scratch[T any](buf *[]T, n int) []T {
 func maxWords(descs []kernels.ColDesc) int64 {
 	words := int64(1)
 	for _, d := range descs {
-		m := d.Ring | d.Out | d.Next | d.Aux | uint64(d.Step)
+		m := d.Ring | d.Out | d.Next | d.Aux | uint64(d.Step) | uint64(d.Stride)
 		w := int64(16)
 		for w > 1 && m%uint64(w) != 0 {
 			w /= 2
@@ -412,6 +423,11 @@ func maxWords(descs []kernels.ColDesc) int64 {
 	}
 	return words
 }
+
+// ringAddr returns the device address of column col's bytes of ring step
+// 0: the ring's base plus the column's offset into a packed record
+// (kernels.ColDesc.Ring).
+func ringAddr(ring *Arena, col *kernels.Column) uint64 { return uint64(ring.ptr) + uint64(col.Offset) }
 
 func checkIdx(idx []int64, steps int64) error {
 	for i, ix := range idx {

@@ -4,13 +4,17 @@ package kernels
 // launch, laid out as tr_col in kernels.h: six 8-byte words. A launch
 // passes the device address of an array of them, so every field moves in
 // one launch and every kernel argument stays 8 bytes wide.
+//
+// Ring step k of the column is at Ring + k*Stride: Ring already includes
+// the column's Offset into its record (Column.Offset), so a kernel needs
+// no offset of its own.
 type ColDesc struct {
-	Ring uint64 // address of the ring arena's first byte
-	Out  uint64 // address of the first output step (offset applied)
-	Next uint64 // Concat: address of the first successor step; 0 = none
-	Aux  uint64 // Scatter: first source step; GatherWindows: pad step, 0 = zeros
-	Step int64  // bytes per step
-	_    int64  // reserved, zero
+	Ring   uint64 // address of the column's bytes of ring step 0 (Column.Offset applied)
+	Out    uint64 // address of the first output step (offset applied)
+	Next   uint64 // Concat: address of the first successor step; 0 = none
+	Aux    uint64 // Scatter: first source step; GatherWindows: pad step, 0 = zeros
+	Step   int64  // bytes per step
+	Stride int64  // bytes from one ring step to the next; 0 means Step
 }
 
 // WinDesc is the device-side form of a Window (tr_win in kernels.h): Start
@@ -33,9 +37,11 @@ const (
 //	trajring_gather_rows(cols, ncols, idx, n)
 //	trajring_concat(cols, ncols, idx, next, n)
 //	trajring_gather_windows(cols, ncols, wins, nwin, seqLen, capacity, mask)
-//	trajring_nstep_reward(ring, out, wins, n, capacity, gamma)
+//	trajring_nstep_reward(ring, out, wins, n, capacity, gamma, stride)
 //
-// (gamma is a double, passed as the 8 bytes of math.Float64bits.)
+// (gamma is a double, passed as the 8 bytes of math.Float64bits; ring is
+// the address of the reward of ring step 0 and stride the bytes from one
+// ring step to the next, 4 for a ring of rewards alone.)
 //
 // Launch grid: x strides over steps, y over columns (GatherWindows writes
 // the mask as column ncols when mask != 0); any grid and block size is

@@ -25,7 +25,7 @@ var (
 	GatherRows    = Kernel{Module: "gather_rows", Entry: "trajring_gather_rows", Args: 4}
 	Concat        = Kernel{Module: "concat", Entry: "trajring_concat", Args: 5}
 	GatherWindows = Kernel{Module: "window_gather", Entry: "trajring_gather_windows", Args: 7}
-	NStepReward   = Kernel{Module: "nstep_reward", Entry: "trajring_nstep_reward", Args: 6}
+	NStepReward   = Kernel{Module: "nstep_reward", Entry: "trajring_nstep_reward", Args: 7}
 )
 
 // All lists every kernel.

@@ -19,13 +19,25 @@ type Arena interface {
 
 // Column describes one field's part of a data movement.
 //
-// A ring arena holds numEnvs*capacity steps of StepBytes bytes each; step
-// number row*capacity+slot is at byte offset (row*capacity+slot)*StepBytes.
-// Out (and NextOut, for Concat) are the destinations, written from byte
-// offset OutOff (NextOff) as a dense run of steps.
+// A ring arena holds numEnvs*capacity steps, one every Stride bytes;
+// step number k = row*capacity+slot of the column is the StepBytes bytes
+// at byte offset k*Stride+Offset. Stride 0 means StepBytes (a ring of the
+// column alone, Offset 0). Several columns may share one ring arena, each
+// at its own Offset into a record of Stride bytes per step (packed
+// records: the columns of a step share its cache lines); a column needs
+// 0 <= Offset and Offset+StepBytes <= Stride, and its ring holds
+// Ring.Size()/Stride steps (see RingSteps). Out (and NextOut, for Concat)
+// are the destinations, written from byte offset OutOff (NextOff) as a
+// dense run of steps of StepBytes, whatever the ring's stride.
 type Column struct {
 	Ring      Arena
 	StepBytes int64
+	// Stride is the bytes from one step of the ring to the next; 0 means
+	// StepBytes.
+	Stride int64
+	// Offset is the byte offset of the column's bytes within a step's
+	// record of Stride bytes.
+	Offset int64
 
 	Out    Arena
 	OutOff int64
@@ -38,6 +50,28 @@ type Column struct {
 	// Pad is the byte pattern of one pad step written by GatherWindows;
 	// nil means zeros. When set, len(Pad) == StepBytes.
 	Pad []byte
+}
+
+// RingStride returns the bytes from one ring step to the next: Stride, or
+// StepBytes when Stride is 0.
+func (c *Column) RingStride() int64 {
+	if c.Stride == 0 {
+		return c.StepBytes
+	}
+	return c.Stride
+}
+
+// RingSteps returns the number of steps a ring arena of size bytes holds
+// for the column, and false when the column's StepBytes, Stride and
+// Offset are not a valid layout (StepBytes > 0, Offset >= 0,
+// Offset+StepBytes <= the stride). Step k < steps lies within the arena:
+// k*stride+Offset+StepBytes <= steps*stride <= size.
+func (c *Column) RingSteps(size int64) (steps int64, ok bool) {
+	st := c.RingStride()
+	if c.StepBytes <= 0 || c.Offset < 0 || c.Offset > st-c.StepBytes || size < 0 {
+		return 0, false
+	}
+	return size / st, true
 }
 
 // Window is one sequence read by GatherWindows: Len real steps of env row

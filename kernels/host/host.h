@@ -92,10 +92,11 @@ static void tr_host_nstep_reward(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx)
 	tr_i64 n = TR_ARG_I64(p, 3);
 	tr_i64 capacity = TR_ARG_I64(p, 4);
 	double gamma = *(const double *)p[5];
+	tr_i64 stride = TR_ARG_I64(p, 6);
 	tr_i64 nt = gx * bx, y, tid;
 	for (y = 0; y < gy; y++) /* every y-block runs the same windows, as on the device */
 		for (tid = 0; tid < nt; tid++)
-			tr_nstep_reward_run(ring, out, wins, n, capacity, gamma, tid, nt);
+			tr_nstep_reward_run(ring, out, wins, n, capacity, gamma, stride, tid, nt);
 }
 
 typedef void (*tr_host_fn)(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx);
@@ -113,7 +114,7 @@ static tr_host_fn tr_host_lookup(const char *name, int *nargs)
 		{"trajring_gather_rows", tr_host_gather_rows, 4},
 		{"trajring_concat", tr_host_concat, 5},
 		{"trajring_gather_windows", tr_host_gather_windows, 7},
-		{"trajring_nstep_reward", tr_host_nstep_reward, 6},
+		{"trajring_nstep_reward", tr_host_nstep_reward, 7},
 	};
 	size_t i;
 	for (i = 0; i < sizeof table / sizeof table[0]; i++) {

@@ -74,13 +74,19 @@ typedef struct {
  * launch. Layout must match kernels.ColDesc in desc.go (6 x 8 bytes).
  */
 typedef struct {
-	tr_u64 ring; /* ring arena base: step k is at ring + k*step */
-	tr_u64 out;  /* first output step (offset already applied) */
-	tr_u64 next; /* concat: first successor output step; 0 = none */
-	tr_u64 aux;  /* scatter: first source step; windows: pad step, 0 = zeros */
-	tr_i64 step; /* bytes per step, > 0 */
-	tr_i64 rsv;  /* reserved, 0 */
+	tr_u64 ring;   /* the column's bytes of ring step 0: step k is at ring + k*stride */
+	tr_u64 out;    /* first output step (offset already applied) */
+	tr_u64 next;   /* concat: first successor output step; 0 = none */
+	tr_u64 aux;    /* scatter: first source step; windows: pad step, 0 = zeros */
+	tr_i64 step;   /* bytes per step, > 0 */
+	tr_i64 stride; /* bytes from one ring step to the next (a packed record); 0 = step */
 } tr_col;
+
+/* tr_stride returns the bytes from one ring step of col to the next. */
+TR_HD tr_i64 tr_stride(const tr_col *col)
+{
+	return col->stride != 0 ? col->stride : col->step;
+}
 
 /* tr_win is one window of gather_windows; matches kernels.Window. The slot
  * of its first step (start % capacity) is computed before the launch. */

@@ -1,7 +1,9 @@
 /*
  * nstep_reward.h: one thread's share of the n-step reward sums. Reference
  * loop (package cpu, Backend.NStepReward), ring of float32 shaped
- * [rows, capacity]:
+ * [rows, capacity] whose element ix is at byte ix*stride (the reward of a
+ * packed record; stride 4 for a ring of rewards alone, and ring points at
+ * the reward of step 0):
  *
  *	for i, w := range wins {
  *		s, g := 0.0, 1.0
@@ -55,19 +57,19 @@ static inline float tr_d2f_rn(double a)
 }
 #endif
 
-TR_HD void tr_nstep_reward_run(const float *ring, float *out, const tr_win *wins, tr_i64 n, tr_i64 capacity, double gamma, tr_i64 tid, tr_i64 nthreads)
+TR_HD void tr_nstep_reward_run(const float *ring, float *out, const tr_win *wins, tr_i64 n, tr_i64 capacity, double gamma, tr_i64 stride, tr_i64 tid, tr_i64 nthreads)
 {
 	tr_i64 i;
 	for (i = tid; i < n; i += nthreads) {
 		tr_i64 p = TR_LD(tr_i64, &wins[i].start);
 		tr_i64 len = TR_LD(tr_i64, &wins[i].len);
-		const float *row = ring + TR_LD(tr_i64, &wins[i].row) * capacity;
+		const char *row = (const char *)ring + TR_LD(tr_i64, &wins[i].row) * capacity * stride;
 		double s = 0.0, g = 1.0;
 		tr_i64 j;
 		if (p >= capacity)
 			p %= capacity;
 		for (j = 0; j < len; j++) {
-			s = tr_dadd_rn(s, tr_dmul_rn(g, (double)TR_LD(float, row + p)));
+			s = tr_dadd_rn(s, tr_dmul_rn(g, (double)TR_LD(float, row + p * stride)));
 			g = tr_dmul_rn(g, gamma);
 			if (++p == capacity)
 				p = 0;

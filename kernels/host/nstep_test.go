@@ -109,7 +109,7 @@ func TestNStepRewardMatchesCPU(t *testing.T) {
 		}
 		wm := e.wins(descs)
 		if err := Launch(kernels.NStepReward, grid[0], grid[1], grid[2],
-			ring.Addr(0), out.Addr(off), wm.Addr(0), uint64(n), uint64(capacity), math.Float64bits(gamma)); err != nil {
+			ring.Addr(0), out.Addr(off), wm.Addr(0), uint64(n), uint64(capacity), math.Float64bits(gamma), 4); err != nil {
 			t.Fatal(err)
 		}
 		want := make([]byte, size)
@@ -175,7 +175,7 @@ func TestNStepRewardExact(t *testing.T) {
 					out.Bytes()[i] = 0xAB
 				}
 				if err := Launch(kernels.NStepReward, g[0], g[1], g[2], ring.Addr(0), out.Addr(4), wm.Addr(0),
-					uint64(len(tc.wins)), uint64(tc.capacity), math.Float64bits(tc.gamma)); err != nil {
+					uint64(len(tc.wins)), uint64(tc.capacity), math.Float64bits(tc.gamma), 4); err != nil {
 					t.Fatal(err)
 				}
 				got := unsafe.Slice((*float32)(unsafe.Pointer(&out.Bytes()[0])), len(tc.wins)+2)

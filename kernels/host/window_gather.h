@@ -3,14 +3,16 @@
  * and mask. Reference loop (package cpu), window b, step t, j = b*L+t:
  *
  *	if t < win[b].len {
- *		out[j*s : (j+1)*s] = ring[(row*capacity + (start+t)%capacity)*s : ...+s]
+ *		out[j*s : (j+1)*s] = ring[(row*capacity + (start+t)%capacity)*r : ...+s]
  *	} else {
  *		out[j*s : (j+1)*s] = pad (zeros when pad == 0)
  *	}
  *	mask[j] = t < win[b].len ? 1 : 0
  *
  * Here win.start is already the slot (start % capacity) and len <= capacity,
- * so slot+t wraps at most once. Column index ncols writes the mask.
+ * so slot+t wraps at most once; r is the ring's stride (tr_stride) and ring
+ * points at the column's offset within a record. Column index ncols
+ * writes the mask.
  */
 #ifndef TRAJRING_WINDOW_GATHER_H
 #define TRAJRING_WINDOW_GATHER_H
@@ -18,8 +20,8 @@
 
 TR_HD void tr_gather_windows_run(const tr_col *col, const tr_win *wins, tr_i64 nwin, tr_i64 seqlen, tr_i64 capacity, tr_i64 tid, tr_i64 nthreads)
 {
-	tr_i64 s = col->step;
-	int w = tr_width(col->ring | col->out | col->aux | (tr_u64)s);
+	tr_i64 s = col->step, r = tr_stride(col);
+	int w = tr_width(col->ring | col->out | col->aux | (tr_u64)s | (tr_u64)r);
 	tr_i64 words = s / w;
 	int lg = tr_group(words, nthreads);
 	tr_i64 g = (tr_i64)1 << lg;
@@ -35,7 +37,7 @@ TR_HD void tr_gather_windows_run(const tr_col *col, const tr_win *wins, tr_i64 n
 			tr_i64 p = win->start + t;
 			if (p >= capacity)
 				p -= capacity;
-			tr_copy(dst, col->ring + (tr_u64)((win->row * capacity + p) * s), w, k0, words, g);
+			tr_copy(dst, col->ring + (tr_u64)((win->row * capacity + p) * r), w, k0, words, g);
 		} else if (col->aux != 0) {
 			tr_copy(dst, col->aux, w, k0, words, g);
 		} else {
