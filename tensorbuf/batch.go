@@ -240,8 +240,9 @@ func (b *Buffer) prepare(bt *Batch, n, maxL int) (realloc bool, err error) {
 // tensors; rebuild forces new tensor views.
 func (b *Buffer) gather(bt *Batch, n, l int, rebuild bool) error {
 	for i := range b.cols {
-		c := &b.cols[i]
-		bt.cols[i] = Column{Ring: c.arena, StepBytes: c.stepBytes, Out: bt.out.arena, OutOff: bt.out.offs[i], Pad: c.pad}
+		col := b.ring[i]
+		col.Out, col.OutOff, col.Pad = bt.out.arena, bt.out.offs[i], b.cols[i].pad
+		bt.cols[i] = col
 	}
 	if err := b.be.GatherWindows(bt.cols, bt.wins, int64(l), b.capacity, bt.out.arena, bt.out.offs[len(b.cols)]); err != nil {
 		return fmt.Errorf("%w: gather windows: %w", ErrBackend, err)

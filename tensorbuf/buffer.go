@@ -29,11 +29,14 @@ type Config struct {
 	Seed uint64
 }
 
-// column is one field's ring storage: numEnvs*capacity steps.
+// column is one field's ring storage: numEnvs*capacity steps, at offset
+// off of every stride-byte step of arena ar (b.arenas; see planLayout).
 type column struct {
 	Field
 	stepBytes int64
-	arena     Arena
+	ar        int    // index of the column's arena in Buffer.arenas
+	off       int64  // byte offset of the column in a step of its arena
+	stride    int64  // bytes per step of the column's arena
 	pad       []byte // pad step pattern; nil = zeros
 	builtin   bool
 }
@@ -62,7 +65,9 @@ const (
 )
 
 // Buffer is a ring buffer of trajectory steps, one time axis per env row,
-// stored as one contiguous arena per field shaped [numEnvs, capacity, ...].
+// stored as ring arenas shaped [numEnvs, capacity, ...]: one record arena
+// in which the small fields and the built-in columns of a step share one
+// record (packed records, see planLayout), and one arena per large field.
 //
 // A Buffer is safe for concurrent use: writers that own disjoint rows may
 // add at the same time as tables insert items and samplers read.
@@ -72,7 +77,8 @@ type Buffer struct {
 	numEnvs  int
 	capacity int64
 	cols     []column
-	ring     []Column // the rings as Scatter columns; immutable after New
+	arenas   []ringArena // the ring arenas the columns live in (planLayout)
+	ring     []Column    // the rings as Scatter columns; immutable after New
 	byName   map[string]int
 	nUser    int
 
@@ -164,7 +170,8 @@ func newBuffer(cfg Config, hostMem func() (int64, error)) (*Buffer, error) {
 		b.byName[c.Name] = len(b.cols)
 		b.cols = append(b.cols, c)
 	}
-	steps, ringBytes, hostBytes, err := b.sizes()
+	strides := planLayout(b.cols)
+	steps, ringBytes, hostBytes, err := b.sizes(strides)
 	if err != nil {
 		return nil, err
 	}
@@ -183,24 +190,26 @@ func newBuffer(cfg Config, hostMem func() (int64, error)) (*Buffer, error) {
 	b.tables = make(map[string]*Table)
 	b.pcg = rand.NewPCG(cfg.Seed, 0x7472616a72696e67)
 	b.rng = rand.New(b.pcg)
-	for i := range b.cols {
-		a, err := be.Alloc(steps * b.cols[i].stepBytes)
+	for i, stride := range strides {
+		a, err := be.Alloc(steps * stride)
 		if err != nil {
 			b.freeArenas()
-			return nil, fmt.Errorf("%w: allocating %q (%d bytes): %w", ErrBackend, b.cols[i].Name, steps*b.cols[i].stepBytes, err)
+			return nil, fmt.Errorf("%w: allocating ring arena %d of %d (%d bytes): %w", ErrBackend, i, len(strides), steps*stride, err)
 		}
-		b.cols[i].arena = a
-		b.ring = append(b.ring, Column{Ring: a, StepBytes: b.cols[i].stepBytes})
+		b.arenas = append(b.arenas, ringArena{arena: a, stride: stride})
 		b.memBytes += a.Size()
+	}
+	for i := range b.cols {
+		b.ring = append(b.ring, b.ringColumn(i))
 	}
 	b.meta = make([]uint8, steps)
 	b.memBytes += steps
 	// A buffer dropped without Close gives its rings back when the garbage
 	// collector finds it (and its writers and tables) unreachable, as an
 	// os.File closes its descriptor; Close remains the prompt path.
-	rings := make([]Arena, len(b.cols))
-	for i := range b.cols {
-		rings[i] = b.cols[i].arena
+	rings := make([]Arena, len(b.arenas))
+	for i := range b.arenas {
+		rings[i] = b.arenas[i].arena
 	}
 	b.cleanup = runtime.AddCleanup(b, freeRings, ringRef{be: b.be, arenas: rings})
 	return b, nil
@@ -211,19 +220,20 @@ func newBuffer(cfg Config, hostMem func() (int64, error)) (*Buffer, error) {
 const rowMetaBytes = int64(unsafe.Sizeof(int64(0)) + unsafe.Sizeof((*Writer)(nil)))
 
 // sizes returns the number of steps of the buffer's rings, the bytes of
-// its arenas and the bytes of its host metadata, or ErrConfig when they
-// exceed maxArenaBytes. Nothing here can overflow: every product is
-// checked with bits.Mul64.
-func (b *Buffer) sizes() (steps, ringBytes, hostBytes int64, err error) {
+// its arenas (of the given strides, from planLayout) and the bytes of its
+// host metadata, or ErrConfig when they exceed maxArenaBytes. Nothing here
+// can overflow: every product is checked with bits.Mul64.
+func (b *Buffer) sizes(strides []int64) (steps, ringBytes, hostBytes int64, err error) {
 	tooLarge := func() error {
 		return fmt.Errorf("%w: %d rows of %d steps is too large (more than %d bytes)", ErrConfig, b.numEnvs, b.capacity, int64(maxArenaBytes))
 	}
 	var stepBytes uint64
-	for i := range b.cols {
+	for _, s := range strides {
 		// validField bounds every field's elements by maxArenaBytes, so a
-		// step of one field is at most 8*maxArenaBytes: the sum is checked
-		// after each addition, so it cannot overflow.
-		stepBytes += uint64(b.cols[i].stepBytes)
+		// step of one field is at most 8*maxArenaBytes, and a record of
+		// fields of at most packMaxBytes is small: the sum is checked after
+		// each addition, so it cannot overflow.
+		stepBytes += uint64(s)
 		if stepBytes > maxArenaBytes {
 			return 0, 0, 0, tooLarge()
 		}
@@ -300,10 +310,10 @@ func validField(f Field) error {
 }
 
 func (b *Buffer) freeArenas() {
-	for i := range b.cols {
-		if b.cols[i].arena != nil {
-			_ = b.be.Free(b.cols[i].arena)
-			b.cols[i].arena = nil
+	for i := range b.arenas {
+		if b.arenas[i].arena != nil {
+			_ = b.be.Free(b.arenas[i].arena)
+			b.arenas[i].arena = nil
 		}
 	}
 }
@@ -354,7 +364,8 @@ func (b *Buffer) Fields() []Field {
 	return out
 }
 
-// StepBytes returns the bytes one stored step takes, over all columns.
+// StepBytes returns the bytes of one step's fields, over all columns
+// (without the padding of packed records; MemoryBytes counts that).
 func (b *Buffer) StepBytes() int64 {
 	var s int64
 	for i := range b.cols {
@@ -364,8 +375,9 @@ func (b *Buffer) StepBytes() int64 {
 }
 
 // MemoryBytes returns the memory the buffer holds for its steps: the ring
-// arenas (numEnvs*capacity*StepBytes) plus the host mirror of step types
-// (one byte per step).
+// arenas (numEnvs*capacity*StepBytes, plus the padding of the record
+// arena's records, at most 15% of a record or less than its largest
+// element) plus the host mirror of step types (one byte per step).
 func (b *Buffer) MemoryBytes() int64 { return b.memBytes }
 
 // Cursor returns the number of steps ever written to a row; the newest

@@ -91,8 +91,8 @@ func benchBuffer(b *testing.B) (*Buffer, int, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for i := range buf.cols {
-		a := buf.cols[i].arena
+	for i := range buf.arenas {
+		a := buf.arenas[i].arena
 		chunk := make([]byte, 1<<20)
 		for off := int64(0); off < a.Size(); off += int64(len(chunk)) {
 			for j := range chunk {

@@ -52,9 +52,14 @@ func TestCheckpointCorruption(t *testing.T) {
 // versions with ErrCorrupt, and a different capacity with ErrConfig.
 func TestCheckpointForeignAndVersion(t *testing.T) {
 	data, _ := smallCheckpoint(t, false)
-	v2 := bytes.Clone(data)
-	binary.LittleEndian.PutUint32(v2[8:], 2)
-	binary.LittleEndian.PutUint32(v2[16:], crc32.Checksum(v2[:16], castagnoli))
+	// Version 1 (one arena section per column, before packed records) and
+	// a future version 3 are both refused.
+	v1 := bytes.Clone(data)
+	binary.LittleEndian.PutUint32(v1[8:], 1)
+	binary.LittleEndian.PutUint32(v1[16:], crc32.Checksum(v1[:16], castagnoli))
+	v3 := bytes.Clone(data)
+	binary.LittleEndian.PutUint32(v3[8:], 3)
+	binary.LittleEndian.PutUint32(v3[16:], crc32.Checksum(v3[:16], castagnoli))
 	for _, tc := range []struct {
 		name string
 		data []byte
@@ -62,7 +67,8 @@ func TestCheckpointForeignAndVersion(t *testing.T) {
 	}{
 		{"empty", nil, "not a trajring checkpoint"},
 		{"zip", []byte("PK\x03\x04\x14\x00\x00\x00\x08\x00 and more bytes"), "not a trajring checkpoint"},
-		{"version 2", v2, "version 2, this build reads version 1"},
+		{"version 1", v1, "version 1, this build reads version 2"},
+		{"version 3", v3, "version 3, this build reads version 2"},
 	} {
 		_, err := loadState(t, tc.data)
 		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tc.want) {

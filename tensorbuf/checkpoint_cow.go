@@ -31,14 +31,14 @@ type ckptState struct {
 // arenas, and the cut's bytes of the slots writers overwrote before it
 // streamed them.
 type cowState struct {
-	col   int   // the column being streamed; earlier ones are done
-	off   int64 // bytes of column col streamed
-	pres  []map[int64][]byte
-	bytes int64 // bytes held in pres
-	total int64 // bytes ever preserved, for SaveReport
+	col   int                // the ring arena (Buffer.arenas) being streamed; earlier ones are done
+	off   int64              // bytes of arena col streamed
+	pres  []map[int64][]byte // per arena: slot -> the cut's record of stride bytes
+	bytes int64              // bytes held in pres
+	total int64              // bytes ever preserved, for SaveReport
 }
 
-// savedLocked reports whether slot's bytes of column c have been
+// savedLocked reports whether slot's bytes of ring arena c have been
 // streamed.
 func (s *cowState) savedLocked(c int, slot, stepBytes int64) bool {
 	return c < s.col || (c == s.col && (slot+1)*stepBytes <= s.off)
@@ -47,8 +47,8 @@ func (s *cowState) savedLocked(c int, slot, stepBytes int64) bool {
 // beforeRingWrite is called by every writer of the rings (Writer.Add,
 // ExperienceWriter) with b.mu held for writing, just before it writes
 // the given slots of every column. While a copy-on-write save runs, it
-// keeps the current bytes of each slot and column the save has not
-// streamed yet (once per slot: those are the cut's bytes), so that the
+// keeps the current bytes of each slot and ring arena (a whole record of
+// the record arena) the save has not streamed yet (once per slot: those are the cut's bytes), so that the
 // save writes the cut and not what the writer puts there. When the kept
 // bytes would exceed cowLimit it waits (releasing b.mu) for the save to
 // stream some; a buffer closed meanwhile fails with ErrClosed, before
@@ -60,8 +60,8 @@ func (b *Buffer) beforeRingWrite(idx []int64) error {
 			return nil
 		}
 		need := int64(0)
-		for c := range b.cols {
-			sb := b.cols[c].stepBytes
+		for c := range b.arenas {
+			sb := b.arenas[c].stride
 			for _, slot := range idx {
 				if _, kept := s.pres[c][slot]; !kept && !s.savedLocked(c, slot, sb) {
 					need += sb
@@ -84,14 +84,14 @@ func (b *Buffer) beforeRingWrite(idx []int64) error {
 // preserveLocked keeps the bytes of the unsaved slots (see
 // beforeRingWrite).
 func (b *Buffer) preserveLocked(s *cowState, idx []int64) error {
-	for c := range b.cols {
-		sb := b.cols[c].stepBytes
+	for c := range b.arenas {
+		sb := b.arenas[c].stride
 		for _, slot := range idx {
 			if _, kept := s.pres[c][slot]; kept || s.savedLocked(c, slot, sb) {
 				continue
 			}
 			old := make([]byte, sb)
-			if err := b.be.Download(old, b.cols[c].arena, slot*sb); err != nil {
+			if err := b.be.Download(old, b.arenas[c].arena, slot*sb); err != nil {
 				return fmt.Errorf("%w: checkpoint copy-on-write: %w", ErrBackend, err)
 			}
 			s.pres[c][slot] = old
@@ -108,7 +108,7 @@ func (b *Buffer) startCOWLocked() {
 	if b.ckpt.cond == nil {
 		b.ckpt.cond = sync.NewCond(&b.mu)
 	}
-	s := &cowState{pres: make([]map[int64][]byte, len(b.cols))}
+	s := &cowState{pres: make([]map[int64][]byte, len(b.arenas))}
 	for i := range s.pres {
 		s.pres[i] = map[int64][]byte{}
 	}
@@ -129,7 +129,7 @@ func (b *Buffer) endCOW() int64 {
 	return s.total
 }
 
-// cowDownload downloads bytes [off, off+len(dst)) of column c's arena for
+// cowDownload downloads bytes [off, off+len(dst)) of ring arena c for
 // a copy-on-write save, with b.mu held for reading (no writer runs during
 // one chunk's download), patches in the cut's bytes of the slots writers
 // overwrote, and records the progress, releasing the kept bytes of every
@@ -143,11 +143,11 @@ func (b *Buffer) cowDownload(dst []byte, c int, off int64) error {
 		b.mu.RUnlock()
 		return fmt.Errorf("%w: Save", ErrClosed)
 	}
-	if err := b.be.Download(dst, b.cols[c].arena, off); err != nil {
+	if err := b.be.Download(dst, b.arenas[c].arena, off); err != nil {
 		b.mu.RUnlock()
 		return fmt.Errorf("%w: checkpoint download: %w", ErrBackend, err)
 	}
-	s, sb, end := b.ckpt.cow, b.cols[c].stepBytes, off+int64(len(dst))
+	s, sb, end := b.ckpt.cow, b.arenas[c].stride, off+int64(len(dst))
 	m := s.pres[c]
 	freed := int64(0)
 	patch := func(slot int64, old []byte) {

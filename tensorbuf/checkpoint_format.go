@@ -10,7 +10,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// Checkpoint format, version 1 (all integers little-endian).
+// Checkpoint format, version 2 (all integers little-endian).
 //
 // A file starts with a 20-byte header: the magic "TRJRCKPT", the version
 // (uint32), flags (uint32, 0) and the CRC-32C of those 16 bytes. Chunks
@@ -27,15 +27,19 @@ import (
 //
 // Sections come in a fixed order: the header (specs, sizes, stats, the
 // buffer's rng), the rows (cursors), one section per table, the metadata
-// mirror (one byte per step), one section per column's arena (user fields
-// in order, then step_type, next_step_type, reward, discount), and the end
+// mirror (one byte per step), one section per ring arena of the buffer's
+// layout (planLayout: the packed record arena of the small fields and the
+// built-in columns, then one arena per large field in field order; the
+// layout is recomputed from the header's field specs), and the end
 // (the number of chunks before it). A reader therefore knows which section
 // and chunk number must come next, checks every chunk before using it, and
 // refuses sizes above what the header declared; chunks are at most
 // maxChunkRaw bytes, so nothing larger is allocated for any of them.
 const (
-	ckptMagic      = "TRJRCKPT"
-	ckptVersion    = 1
+	ckptMagic = "TRJRCKPT"
+	// ckptVersion 2: packed records (one section per ring arena). Version
+	// 1 files (one section per column) are refused with ErrCorrupt.
+	ckptVersion    = 2
 	fileHeaderLen  = 20
 	chunkHeaderLen = 24
 	// ckptChunk is the raw size of the chunks Save writes.

@@ -200,12 +200,12 @@ func stateString(t testing.TB, b *Buffer) string {
 	fmt.Fprintf(&sb, "meta %x\n", sha256.Sum256(b.meta))
 	rng, _ := b.pcg.MarshalBinary()
 	fmt.Fprintf(&sb, "rng %x\n", rng)
-	for i := range b.cols {
-		raw := make([]byte, b.cols[i].arena.Size())
-		if err := b.be.Download(raw, b.cols[i].arena, 0); err != nil {
+	for i := range b.arenas {
+		raw := make([]byte, b.arenas[i].arena.Size())
+		if err := b.be.Download(raw, b.arenas[i].arena, 0); err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(&sb, "arena %s %x\n", b.cols[i].Name, sha256.Sum256(raw))
+		fmt.Fprintf(&sb, "arena %d (stride %d) %x\n", i, b.arenas[i].stride, sha256.Sum256(raw))
 	}
 	for _, tb := range b.tableList {
 		tb.mu.Lock()

@@ -106,13 +106,14 @@ func verifyStored(t testing.TB, b *Buffer) {
 	var sum int64
 	for f := range ckptFields {
 		c := &b.cols[f]
-		raw := make([]byte, c.arena.Size())
-		if err := b.be.Download(raw, c.arena, 0); err != nil {
+		a := b.arenas[c.ar].arena
+		raw := make([]byte, a.Size())
+		if err := b.be.Download(raw, a, 0); err != nil {
 			t.Fatal(err)
 		}
 		for r := range b.numEnvs {
 			for pos := b.oldest(r); pos < b.cursor[r]; pos++ {
-				step := raw[b.slot(r, pos)*c.stepBytes:][:c.stepBytes]
+				step := raw[b.slot(r, pos)*c.stride+c.off:][:c.stepBytes]
 				for e := range c.Elems() {
 					want := ckptVal(f, r, pos, e)
 					var got float64

@@ -39,7 +39,7 @@ type ckptHeader struct {
 	rng      []byte
 	// Derived by check.
 	steps, ringBytes int64
-	arenaBytes       []int64 // per column: user fields, then the built-in ones
+	arenaBytes       []int64 // per ring arena (planLayout): the record arena, then the large fields
 }
 
 func readHeader(cr *chunkReader) (*ckptHeader, error) {
@@ -103,16 +103,17 @@ func (h *ckptHeader) check() error {
 		probe.byName[f.Name] = len(probe.cols)
 		probe.cols = append(probe.cols, column{Field: f, stepBytes: int64(f.StepBytes())})
 	}
-	for _, size := range []int64{4, 4, 4, 4} { // step_type, next_step_type, reward, discount
-		probe.cols = append(probe.cols, column{stepBytes: size})
+	for _, dt := range []DType{Int32, Int32, Float32, Float32} { // step_type, next_step_type, reward, discount
+		probe.cols = append(probe.cols, column{Field: Field{DType: dt}, stepBytes: int64(dt.Size()), builtin: true})
 	}
-	steps, ring, _, err := probe.sizes()
+	strides := planLayout(probe.cols)
+	steps, ring, _, err := probe.sizes(strides)
 	if err != nil {
 		return err
 	}
 	h.steps, h.ringBytes = steps, ring
-	for _, c := range probe.cols {
-		h.arenaBytes = append(h.arenaBytes, steps*c.stepBytes)
+	for _, s := range strides {
+		h.arenaBytes = append(h.arenaBytes, steps*s)
 	}
 	return nil
 }
@@ -333,8 +334,8 @@ func (b *Buffer) readMeta(cr *chunkReader) error {
 // memory when the backend's arenas are host memory (readHostArena), else
 // through Upload (readDeviceArena).
 func (b *Buffer) readArenas(cr *chunkReader) error {
-	for c := range b.cols {
-		a := b.cols[c].arena
+	for c := range b.arenas {
+		a := b.arenas[c].arena
 		var err error
 		if h, ok := a.(hostArena); ok && int64(len(h.Bytes())) == a.Size() {
 			err = readHostArena(cr, uint32(c), h.Bytes())
@@ -351,7 +352,7 @@ func (b *Buffer) readArenas(cr *chunkReader) error {
 	return nil
 }
 
-// readDeviceArena reads column c's section on one goroutine while
+// readDeviceArena reads ring arena c's section on one goroutine while
 // uploading the previous chunks on this one.
 func (b *Buffer) readDeviceArena(cr *chunkReader, c int) error {
 	type job struct {
@@ -370,7 +371,7 @@ func (b *Buffer) readDeviceArena(cr *chunkReader, c int) error {
 	go func() {
 		defer wg.Done()
 		defer close(full)
-		size := b.cols[c].arena.Size()
+		size := b.arenas[c].arena.Size()
 		for off := int64(0); ; {
 			var j *job
 			select {
@@ -400,7 +401,7 @@ func (b *Buffer) readDeviceArena(cr *chunkReader, c int) error {
 		if err == nil {
 			err = j.err
 			if err == nil && len(j.p) > 0 {
-				if e := b.be.Upload(b.cols[c].arena, j.off, j.p); e != nil {
+				if e := b.be.Upload(b.arenas[c].arena, j.off, j.p); e != nil {
 					err = fmt.Errorf("%w: checkpoint upload: %w", ErrBackend, e)
 				}
 			}

@@ -231,9 +231,9 @@ func (b *Buffer) Save(w io.Writer, opts SaveOptions) error {
 	if err != nil {
 		return err
 	}
-	arenas := make([]Arena, len(b.cols))
-	for i := range b.cols {
-		arenas[i] = b.cols[i].arena
+	arenas := make([]Arena, len(b.arenas))
+	for i := range b.arenas {
+		arenas[i] = b.arenas[i].arena
 	}
 	download := func(dst []byte, c int, off int64) error {
 		if err := b.be.Download(dst, arenas[c], off); err != nil {
@@ -313,14 +313,15 @@ func (b *Buffer) stageArenasLocked() (staged []Arena, err error) {
 			staged = nil
 		}
 	}()
-	cols := make([]Column, len(b.cols))
-	for i := range b.cols {
-		a, err := b.be.Alloc(b.cols[i].arena.Size())
+	cols := make([]Column, len(b.arenas))
+	for i, r := range b.arenas {
+		a, err := b.be.Alloc(r.arena.Size())
 		if err != nil {
-			return staged, fmt.Errorf("%w: checkpoint staging copy of %q (%d bytes): %w", ErrBackend, b.cols[i].Name, b.cols[i].arena.Size(), err)
+			return staged, fmt.Errorf("%w: checkpoint staging copy of ring arena %d (%d bytes): %w", ErrBackend, i, r.arena.Size(), err)
 		}
 		staged = append(staged, a)
-		cols[i] = Column{Ring: b.cols[i].arena, StepBytes: b.cols[i].stepBytes, Out: a}
+		// A whole step of the arena (a record) is one step of this copy.
+		cols[i] = Column{Ring: r.arena, StepBytes: r.stride, Out: a}
 	}
 	steps := int64(len(b.meta))
 	idx := make([]int64, min(steps, stageCopySteps))

@@ -266,7 +266,9 @@ func (hs *Hindsight) achievedAt(refs []stepRef, keep bool) (_ []float64, err err
 			}
 		}()
 	}
-	cols := append(hs.sc.goalCols[:0], Column{Ring: b.cols[hs.ach.col].arena, StepBytes: step, Out: scratch})
+	goal := b.ring[hs.ach.col]
+	goal.Out = scratch
+	cols := append(hs.sc.goalCols[:0], goal)
 	hs.sc.goalCols = cols
 	if err := b.be.GatherRows(cols, idx); err != nil {
 		return nil, fmt.Errorf("%w: gather goals: %w", ErrBackend, err)

@@ -28,8 +28,9 @@ func (f *fakeDevice) Alloc(n int64) (Arena, error) {
 // anything is allocated; one that fits exactly is created.
 func TestNewMemoryAvailable(t *testing.T) {
 	// 2 rows x 8 steps of 28 bytes (obs 12 + step_type, next_step_type,
-	// reward, discount 4 each): 448 bytes of arenas; metadata 16 bytes of
-	// step mirror + 2 rows x 16 bytes = 48.
+	// reward, discount 4 each) in one packed record of 32 bytes (28
+	// rounded up to 16, 14% padding): 512 bytes of arenas; metadata 16
+	// bytes of step mirror + 2 rows x 16 bytes = 48.
 	fields := []Field{{Name: "obs", DType: Float32, Shape: []int{3}}}
 	const prefix = "tensorbuf: invalid configuration: 2 rows of 8 steps of 28 bytes: "
 	unread := errors.New("unreadable")
@@ -42,13 +43,13 @@ func TestNewMemoryAvailable(t *testing.T) {
 		hostErr   error
 		want      string // "" for success
 	}{
-		{name: "cpu fits exactly", hostAvail: 496},
-		{name: "cpu one byte short", hostAvail: 495,
-			want: prefix + "the buffer needs 496 bytes of host memory (448 of arenas, 48 of metadata) but 495 bytes are available"},
+		{name: "cpu fits exactly", hostAvail: 560},
+		{name: "cpu one byte short", hostAvail: 559,
+			want: prefix + "the buffer needs 560 bytes of host memory (512 of arenas, 48 of metadata) but 559 bytes are available"},
 		{name: "cpu, host figure unreadable", hostAvail: 0, hostErr: unread},
-		{name: "device fits exactly", device: true, devAvail: 448, hostAvail: 48},
-		{name: "device one byte short", device: true, devAvail: 447, hostAvail: 1 << 40,
-			want: prefix + "the arenas need 448 bytes of fake backend memory but 447 bytes are available"},
+		{name: "device fits exactly", device: true, devAvail: 512, hostAvail: 48},
+		{name: "device one byte short", device: true, devAvail: 511, hostAvail: 1 << 40,
+			want: prefix + "the arenas need 512 bytes of fake backend memory but 511 bytes are available"},
 		{name: "device, host metadata short", device: true, devAvail: 1 << 40, hostAvail: 47,
 			want: prefix + "the metadata needs 48 bytes of host memory but 47 bytes are available"},
 		{name: "device, figures unreadable", device: true, devErr: unread, hostErr: unread},
@@ -65,8 +66,8 @@ func TestNewMemoryAvailable(t *testing.T) {
 				if err != nil {
 					t.Fatalf("newBuffer: %v", err)
 				}
-				if got := b.MemoryBytes(); got != 448+16 {
-					t.Fatalf("MemoryBytes = %d, want 464", got)
+				if got := b.MemoryBytes(); got != 512+16 {
+					t.Fatalf("MemoryBytes = %d, want 528", got)
 				}
 				b.Close()
 				return

@@ -62,15 +62,16 @@ func (o NStepOptions) validate() error {
 }
 
 // NStepper is implemented by backends that sum n-step rewards in their
-// own memory (one kernel launch for a batch). ring is the buffer's reward
-// column (float32, [rows, capacity]); sum i goes to the float32 at byte
-// offset outOff+4i of out. See cpu.Backend.NStepReward for the reference
-// loop. A backend without it still serves n-step transitions: the rewards
+// own memory (one kernel launch for a batch). rew is the buffer's reward
+// column (float32, [rows, capacity]), usually one column of the packed
+// record arena (rew.Stride, rew.Offset); sum i goes to the float32 at
+// byte offset outOff+4i of out. See cpu.Backend.NStepRewardColumn for the
+// reference loop. A backend without it still serves n-step transitions: the rewards
 // of every window are gathered (GatherWindows), downloaded and summed on
 // the host with the same loop, then uploaded. Implementations must be
 // safe for concurrent use as Backend's methods are.
 type NStepper interface {
-	NStepReward(ring, out Arena, outOff int64, wins []Window, capacity int64, gamma float64) error
+	NStepRewardColumn(rew Column, out Arena, outOff int64, wins []Window, capacity int64, gamma float64) error
 }
 
 var _ NStepper = (*cpu.Backend)(nil)
@@ -224,9 +225,9 @@ func (b *Buffer) materialiseWindows(tr *Transitions, gamma float64) error {
 // byte offset off of out: by the backend's NStepper when it has one, else
 // by gathering the rewards and summing them on the host.
 func (b *Buffer) nstepRewards(out Arena, off int64, wins []Window, gamma float64) (err error) {
-	ring := b.cols[b.nUser+colReward].arena
+	rewCol := b.ring[b.nUser+colReward]
 	if ns, ok := b.be.(NStepper); ok {
-		if err := ns.NStepReward(ring, out, off, wins, b.capacity, gamma); err != nil {
+		if err := ns.NStepRewardColumn(rewCol, out, off, wins, b.capacity, gamma); err != nil {
 			return fmt.Errorf("%w: n-step reward: %w", ErrBackend, err)
 		}
 		return nil
@@ -245,7 +246,9 @@ func (b *Buffer) nstepRewards(out Arena, off int64, wins []Window, gamma float64
 			err = fmt.Errorf("%w: freeing n-step scratch: %w", ErrBackend, ferr)
 		}
 	}()
-	cols := []Column{{Ring: ring, StepBytes: 4, Out: scratch}}
+	col := rewCol
+	col.Out = scratch
+	cols := []Column{col}
 	if err := b.be.GatherWindows(cols, wins, l, b.capacity, nil, 0); err != nil {
 		return fmt.Errorf("%w: gather rewards: %w", ErrBackend, err)
 	}

@@ -132,7 +132,8 @@ func (b *Buffer) materialise(tr *Transitions) error {
 	nextSpec := b.nUser
 	for i := range b.nUser {
 		c := &b.cols[i]
-		col := Column{Ring: c.arena, StepBytes: c.stepBytes, Out: tr.out.arena, OutOff: tr.out.offs[i]}
+		col := b.ring[i]
+		col.Out, col.OutOff = tr.out.arena, tr.out.offs[i]
 		if c.Role == Observation {
 			col.NextOut, col.NextOff = tr.out.arena, tr.out.offs[nextSpec]
 			nextSpec++
@@ -141,8 +142,9 @@ func (b *Buffer) materialise(tr *Transitions) error {
 	}
 	k := b.nUser + tr.nObs
 	for j, ci := range []int{colReward, colDiscount} {
-		c := &b.cols[b.nUser+ci]
-		tr.cols = append(tr.cols, Column{Ring: c.arena, StepBytes: c.stepBytes, Out: tr.out.arena, OutOff: tr.out.offs[k+j]})
+		col := b.ring[b.nUser+ci]
+		col.Out, col.OutOff = tr.out.arena, tr.out.offs[k+j]
+		tr.cols = append(tr.cols, col)
 	}
 	if err := b.be.Concat(tr.cols, tr.idx, tr.next); err != nil {
 		return fmt.Errorf("%w: concat: %w", ErrBackend, err)

@@ -68,7 +68,7 @@ func TestInspectPrintsCheckpoint(t *testing.T) {
 		}
 		got := out.String()
 		for _, want := range []string{
-			"trajring checkpoint, format version 1",
+			"trajring checkpoint, format version 2",
 			"buffer: 2 rows x 16 steps",
 			"10 steps stored (31.2%)",
 			"obs", "action", "row cursors: min 5, max 5",
