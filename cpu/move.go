@@ -211,8 +211,13 @@ func windowsTyped[T word](out, ring, pad []byte, wins []kernels.Window, base []i
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(&p)), unsafe.Sizeof(p)), pad) // pad may be unaligned
 	}
 	if seqLen == 1 {
-		// One step per window (Len is 1: a window has at least one step).
+		// One step per window: the ring's step, or the pad step of an
+		// empty window (Len 0).
 		for b := lo; b < hi; b++ {
+			if wins[b].Len == 0 {
+				o[b] = p
+				continue
+			}
 			o[b] = rw[base[b-lo]*ws]
 		}
 		return true
