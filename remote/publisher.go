@@ -227,6 +227,18 @@ func (p *Publisher) Observe(t *driver.Trajectory) error {
 			p.first = append(p.first, p.next[r])
 		}
 	}
+	p.appendStep(t)
+	p.steps++
+	if p.steps >= p.cfg.StepsPerFrame {
+		return p.seal()
+	}
+	return nil
+}
+
+// appendStep appends the rows p.rows of one checked trajectory to the
+// frame columns.
+func (p *Publisher) appendStep(t *driver.Trajectory) {
+	b := p.batch
 	all := len(p.rows) == b
 	for c, f := range p.schema.fields {
 		raw, sb := source(t, f).Header.Raw, f.StepBytes()
@@ -245,11 +257,6 @@ func (p *Publisher) Observe(t *driver.Trajectory) error {
 		p.cols[nc+2] = binary.LittleEndian.AppendUint32(p.cols[nc+2], math.Float32bits(t.Reward[r]))
 		p.cols[nc+3] = binary.LittleEndian.AppendUint32(p.cols[nc+3], math.Float32bits(t.Discount[r]))
 	}
-	p.steps++
-	if p.steps >= p.cfg.StepsPerFrame {
-		return p.seal()
-	}
-	return nil
 }
 
 // seal publishes the frame being filled.
