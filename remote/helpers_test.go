@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,44 +105,47 @@ type cluster struct {
 	names []string
 }
 
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
 func startCluster(t testing.TB) *cluster {
 	t.Helper()
 	c := &cluster{t: t}
 	base := t.TempDir()
 	var routes []*url.URL
+	var u []string
 	for i := range 3 {
 		o := &server.Options{
-			ServerName: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: -1, JetStream: true,
+			ServerName: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: freePort(t), JetStream: true,
 			StoreDir: filepath.Join(base, fmt.Sprintf("n%d", i+1)), NoSigs: true, NoLog: true,
-			Cluster: server.ClusterOpts{Name: "trajring-test", Host: "127.0.0.1", Port: -1},
-			Routes:  append([]*url.URL(nil), routes...),
+			Cluster: server.ClusterOpts{Name: "trajring-test", Host: "127.0.0.1", Port: freePort(t)},
 		}
-		s, err := StartServer(o)
+		c.opts = append(c.opts, o)
+		routes = append(routes, &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", o.Cluster.Port)})
+		u = append(u, fmt.Sprintf("nats://127.0.0.1:%d", o.Port))
+	}
+	c.srv = make([]*server.Server, 3)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i, o := range c.opts {
+		o.Routes = routes
+		wg.Go(func() { c.srv[i], errs[i] = StartServer(o.Clone()) })
+	}
+	wg.Wait()
+	t.Cleanup(c.shutdown)
+	for _, err := range errs {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Fix the ports so that a restart listens on the same addresses.
-		o.Port = s.Addr().(*net.TCPAddr).Port
-		o.Cluster.Port = s.ClusterAddr().Port
-		c.opts = append(c.opts, o)
-		c.srv = append(c.srv, s)
-		routes = append(routes, &url.URL{Scheme: "nats", Host: s.ClusterAddr().String()})
-	}
-	for i, o := range c.opts {
-		o.Routes = nil
-		for j := range c.opts {
-			if j != i {
-				o.Routes = append(o.Routes, routes[j])
-			}
-		}
-		c.names = append(c.names, o.ServerName)
-	}
-	var u []string
-	for _, o := range c.opts {
-		u = append(u, fmt.Sprintf("nats://127.0.0.1:%d", o.Port))
 	}
 	c.urls = strings.Join(u, ",")
-	t.Cleanup(c.shutdown)
 	return c
 }
 
