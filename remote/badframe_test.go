@@ -15,7 +15,7 @@ func TestBadFramesDupsAndGaps(t *testing.T) {
 	_, js := connect(t, srv.ClientURL())
 	ensure(t, js, StreamConfig{Memory: true})
 	buf := newEpisodeBuffer(t, 2, 64)
-	in, _ := runIngester(t, IngesterConfig{JetStream: js, Buffer: buf, NewObserver: episodeFactory, GapRedeliveries: 2, GapDelay: 20 * time.Millisecond})
+	in, _ := runIngester(t, IngesterConfig{JetStream: js, Buffer: buf, NewObserver: episodeFactory, GapTimeout: 200 * time.Millisecond, GapDelay: 20 * time.Millisecond})
 	s, _ := NewSchema(buf.Fields())
 
 	// Build frames of one actor, 2 rows, K = 4, by hand from the generator.
@@ -77,6 +77,11 @@ func TestBadFramesDupsAndGaps(t *testing.T) {
 	tb, _ := buf.Table("episodes")
 	if got, want := tb.Size(), 3; got != want {
 		t.Fatalf("episode items %d, want %d", got, want)
+	}
+	// Row 0's step 3 is a boundary that step 8 (First) would continue:
+	// marked; row 1's step 3 (next Last) is contradicted by step 8 (Mid).
+	if got := buf.Stats().Cuts; got != 2 {
+		t.Fatalf("cuts %d, want 2", got)
 	}
 	st := in.Stats()
 	if st.Dead != int64(len(bad))+1 || st.Deferred < 2 {

@@ -34,11 +34,17 @@ func TestCluster(t *testing.T) {
 	_, js := connect(t, c.urls)
 	ensure(t, js, StreamConfig{Replicas: 3, MaxBytes: 64 << 20})
 	buf := newEpisodeBuffer(t, 16, 512)
-	cfg := IngesterConfig{JetStream: js, Buffer: buf, NewObserver: episodeFactory}
+	cfg := IngesterConfig{JetStream: js, Buffer: buf, NewObserver: episodeFactory, GapTimeout: 5 * time.Second}
 	in, stop := runIngester(t, cfg)
-	waitIngested := func(want int64) {
+	waitIngested := func(t *testing.T, want int64) {
 		t.Helper()
-		waitFor(t, 20*time.Second, "ingestion", func() bool { return buf.Stats().Steps >= want })
+		deadline := time.Now().Add(20 * time.Second)
+		for buf.Stats().Steps < want {
+			if time.Now().After(deadline) {
+				t.Fatalf("ingested %d steps of %d: %+v", buf.Stats().Steps, want, in.Stats())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	var total int64
@@ -72,8 +78,11 @@ func TestCluster(t *testing.T) {
 		c.restart(1)
 		wg.Wait()
 		total += 2 * 2 * 400
-		waitIngested(total)
+		waitIngested(t, total)
 		checkActors(t, in, buf, pubs...)
+		if st := in.Stats(); st.Gaps != 0 || st.Dead != 0 {
+			t.Fatalf("a restart must not make gaps: %+v", st)
+		}
 		if got := buf.Stats().Steps; got != total {
 			t.Fatalf("buffer %d steps, published %d", got, total)
 		}
@@ -97,7 +106,7 @@ func TestCluster(t *testing.T) {
 		// Killed: no bye, never closed. A new actor takes over.
 		q := publishSteps(t, js, buf, newGen(2), 12, 4, false)
 		total += 20 + 24
-		waitIngested(total)
+		waitIngested(t, total)
 		checkActors(t, in, buf, p, q)
 		// Whole episodes only: killed actor: row 0 two (0-3, 4-7), row 1
 		// two (0-4, 5-9); new actor: row 0 three, row 1 two.
@@ -114,7 +123,7 @@ func TestCluster(t *testing.T) {
 		// More frames are written and acknowledged after the checkpoint,
 		// then the learner dies: they must come back from the stream.
 		p := publishSteps(t, js, buf, newGen(3), 30, 8, true)
-		waitIngested(total + 90)
+		waitIngested(t, total+90)
 		stop()
 		buf2, st, err := LoadCheckpoint(dir, tensorbuf.LoadOptions{})
 		if err != nil {

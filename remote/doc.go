@@ -30,7 +30,7 @@
 // step it has already written, by (actor, row, step), so a redelivery never
 // writes a step twice. A frame of a foreign schema or of a bad size is
 // refused to a dead-letter subject and counted; a frame that skips steps
-// of a row (a gap) is held back a few redeliveries (a retried publish can
+// of a row (a gap) is handed back for a while (GapTimeout) (a retried publish can
 // arrive after its successor), then written after a cut: the observers of
 // the actor start afresh and the buffer marks the row's previous step as a
 // cut, so no item, transition or n-step window crosses the gap.

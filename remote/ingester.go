@@ -51,10 +51,12 @@ type IngesterConfig struct {
 	// (defaults DefaultStream, DefaultSubject, DefaultDurable,
 	// DefaultDeadSubject).
 	Stream, Subject, Durable, DeadSubject string
-	// GapRedeliveries is how many times a frame that skips steps is
-	// handed back to the stream (a retried publish may come after its
-	// successor) before the gap is accepted as a cut (default 5).
-	GapRedeliveries int
+	// GapTimeout is how long after it was stored a frame that skips steps
+	// is handed back to the stream, waiting for the missing frames (a
+	// publish retried after a server restart lands after its successors),
+	// before the gap is accepted as a cut (default 15 s: above the
+	// Publisher's AckTimeout).
+	GapTimeout time.Duration
 	// GapDelay is the redelivery delay of such a frame (default 100 ms).
 	GapDelay time.Duration
 	// ActorIdle frees the rows of an actor that sent nothing for this
@@ -137,8 +139,8 @@ func NewIngester(ctx context.Context, cfg IngesterConfig) (*Ingester, error) {
 	if cfg.NewObserver == nil {
 		cfg.NewObserver = PlainObserver
 	}
-	if cfg.GapRedeliveries == 0 {
-		cfg.GapRedeliveries = 5
+	if cfg.GapTimeout == 0 {
+		cfg.GapTimeout = 15 * time.Second
 	}
 	if cfg.GapDelay == 0 {
 		cfg.GapDelay = 100 * time.Millisecond
@@ -299,7 +301,7 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 			fresh = true
 		}
 	}
-	if gap && md.NumDelivered <= uint64(in.cfg.GapRedeliveries) {
+	if gap && time.Since(md.Timestamp) < in.cfg.GapTimeout {
 		in.stats.Deferred++
 		in.defer_(msg, seq, in.cfg.GapDelay)
 		return
