@@ -32,6 +32,8 @@ var commands = []func() *cobra.Command{
 	newDemoCmd,
 	newBenchCmd,
 	newTrainCmd,
+	newServeCmd,
+	newActorCmd,
 	newVersionCmd,
 }
 
