@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
 )
 
 // TestBadFramesDupsAndGaps publishes, by hand, frames that are malformed,
@@ -47,7 +46,7 @@ func TestBadFramesDupsAndGaps(t *testing.T) {
 	bad := [][]byte{
 		[]byte("not a frame"),
 		foreignHash(f0),
-		f0[:len(f0)-1],                      // short body
+		f0[:len(f0)-1],                     // short body
 		append(append([]byte{}, f0...), 0), // long body
 	}
 	for _, b := range bad {

@@ -482,7 +482,9 @@ func (in *Ingester) cut(a *actorState, f *Frame) error {
 	return in.open(a)
 }
 
-func leU32(b []byte) uint32 { return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24 }
+func leU32(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
 
 // write feeds the new steps of a decoded frame to the actor's observer,
 // one batched step at a time.

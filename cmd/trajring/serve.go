@@ -153,4 +153,3 @@ func serve(cmd *cobra.Command, c serveConfig) error {
 		}
 	}
 }
-
