@@ -33,6 +33,8 @@ var commands = []func() *cobra.Command{
 	newBenchCmd,
 	newTrainCmd,
 	newInspectCmd,
+	newServeCmd,
+	newActorCmd,
 	newVersionCmd,
 }
 

@@ -119,6 +119,9 @@ func TestHelp(t *testing.T) {
 		{"demo", "step driver"},
 		{"bench", "plain copy"},
 		{"train", "DQN"},
+		{"inspect", "checkpoint"},
+		{"serve", "JetStream"},
+		{"actor", "publish"},
 		{"version", "module version"},
 	} {
 		for _, h := range []string{"-h", "-help", "--help"} {
@@ -149,7 +152,7 @@ func TestHelp(t *testing.T) {
 			names = append(names, strings.Fields(line)[0])
 		}
 	}
-	if want := []string{"demo", "bench", "train", "inspect", "version", "help"}; !slices.Equal(names, want) {
+	if want := []string{"demo", "bench", "train", "inspect", "serve", "actor", "version", "help"}; !slices.Equal(names, want) {
 		t.Errorf("commands %q, want %q", names, want)
 	}
 }

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+	"github.com/trajring/trajring/driver"
+	"github.com/trajring/trajring/driver/envs"
+	"github.com/trajring/trajring/remote"
+)
+
+// actorConfig holds the actor command's flags.
+type actorConfig struct {
+	url, user, password, token string
+	envs, steps, runs, k       int
+	compress                   bool
+	seed                       uint64
+}
+
+// newActorCmd returns the actor command.
+func newActorCmd() *cobra.Command {
+	var c actorConfig
+	cmd := &cobra.Command{
+		Use:   "actor",
+		Short: "run CartPole environments and publish their experience to a learner (trajring serve)",
+		Long: `Runs -envs CartPole environments with a random policy in runs of -steps
+environment steps and publishes every trajectory step to the learner's JetStream
+stream at -connect. Between runs it picks up the newest policy parameters the
+learner published (their version is printed). Publishes survive a server
+restart (they are retried, and de-duplicated by message id).`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return actor(cmd, c) },
+	}
+	f := cmd.Flags()
+	f.SortFlags = false
+	f.StringVar(&c.url, "connect", "nats://127.0.0.1:4222", "learner's NATS URL")
+	f.StringVar(&c.user, "user", "", "user name")
+	f.StringVar(&c.password, "password", "", "password")
+	f.StringVar(&c.token, "token", "", "token")
+	f.IntVar(&c.envs, "envs", 8, "CartPole environments (rows)")
+	f.IntVar(&c.steps, "steps", 10_000, "environment steps per run")
+	f.IntVar(&c.runs, "runs", 1, "runs (0: until interrupted)")
+	f.IntVar(&c.k, "k", 32, "steps per frame")
+	f.BoolVar(&c.compress, "compress", false, "S2-compress frames")
+	f.Uint64Var(&c.seed, "seed", 1, "random seed")
+	return cmd
+}
+
+func actor(cmd *cobra.Command, c actorConfig) error {
+	if c.envs <= 0 || c.steps <= 0 || c.runs < 0 || c.k <= 0 {
+		return usageErrorf("-envs, -steps and -k must be positive, -runs at least 0")
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	nc, err := nats.Connect(c.url, nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond),
+		nats.UserInfo(c.user, c.password), nats.Token(c.token))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(5*time.Second))
+	if err != nil {
+		return err
+	}
+	env, err := envs.NewCartPole(c.envs, c.seed)
+	if err != nil {
+		return err
+	}
+	pol, err := driver.NewRandomPolicy(env.ActionSpec(), c.seed)
+	if err != nil {
+		return err
+	}
+	fields, err := cartPoleFields()
+	if err != nil {
+		return err
+	}
+	pub, err := remote.NewPublisher(remote.PublisherConfig{JetStream: js, Fields: fields, StepsPerFrame: c.k, Compress: c.compress, Context: ctx})
+	if err != nil {
+		return err
+	}
+	defer pub.Close()
+	drv, err := driver.NewStepDriver(env, pol, c.steps, driver.WithObservers(pub))
+	if err != nil {
+		return err
+	}
+	params, _ := remote.OpenParams(ctx, js, "", 1, false) // nil until the learner creates the bucket
+	var version uint64
+	var ts *driver.TimeStep
+	var state any
+	start := time.Now()
+	for run := 0; c.runs == 0 || run < c.runs; run++ {
+		if ctx.Err() != nil {
+			break
+		}
+		if params != nil {
+			if v, _, ok, err := params.Latest(ctx, version); err == nil && ok {
+				version = v
+				fmt.Fprintf(cmd.OutOrStdout(), "policy parameters v%d\n", v)
+			}
+		}
+		if ts, state, err = drv.Run(ctx, ts, state); err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return err
+		}
+		if err := pub.Flush(); err != nil {
+			return err
+		}
+	}
+	st := pub.Stats()
+	fmt.Fprintf(cmd.OutOrStdout(), "actor %016x: %d steps in %d frames (%.1f MB) in %v, %d retries\n",
+		pub.Actor(), st.Steps, st.Frames, float64(st.Bytes)/1e6, time.Since(start).Round(time.Millisecond), st.Retries)
+	return pub.Close()
+}

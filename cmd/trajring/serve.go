@@ -1,0 +1,155 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+	"github.com/trajring/trajring/driver/envs"
+	"github.com/trajring/trajring/remote"
+	"github.com/trajring/trajring/tensorbuf"
+)
+
+// serveConfig holds the serve command's flags.
+type serveConfig struct {
+	host, data, user, password, token, tlsCert, tlsKey string
+	port, rows, capacity                               int
+	statsEvery, checkpointEvery                        time.Duration
+}
+
+// cartPoleFields are the buffer fields of the CartPole learner and actors.
+func cartPoleFields() ([]tensorbuf.Field, error) {
+	env, err := envs.NewCartPole(1, 0)
+	if err != nil {
+		return nil, err
+	}
+	return append(append([]tensorbuf.Field(nil), env.ObservationSpec()...), env.ActionSpec()...), nil
+}
+
+// newServeCmd returns the serve command.
+func newServeCmd() *cobra.Command {
+	var c serveConfig
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "run an embedded NATS JetStream server and a learner that ingests remote actors",
+		Long: `Starts an embedded NATS server with JetStream on a data directory and a learner
+that ingests the frames of remote actors (trajring actor) into a CartPole
+buffer, printing ingest statistics. Each actor gets its own rows of the buffer.
+
+The server listens on 127.0.0.1 by default. Listening on another address needs
+credentials (-user and -password, -token, or -tls-cert and -tls-key); without
+them serve refuses to start. With -checkpoint-every, the buffer and the
+ingester state are saved under -data and a restart resumes from them.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return serve(cmd, c) },
+	}
+	f := cmd.Flags()
+	f.SortFlags = false
+	f.StringVar(&c.host, "listen", "127.0.0.1", "address to listen on (non-loopback needs credentials)")
+	f.IntVar(&c.port, "port", 4222, "client port")
+	f.StringVar(&c.data, "data", "trajring-data", "data directory (JetStream store and checkpoints)")
+	f.StringVar(&c.user, "user", "", "client user name")
+	f.StringVar(&c.password, "password", "", "client password")
+	f.StringVar(&c.token, "token", "", "client token")
+	f.StringVar(&c.tlsCert, "tls-cert", "", "TLS certificate file")
+	f.StringVar(&c.tlsKey, "tls-key", "", "TLS key file")
+	f.IntVar(&c.rows, "rows", 64, "buffer rows shared by the actors")
+	f.IntVar(&c.capacity, "capacity", 100_000, "steps per buffer row")
+	f.DurationVar(&c.statsEvery, "stats-every", 5*time.Second, "print ingest statistics this often")
+	f.DurationVar(&c.checkpointEvery, "checkpoint-every", 0, "save a checkpoint this often (0: never)")
+	return cmd
+}
+
+func serve(cmd *cobra.Command, c serveConfig) error {
+	if c.rows <= 0 || c.capacity <= 0 {
+		return usageErrorf("-rows and -capacity must be positive")
+	}
+	opts, err := remote.ServerConfig{Host: c.host, Port: c.port, StoreDir: filepath.Join(c.data, "jetstream"),
+		User: c.user, Password: c.password, Token: c.token, TLSCert: c.tlsCert, TLSKey: c.tlsKey}.Options()
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv, err := remote.StartServer(opts)
+	if err != nil {
+		return err
+	}
+	defer srv.Shutdown()
+	nc, err := nats.Connect(srv.ClientURL(), nats.InProcessServer(srv), nats.UserInfo(c.user, c.password), nats.Token(c.token))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	if err := remote.EnsureStreams(ctx, js, remote.StreamConfig{}); err != nil {
+		return err
+	}
+	ckdir := filepath.Join(c.data, "checkpoint")
+	var buf *tensorbuf.Buffer
+	var resume *remote.State
+	if _, err := os.Stat(filepath.Join(ckdir, "ingester.json")); err == nil {
+		if buf, resume, err = remote.LoadCheckpoint(ckdir, tensorbuf.LoadOptions{}); err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "resumed from %s\n", ckdir)
+	} else {
+		fields, err := cartPoleFields()
+		if err != nil {
+			return err
+		}
+		if buf, err = tensorbuf.New(tensorbuf.Config{NumEnvs: c.rows, Capacity: c.capacity, Fields: fields}); err != nil {
+			return err
+		}
+	}
+	defer buf.Close()
+	in, err := remote.NewIngester(ctx, remote.IngesterConfig{JetStream: js, Buffer: buf, Resume: resume})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "serving on %s (data %s); actors: trajring actor -connect %s\n", srv.ClientURL(), c.data, srv.ClientURL())
+	done := make(chan error, 1)
+	go func() { done <- in.Run(ctx) }()
+	tick := time.NewTicker(c.statsEvery)
+	defer tick.Stop()
+	var ck <-chan time.Time
+	if c.checkpointEvery > 0 {
+		t := time.NewTicker(c.checkpointEvery)
+		defer t.Stop()
+		ck = t.C
+		if err := os.MkdirAll(ckdir, 0o755); err != nil {
+			return err
+		}
+	}
+	start, last := time.Now(), remote.IngesterStats{}
+	for {
+		select {
+		case err := <-done:
+			if c.checkpointEvery > 0 {
+				err = errors.Join(err, in.Checkpoint(ckdir, tensorbuf.SaveOptions{}))
+			}
+			return err
+		case <-ck:
+			if err := in.Checkpoint(ckdir, tensorbuf.SaveOptions{}); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "checkpoint: %v\n", err)
+			}
+		case <-tick.C:
+			st := in.Stats()
+			dt := c.statsEvery.Seconds()
+			fmt.Fprintf(cmd.OutOrStdout(), "%6.0fs  actors %d  steps %d (%.0f/s, %.1f MB/s)  dup %d  dead %d  gaps %d\n",
+				time.Since(start).Seconds(), st.Joins-st.Leaves, st.Steps, float64(st.Steps-last.Steps)/dt,
+				float64(st.Bytes-last.Bytes)/dt/1e6, st.Duplicates, st.Dead, st.Gaps)
+			last = st
+		}
+	}
+}

@@ -1,0 +1,269 @@
+package remote
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/klauspost/compress/s2"
+	"github.com/trajring/trajring/tensorbuf"
+)
+
+// Frame layout (little endian). The header is fixed size; the body is
+// optionally S2-compressed (flagCompressed) and its uncompressed size is
+// fully determined by the schema, R and K, so a wrong size is detected
+// before anything is read.
+//
+//	off size
+//	0   4    magic "TRJ1"
+//	4   1    version (1)
+//	5   1    flags: 1 = body is S2-compressed, 2 = bye (the actor leaves)
+//	6   2    reserved, 0
+//	8   8    schema hash (see Schema.Hash)
+//	16  8    actor id
+//	24  8    frame sequence number of the actor (0, 1, 2, ...)
+//	32  4    actor rows B (the actor's batch size)
+//	36  4    R, rows in this frame
+//	40  4    K, steps per row
+//	44  4    body length as stored
+//	48  ...  body: R x uint32 local row, R x int64 first step number, then
+//	         for every column (user fields sorted by name, then step_type,
+//	         next_step_type, reward, discount) K x R steps, time-major:
+//	         step k of every row is one contiguous [R, ...shape] block.
+const (
+	headerSize     = 48
+	frameVersion   = 1
+	flagCompressed = 1
+	flagBye        = 2
+	// MaxFrameBytes bounds the uncompressed body of a frame (64 MiB).
+	MaxFrameBytes = 64 << 20
+)
+
+var magic = [4]byte{'T', 'R', 'J', '1'}
+
+// Schema is the frame layout of a buffer's user fields. It is immutable
+// and safe for concurrent use.
+type Schema struct {
+	fields    []tensorbuf.Field // sorted by name
+	colBytes  []int             // bytes of one step per column, builtins last
+	stepBytes int
+	hash      uint64
+}
+
+// builtinBytes are the step bytes of step_type, next_step_type, reward and
+// discount.
+var builtinBytes = []int{4, 4, 4, 4}
+
+// NewSchema returns the frame schema of a buffer's user fields (as
+// Buffer.Fields returns them; the order does not matter). The hash covers
+// every field's name, role, dtype and shape, not Min and Max.
+func NewSchema(fields []tensorbuf.Field) (*Schema, error) {
+	s := &Schema{fields: slices.Clone(fields)}
+	slices.SortFunc(s.fields, func(a, b tensorbuf.Field) int { return strings.Compare(a.Name, b.Name) })
+	h := fnv.New64a()
+	var num [8]byte
+	for i, f := range s.fields {
+		if f.Name == "" || f.DType.Size() == 0 {
+			return nil, fmt.Errorf("%w: field %d (%q, %v)", ErrConfig, i, f.Name, f.DType)
+		}
+		if i > 0 && s.fields[i-1].Name == f.Name {
+			return nil, fmt.Errorf("%w: field %q given twice", ErrConfig, f.Name)
+		}
+		h.Write([]byte(f.Name))
+		h.Write([]byte{0, byte(f.Role), byte(f.DType), byte(len(f.Shape))})
+		for _, d := range f.Shape {
+			binary.LittleEndian.PutUint64(num[:], uint64(d))
+			h.Write(num[:])
+		}
+		s.colBytes = append(s.colBytes, f.StepBytes())
+	}
+	s.colBytes = append(s.colBytes, builtinBytes...)
+	for _, b := range s.colBytes {
+		s.stepBytes += b
+	}
+	s.hash = h.Sum64()
+	return s, nil
+}
+
+// Hash returns the schema hash that frames carry.
+func (s *Schema) Hash() uint64 { return s.hash }
+
+// Fields returns the user fields in frame order (sorted by name).
+func (s *Schema) Fields() []tensorbuf.Field { return slices.Clone(s.fields) }
+
+// StepBytes returns the bytes of one step of one row over all columns.
+func (s *Schema) StepBytes() int { return s.stepBytes }
+
+// bodySize is the uncompressed body size of a frame of r rows, k steps.
+func (s *Schema) bodySize(r, k int) int64 {
+	return int64(r)*12 + int64(r)*int64(k)*int64(s.stepBytes)
+}
+
+// Frame is one decoded frame: K steps of R rows of one actor. Cols alias
+// the decoded message (or the decoder's scratch) and are valid until the
+// next Decode into the same Frame.
+type Frame struct {
+	Schema    uint64
+	Actor     uint64
+	Seq       uint64
+	ActorRows int
+	Bye       bool
+	K         int
+	Rows      []int   // local rows of the actor, 0 <= row < ActorRows
+	First     []int64 // first step number of each row
+	// Cols holds, per column in schema order, K*R steps time-major.
+	Cols [][]byte
+
+	scratch []byte
+}
+
+// appendHeader appends a frame header.
+func appendHeader(dst []byte, flags byte, hash, actor, seq uint64, actorRows, r, k, bodyLen int) []byte {
+	dst = append(dst, magic[:]...)
+	dst = append(dst, frameVersion, flags, 0, 0)
+	dst = binary.LittleEndian.AppendUint64(dst, hash)
+	dst = binary.LittleEndian.AppendUint64(dst, actor)
+	dst = binary.LittleEndian.AppendUint64(dst, seq)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(actorRows))
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(r))
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(k))
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(bodyLen))
+	return dst
+}
+
+// EncodeBye returns the frame an actor sends when it leaves.
+func (s *Schema) EncodeBye(actor, seq uint64, actorRows int) []byte {
+	return appendHeader(nil, flagBye, s.hash, actor, seq, actorRows, 0, 0, 0)
+}
+
+// encode appends the frame of rows (local), first step numbers and k
+// steps of column data (cols[c] holds k*len(rows)*colBytes[c] bytes) to
+// dst, compressing the body with S2 when compress is set. body is scratch.
+func (s *Schema) encode(dst, body []byte, compress bool, actor, seq uint64, actorRows int, rows []int, first []int64, k int, cols [][]byte) (out, scratch []byte) {
+	body = body[:0]
+	for _, r := range rows {
+		body = binary.LittleEndian.AppendUint32(body, uint32(r))
+	}
+	for _, f := range first {
+		body = binary.LittleEndian.AppendUint64(body, uint64(f))
+	}
+	for _, c := range cols {
+		body = append(body, c...)
+	}
+	flags := byte(0)
+	stored := body
+	if compress {
+		flags |= flagCompressed
+		stored = s2.Encode(nil, body)
+	}
+	dst = appendHeader(dst, flags, s.hash, actor, seq, actorRows, len(rows), k, len(stored))
+	return append(dst, stored...), body
+}
+
+// Decode parses and validates a frame into f. It fails with ErrSchema for
+// a frame of another schema and with ErrFrame for any other defect: bad
+// magic or version, a size that does not match R and K, rows out of range
+// or repeated, negative step numbers, invalid step types, non-finite
+// rewards or discounts. A frame that decodes is safe to write.
+func (s *Schema) Decode(data []byte, f *Frame) error {
+	if len(data) < headerSize {
+		return fmt.Errorf("%w: %d bytes, header is %d", ErrFrame, len(data), headerSize)
+	}
+	if [4]byte(data[0:4]) != magic || data[4] != frameVersion {
+		return fmt.Errorf("%w: bad magic or version", ErrFrame)
+	}
+	flags := data[5]
+	if flags&^(flagCompressed|flagBye) != 0 {
+		return fmt.Errorf("%w: unknown flags %#x", ErrFrame, flags)
+	}
+	le := binary.LittleEndian
+	f.Schema = le.Uint64(data[8:])
+	f.Actor = le.Uint64(data[16:])
+	f.Seq = le.Uint64(data[24:])
+	f.ActorRows = int(le.Uint32(data[32:]))
+	r := int(le.Uint32(data[36:]))
+	f.K = int(le.Uint32(data[40:]))
+	bodyLen := int(le.Uint32(data[44:]))
+	f.Bye = flags&flagBye != 0
+	if f.Schema != s.hash {
+		return fmt.Errorf("%w: schema %#x, buffer's is %#x", ErrSchema, f.Schema, s.hash)
+	}
+	if bodyLen != len(data)-headerSize {
+		return fmt.Errorf("%w: body of %d bytes, header says %d", ErrFrame, len(data)-headerSize, bodyLen)
+	}
+	if f.ActorRows <= 0 || f.ActorRows > math.MaxInt32 {
+		return fmt.Errorf("%w: actor rows %d", ErrFrame, f.ActorRows)
+	}
+	if f.Bye {
+		if r != 0 || f.K != 0 || bodyLen != 0 {
+			return fmt.Errorf("%w: bye frame with a body", ErrFrame)
+		}
+		f.Rows, f.First, f.Cols = f.Rows[:0], f.First[:0], f.Cols[:0]
+		return nil
+	}
+	if r <= 0 || r > f.ActorRows || f.K <= 0 {
+		return fmt.Errorf("%w: %d rows of %d, %d steps", ErrFrame, r, f.ActorRows, f.K)
+	}
+	want := s.bodySize(r, f.K)
+	if want > MaxFrameBytes {
+		return fmt.Errorf("%w: body of %d bytes exceeds %d", ErrFrame, want, MaxFrameBytes)
+	}
+	body := data[headerSize:]
+	if flags&flagCompressed != 0 {
+		n, err := s2.DecodedLen(body)
+		if err != nil || int64(n) != want {
+			return fmt.Errorf("%w: compressed body decodes to %d bytes, want %d (%v)", ErrFrame, n, want, err)
+		}
+		if cap(f.scratch) < n {
+			f.scratch = make([]byte, n)
+		}
+		if body, err = s2.Decode(f.scratch[:n], body); err != nil {
+			return fmt.Errorf("%w: %v", ErrFrame, err)
+		}
+	} else if int64(len(body)) != want {
+		return fmt.Errorf("%w: body of %d bytes, want %d for %d rows x %d steps", ErrFrame, len(body), want, r, f.K)
+	}
+	f.Rows = slices.Grow(f.Rows[:0], r)
+	f.First = slices.Grow(f.First[:0], r)
+	for i := range r {
+		row := int(le.Uint32(body[4*i:]))
+		if row >= f.ActorRows || slices.Contains(f.Rows, row) {
+			return fmt.Errorf("%w: row %d of %d, or repeated", ErrFrame, row, f.ActorRows)
+		}
+		f.Rows = append(f.Rows, row)
+	}
+	for i := range r {
+		first := int64(le.Uint64(body[4*r+8*i:]))
+		if first < 0 || first > math.MaxInt64-int64(f.K) {
+			return fmt.Errorf("%w: first step %d", ErrFrame, first)
+		}
+		f.First = append(f.First, first)
+	}
+	off := 12 * r
+	f.Cols = f.Cols[:0]
+	for _, cb := range s.colBytes {
+		n := cb * r * f.K
+		f.Cols = append(f.Cols, body[off:off+n])
+		off += n
+	}
+	nc := len(s.fields)
+	for c := nc; c < nc+2; c++ {
+		for i := 0; i < len(f.Cols[c]); i += 4 {
+			if st := tensorbuf.StepType(int32(le.Uint32(f.Cols[c][i:]))); st != tensorbuf.First && st != tensorbuf.Mid && st != tensorbuf.Last {
+				return fmt.Errorf("%w: step type %d", ErrFrame, st)
+			}
+		}
+	}
+	for c := nc + 2; c < nc+4; c++ {
+		for i := 0; i < len(f.Cols[c]); i += 4 {
+			v := math.Float32frombits(le.Uint32(f.Cols[c][i:]))
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return fmt.Errorf("%w: reward or discount %v", ErrFrame, v)
+			}
+		}
+	}
+	return nil
+}

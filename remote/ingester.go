@@ -1,0 +1,546 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/trajring/trajring/driver"
+	"github.com/trajring/trajring/observer"
+	"github.com/trajring/trajring/tensorbuf"
+	"gorgonia.org/tensor"
+)
+
+// RowObserver is what the Ingester writes an actor's steps through: an
+// item-writing observer (or an observer.Shared group) over the actor's
+// buffer rows, closed when the actor leaves.
+type RowObserver interface {
+	driver.Observer
+	Close() error
+}
+
+// ObserverFactory makes the observer of a joining actor over the given
+// buffer rows (one per local row of the actor, in order). Use it to create
+// items exactly as a local collection would, e.g. with an observer.Shared
+// group and its NewTrajectorySequence and NewAddEpisode members.
+type ObserverFactory func(buf *tensorbuf.Buffer, rows []int) (RowObserver, error)
+
+// PlainObserver is the default factory: an observer.Shared group without
+// members, which stores every step and creates no item.
+func PlainObserver(buf *tensorbuf.Buffer, rows []int) (RowObserver, error) {
+	return observer.NewShared(buf, observer.SharedConfig{Rows: rows})
+}
+
+// IngesterConfig configures an Ingester. It is a plain value.
+type IngesterConfig struct {
+	// JetStream is the learner's client (required).
+	JetStream jetstream.JetStream
+	// Buffer receives the steps (required).
+	Buffer *tensorbuf.Buffer
+	// Rows are the buffer rows actors may be given (nil: all rows).
+	Rows []int
+	// NewObserver makes each actor's observer (nil: PlainObserver).
+	NewObserver ObserverFactory
+	// Stream, Subject, Durable and DeadSubject name the stream, the subject
+	// prefix of frames, the durable consumer and the dead-letter subject
+	// (defaults DefaultStream, DefaultSubject, DefaultDurable,
+	// DefaultDeadSubject).
+	Stream, Subject, Durable, DeadSubject string
+	// GapTimeout is how long after it was stored a frame that skips steps
+	// is handed back to the stream, waiting for the missing frames (a
+	// publish retried after a server restart lands after its successors),
+	// before the gap is accepted as a cut (default 15 s: above the
+	// Publisher's AckTimeout).
+	GapTimeout time.Duration
+	// GapDelay is the redelivery delay of such a frame (default 100 ms).
+	GapDelay time.Duration
+	// ActorIdle frees the rows of an actor that sent nothing for this
+	// long (default 0: only a bye frame frees them).
+	ActorIdle time.Duration
+	// Resume continues from a State saved with a buffer checkpoint: the
+	// actors keep their rows and the consumer restarts after the last
+	// frame the checkpoint holds.
+	Resume *State
+	// AckWait is the consumer's acknowledgement deadline (default 30 s).
+	AckWait time.Duration
+	// Prefetch is the number of frames buffered by the client (default 256).
+	Prefetch int
+}
+
+// IngesterStats counts what an Ingester has done. A plain value.
+type IngesterStats struct {
+	Frames     int64 // data frames written (in whole or in part)
+	Steps      int64 // row steps written
+	Bytes      int64 // frame bytes received (as stored)
+	Duplicates int64 // row steps dropped as already written
+	DupFrames  int64 // frames dropped entirely as already written
+	Dead       int64 // frames refused to the dead-letter subject
+	Gaps       int64 // rows whose frame skipped steps (each became a cut)
+	Deferred   int64 // redeliveries asked for (gaps, no free rows)
+	Joins      int64 // actors given rows
+	Leaves     int64 // actors whose rows were freed
+	ObserveErr int64 // observer errors on written steps (item errors)
+}
+
+// actorState is an actor's rows and progress.
+type actorState struct {
+	id    uint64
+	rows  []int   // buffer rows, one per local row
+	next  []int64 // next expected step per local row
+	obs   RowObserver
+	last  time.Time
+	scr   map[string]*tensor.Dense
+	traj  driver.Trajectory
+	fresh bool // observer just made: no row continues across it
+}
+
+// Ingester is the learner side: it consumes frames from a durable pull
+// consumer and writes them into a buffer. Run it with Run; Stats, State
+// and Checkpoint are safe to call from other goroutines at any time.
+type Ingester struct {
+	cfg    IngesterConfig
+	schema *Schema
+	cons   jetstream.Consumer
+
+	mu     sync.Mutex
+	actors map[uint64]*actorState
+	free   []bool // free[i]: cfg.Rows[i] is free
+	stats  IngesterStats
+	floor  uint64              // every frame up to this stream sequence is done
+	naked  map[uint64]struct{} // stream sequences handed back, not yet done
+	frame  Frame
+	sel    []bool
+}
+
+// NewIngester creates (or, when resuming, recreates) the durable consumer
+// and returns an Ingester. The stream must exist (see EnsureStreams).
+func NewIngester(ctx context.Context, cfg IngesterConfig) (*Ingester, error) {
+	if cfg.JetStream == nil || cfg.Buffer == nil {
+		return nil, fmt.Errorf("%w: Ingester needs a JetStream client and a buffer", ErrConfig)
+	}
+	s, err := NewSchema(cfg.Buffer.Fields())
+	if err != nil {
+		return nil, err
+	}
+	def := func(v *string, d string) {
+		if *v == "" {
+			*v = d
+		}
+	}
+	def(&cfg.Stream, DefaultStream)
+	def(&cfg.Subject, DefaultSubject)
+	def(&cfg.Durable, DefaultDurable)
+	def(&cfg.DeadSubject, DefaultDeadSubject)
+	if cfg.NewObserver == nil {
+		cfg.NewObserver = PlainObserver
+	}
+	if cfg.GapTimeout == 0 {
+		cfg.GapTimeout = 15 * time.Second
+	}
+	if cfg.GapDelay == 0 {
+		cfg.GapDelay = 100 * time.Millisecond
+	}
+	if cfg.AckWait == 0 {
+		cfg.AckWait = 30 * time.Second
+	}
+	if cfg.Prefetch == 0 {
+		cfg.Prefetch = 256
+	}
+	if cfg.Rows == nil {
+		for r := range cfg.Buffer.NumEnvs() {
+			cfg.Rows = append(cfg.Rows, r)
+		}
+	}
+	in := &Ingester{cfg: cfg, schema: s, actors: map[uint64]*actorState{}, free: make([]bool, len(cfg.Rows)), naked: map[uint64]struct{}{}}
+	for i := range in.free {
+		in.free[i] = true
+	}
+	ccfg := jetstream.ConsumerConfig{
+		Durable:       cfg.Durable,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cfg.AckWait,
+		MaxAckPending: 4 * cfg.Prefetch,
+		FilterSubject: cfg.Subject + ".>",
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+	if r := cfg.Resume; r != nil {
+		if err := in.restore(r); err != nil {
+			in.closeActors()
+			return nil, err
+		}
+		// Restart the durable consumer after the last frame the checkpoint
+		// holds; frames acknowledged after the checkpoint come again and
+		// are written (or dropped as duplicates) once.
+		if err := cfg.JetStream.DeleteConsumer(ctx, cfg.Stream, cfg.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			in.closeActors()
+			return nil, fmt.Errorf("remote: resetting consumer %q: %w", cfg.Durable, err)
+		}
+		ccfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		ccfg.OptStartSeq = r.StreamFloor + 1
+	}
+	cons, err := cfg.JetStream.CreateOrUpdateConsumer(ctx, cfg.Stream, ccfg)
+	if err != nil {
+		in.closeActors()
+		return nil, fmt.Errorf("remote: consumer %q on %q: %w", cfg.Durable, cfg.Stream, err)
+	}
+	in.cons = cons
+	return in, nil
+}
+
+// Stats returns the ingester's counts.
+func (in *Ingester) Stats() IngesterStats {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.stats
+}
+
+// Run consumes frames until ctx is done (then it returns nil) or the
+// consumer fails beyond recovery. Transient errors (a server restart, a
+// leader election) are retried.
+func (in *Ingester) Run(ctx context.Context) error {
+	defer in.closeActors()
+	for ctx.Err() == nil {
+		it, err := in.cons.Messages(jetstream.PullMaxMessages(in.cfg.Prefetch), jetstream.PullExpiry(2*time.Second))
+		if err != nil {
+			if !sleepCtx(ctx, 200*time.Millisecond) {
+				break
+			}
+			continue
+		}
+		stop := context.AfterFunc(ctx, it.Stop)
+		for {
+			msg, err := it.Next()
+			if err != nil {
+				break
+			}
+			in.handle(msg)
+		}
+		stop()
+		it.Stop()
+		sleepCtx(ctx, 50*time.Millisecond)
+	}
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// closeActors closes every actor's observer (on exit); their rows stay
+// assigned in the State.
+func (in *Ingester) closeActors() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, a := range in.actors {
+		if a.obs != nil {
+			_ = a.obs.Close()
+			a.obs = nil
+		}
+	}
+}
+
+// handle processes one message: dead-letter, defer, or write then ack.
+func (in *Ingester) handle(msg jetstream.Msg) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	md, err := msg.Metadata()
+	if err != nil {
+		_ = msg.Term()
+		return
+	}
+	seq := md.Sequence.Stream
+	data := msg.Data()
+	in.stats.Bytes += int64(len(data))
+	f := &in.frame
+	if err := in.schema.Decode(data, f); err != nil {
+		in.dead(msg, err.Error())
+		in.done(msg, seq)
+		return
+	}
+	in.expireIdle()
+	a := in.actors[f.Actor]
+	if f.Bye {
+		if a != nil {
+			in.leave(a)
+		}
+		in.done(msg, seq)
+		return
+	}
+	if a == nil {
+		if a, err = in.join(f.Actor, f.ActorRows); err != nil {
+			in.stats.Deferred++
+			in.defer_(msg, seq, time.Second)
+			return
+		}
+	}
+	if f.ActorRows != len(a.rows) {
+		in.dead(msg, fmt.Sprintf("actor %016x has %d rows, frame says %d", f.Actor, len(a.rows), f.ActorRows))
+		in.done(msg, seq)
+		return
+	}
+	a.last = time.Now()
+	// Duplicates and gaps, per row.
+	gap, fresh := false, false
+	for i, r := range f.Rows {
+		switch n := a.next[r]; {
+		case f.First[i] > n:
+			gap = true
+		case f.First[i]+int64(f.K) > n:
+			fresh = true
+		}
+	}
+	if gap && time.Since(md.Timestamp) < in.cfg.GapTimeout {
+		in.stats.Deferred++
+		in.defer_(msg, seq, in.cfg.GapDelay)
+		return
+	}
+	if !gap && !fresh {
+		in.stats.DupFrames++
+		in.stats.Duplicates += int64(len(f.Rows) * f.K)
+		in.done(msg, seq)
+		return
+	}
+	if gap {
+		if err := in.cut(a, f); err != nil {
+			in.defer_(msg, seq, time.Second)
+			return
+		}
+		in.dead(msg, "gap")
+	}
+	in.write(a, f)
+	in.done(msg, seq)
+}
+
+// done acknowledges a processed message and advances the floor.
+func (in *Ingester) done(msg jetstream.Msg, seq uint64) {
+	_ = msg.Ack()
+	delete(in.naked, seq)
+	if seq > in.floor {
+		in.floor = seq
+	}
+}
+
+// defer_ hands a message back for later redelivery.
+func (in *Ingester) defer_(msg jetstream.Msg, seq uint64, d time.Duration) {
+	in.naked[seq] = struct{}{}
+	_ = msg.NakWithDelay(d)
+}
+
+// streamFloor is the highest stream sequence up to which every frame is
+// written or refused.
+func (in *Ingester) streamFloor() uint64 {
+	f := in.floor
+	for s := range in.naked {
+		if s-1 < f {
+			f = s - 1
+		}
+	}
+	return f
+}
+
+// dead publishes a copy of a refused (or, for "gap", accepted after a
+// cut) frame to the dead-letter subject with the reason in a header.
+func (in *Ingester) dead(msg jetstream.Msg, reason string) {
+	in.stats.Dead++
+	m := nats.NewMsg(in.cfg.DeadSubject)
+	m.Data = msg.Data()
+	m.Header.Set("Trajring-Reason", reason)
+	m.Header.Set("Trajring-Subject", msg.Subject())
+	_, _ = in.cfg.JetStream.PublishMsgAsync(m)
+}
+
+// join gives an actor a contiguous range of free rows.
+func (in *Ingester) join(id uint64, n int) (*actorState, error) {
+	start := -1
+	for i := 0; i+n <= len(in.free); i++ {
+		if !slices.Contains(in.free[i:i+n], false) {
+			start = i
+			break
+		}
+	}
+	if start < 0 {
+		return nil, fmt.Errorf("%w: actor %016x needs %d rows", ErrNoRows, id, n)
+	}
+	a := &actorState{id: id, rows: slices.Clone(in.cfg.Rows[start : start+n]), next: make([]int64, n)}
+	if err := in.open(a); err != nil {
+		return nil, err
+	}
+	for i := start; i < start+n; i++ {
+		in.free[i] = false
+	}
+	in.actors[id] = a
+	in.stats.Joins++
+	return a, nil
+}
+
+// open makes the actor's observer and scratch tensors.
+func (in *Ingester) open(a *actorState) error {
+	obs, err := in.cfg.NewObserver(in.cfg.Buffer, a.rows)
+	if err != nil {
+		return fmt.Errorf("remote: observer for actor %016x: %w", a.id, err)
+	}
+	a.obs, a.fresh, a.last = obs, true, time.Now()
+	n := len(a.rows)
+	a.scr = map[string]*tensor.Dense{}
+	t := &a.traj
+	t.Observation, t.Action, t.PolicyInfo = map[string]*tensor.Dense{}, map[string]*tensor.Dense{}, map[string]*tensor.Dense{}
+	for _, f := range in.schema.fields {
+		d := tensor.New(tensor.Of(f.DType.Tensor()), tensor.WithShape(append([]int{n}, f.Shape...)...))
+		switch f.Role {
+		case tensorbuf.Action:
+			t.Action[f.Name] = d
+		case tensorbuf.PolicyInfo:
+			t.PolicyInfo[f.Name] = d
+		default:
+			t.Observation[f.Name] = d
+		}
+		a.scr[f.Name] = d
+	}
+	t.StepType, t.NextStepType = make([]tensorbuf.StepType, n), make([]tensorbuf.StepType, n)
+	t.Reward, t.Discount, t.Active = make([]float32, n), make([]float32, n), make([]bool, n)
+	return nil
+}
+
+// leave closes an actor's observer and frees its rows.
+func (in *Ingester) leave(a *actorState) {
+	if a.obs != nil {
+		_ = a.obs.Close()
+	}
+	for _, r := range a.rows {
+		if i := slices.Index(in.cfg.Rows, r); i >= 0 {
+			in.free[i] = true
+		}
+	}
+	delete(in.actors, a.id)
+	in.stats.Leaves++
+}
+
+// expireIdle frees the rows of actors idle longer than ActorIdle.
+func (in *Ingester) expireIdle() {
+	if in.cfg.ActorIdle <= 0 {
+		return
+	}
+	for _, a := range in.actors {
+		if time.Since(a.last) > in.cfg.ActorIdle {
+			in.leave(a)
+		}
+	}
+}
+
+// cut makes the rows of a frame that skip steps into cuts: the actor's
+// observer starts afresh (no item spans the gap) and the buffer marks each
+// such row's newest step as a cut unless the frame's first step already
+// contradicts it (then the write itself cuts).
+func (in *Ingester) cut(a *actorState, f *Frame) error {
+	if err := a.obs.Close(); err != nil {
+		return err
+	}
+	a.obs = nil
+	var mark []int
+	nc := len(in.schema.fields)
+	for i, r := range f.Rows {
+		if f.First[i] <= a.next[r] {
+			continue
+		}
+		in.stats.Gaps++
+		row := a.rows[r]
+		c := in.cfg.Buffer.Cursor(row)
+		if c == 0 {
+			continue
+		}
+		_, nextST, ok := in.cfg.Buffer.StepTypeAt(row, c-1)
+		st := tensorbuf.StepType(int32(leU32(f.Cols[nc][4*i:])))
+		if ok && nextST == st {
+			mark = append(mark, row)
+		}
+	}
+	if len(mark) > 0 {
+		w, err := in.cfg.Buffer.NewWriter(mark...)
+		if err != nil {
+			return err
+		}
+		err = w.MarkCut(mark...)
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return in.open(a)
+}
+
+func leU32(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
+
+// write feeds the new steps of a decoded frame to the actor's observer,
+// one batched step at a time.
+func (in *Ingester) write(a *actorState, f *Frame) {
+	t := &a.traj
+	r := len(f.Rows)
+	nc := len(in.schema.fields)
+	all := r == len(a.rows)
+	for i, row := range f.Rows {
+		all = all && row == i
+	}
+	written := 0
+	for k := range f.K {
+		clear(t.Active)
+		n := 0
+		for i, row := range f.Rows {
+			if f.First[i]+int64(k) >= a.next[row] {
+				t.Active[row] = true
+				n++
+			}
+		}
+		if n == 0 {
+			in.stats.Duplicates += int64(r)
+			continue
+		}
+		in.stats.Duplicates += int64(r - n)
+		for c, fd := range in.schema.fields {
+			sb := fd.StepBytes()
+			src := f.Cols[c][k*r*sb : (k+1)*r*sb]
+			dst := a.scr[fd.Name].Header.Raw
+			if all {
+				copy(dst, src)
+				continue
+			}
+			for i, row := range f.Rows {
+				copy(dst[row*sb:(row+1)*sb], src[i*sb:(i+1)*sb])
+			}
+		}
+		for i, row := range f.Rows {
+			o := (k*r + i) * 4
+			t.StepType[row] = tensorbuf.StepType(int32(leU32(f.Cols[nc][o:])))
+			t.NextStepType[row] = tensorbuf.StepType(int32(leU32(f.Cols[nc+1][o:])))
+			t.Reward[row] = float32frombits(leU32(f.Cols[nc+2][o:]))
+			t.Discount[row] = float32frombits(leU32(f.Cols[nc+3][o:]))
+		}
+		if err := a.obs.Observe(t); err != nil {
+			in.stats.ObserveErr++
+		}
+		in.stats.Steps += int64(n)
+		written += n
+	}
+	for i, row := range f.Rows {
+		a.next[row] = max(a.next[row], f.First[i]+int64(f.K))
+	}
+	if written > 0 {
+		in.stats.Frames++
+	}
+	a.fresh = false
+}

@@ -1,0 +1,392 @@
+package remote
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/trajring/trajring/driver"
+	"github.com/trajring/trajring/tensorbuf"
+	"gorgonia.org/tensor"
+)
+
+// Default names of the JetStream objects the package uses.
+const (
+	DefaultStream        = "TRAJRING"
+	DefaultSubject       = "trajring.frames"
+	DefaultDeadStream    = "TRAJRING_DEAD"
+	DefaultDeadSubject   = "trajring.dead"
+	DefaultDurable       = "learner"
+	DefaultParamsBucket  = "trajring_params"
+	defaultStepsPerFrame = 32
+	defaultMaxInFlight   = 64
+)
+
+// PublisherConfig configures a Publisher. It is a plain value.
+type PublisherConfig struct {
+	// JetStream is the client publishing the frames (required). Give its
+	// nats.Conn reconnect options (nats.MaxReconnects(-1)) for the actor to
+	// survive a server restart; give it jetstream.WithPublishAsyncTimeout
+	// so that a publish lost in a restart is retried (default: Publisher
+	// retries a publish unanswered for 5 s).
+	JetStream jetstream.JetStream
+	// Fields are the learner buffer's user fields (Buffer.Fields); each
+	// is read from the trajectory map of its role.
+	Fields []tensorbuf.Field
+	// Subject is the subject prefix frames are published under (default
+	// DefaultSubject); the actor id is appended as the last token.
+	Subject string
+	// StepsPerFrame is K, the steps of one row set per frame (default 32).
+	StepsPerFrame int
+	// MaxInFlight bounds the frames published and not yet acknowledged by
+	// the stream (default 64); Observe blocks while it is reached.
+	MaxInFlight int
+	// Compress compresses frame bodies with S2.
+	Compress bool
+	// Context bounds the waits of Observe, Flush and Close (default
+	// context.Background(): retry until the server comes back).
+	Context context.Context
+	// AckTimeout is how long a publish may stay unanswered before it is
+	// sent again (default 5 s).
+	AckTimeout time.Duration
+}
+
+// PublisherStats counts what a Publisher has done. A plain value.
+type PublisherStats struct {
+	Frames  int64 // frames acknowledged by the stream
+	Steps   int64 // row steps in frames handed to the stream (sealed)
+	Bytes   int64 // frame bytes published (first attempts)
+	Retries int64 // publishes sent again after an error or timeout
+}
+
+type inflight struct {
+	id   string
+	data []byte
+	fut  jetstream.PubAckFuture
+	sent time.Time
+}
+
+// Publisher is the actor side: a driver.Observer that frames batched
+// trajectories and publishes them to a JetStream stream. Each Publisher
+// has its own random actor id, so an actor that restarts is a new actor
+// to the learner (its rows start new episodes; nothing is mistaken for a
+// duplicate). It is safe for concurrent use (calls are serialised), but a
+// driver calls it from one goroutine anyway.
+type Publisher struct {
+	mu      sync.Mutex
+	cfg     PublisherConfig
+	schema  *Schema
+	subject string
+	actor   uint64
+	seq     uint64
+	batch   int     // actor batch size B, fixed by the first trajectory
+	next    []int64 // next step number per local row
+
+	// the frame being filled
+	rows  []int
+	first []int64
+	steps int
+	cols  [][]byte
+	body  []byte
+	sel   []int
+
+	queue  []*inflight
+	stats  PublisherStats
+	closed bool
+}
+
+// NewPublisher returns a Publisher, or an error wrapping ErrConfig.
+func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
+	if cfg.JetStream == nil {
+		return nil, fmt.Errorf("%w: Publisher needs a JetStream client", ErrConfig)
+	}
+	s, err := NewSchema(cfg.Fields)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Subject == "" {
+		cfg.Subject = DefaultSubject
+	}
+	if cfg.StepsPerFrame == 0 {
+		cfg.StepsPerFrame = defaultStepsPerFrame
+	}
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = defaultMaxInFlight
+	}
+	if cfg.StepsPerFrame < 0 || cfg.MaxInFlight < 0 {
+		return nil, fmt.Errorf("%w: steps per frame %d, max in flight %d", ErrConfig, cfg.StepsPerFrame, cfg.MaxInFlight)
+	}
+	if cfg.Context == nil {
+		cfg.Context = context.Background()
+	}
+	if cfg.AckTimeout == 0 {
+		cfg.AckTimeout = 5 * time.Second
+	}
+	var idb [8]byte
+	_, _ = rand.Read(idb[:])
+	actor := binary.LittleEndian.Uint64(idb[:]) | 1 // never 0
+	return &Publisher{
+		cfg:     cfg,
+		schema:  s,
+		actor:   actor,
+		subject: fmt.Sprintf("%s.%016x", cfg.Subject, actor),
+		cols:    make([][]byte, len(s.colBytes)),
+	}, nil
+}
+
+// Actor returns the publisher's actor id.
+func (p *Publisher) Actor() uint64 { return p.actor }
+
+// Schema returns the frame schema.
+func (p *Publisher) Schema() *Schema { return p.schema }
+
+// Stats returns the publisher's counts.
+func (p *Publisher) Stats() PublisherStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stats
+}
+
+// Published returns, per local row, the number of steps handed to the
+// stream so far (sealed into frames).
+func (p *Publisher) Published() []int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.next)
+}
+
+// source returns the trajectory tensor of a field.
+func source(t *driver.Trajectory, f tensorbuf.Field) *tensor.Dense {
+	switch f.Role {
+	case tensorbuf.Action:
+		return t.Action[f.Name]
+	case tensorbuf.PolicyInfo:
+		return t.PolicyInfo[f.Name]
+	}
+	return t.Observation[f.Name]
+}
+
+// Observe appends one batched step (its active rows) to the frame being
+// filled and publishes the frame once it holds K steps or when the set of
+// active rows changes. A trajectory that does not match the fields is
+// refused (an error wrapping ErrConfig or ErrFrame) and changes nothing.
+func (p *Publisher) Observe(t *driver.Trajectory) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return fmt.Errorf("%w: Observe", ErrClosed)
+	}
+	if t == nil {
+		return fmt.Errorf("%w: nil trajectory", ErrFrame)
+	}
+	b := t.BatchSize()
+	if p.batch == 0 {
+		if b <= 0 || b > math.MaxInt32 {
+			return fmt.Errorf("%w: batch size %d", ErrFrame, b)
+		}
+	} else if b != p.batch {
+		return fmt.Errorf("%w: batch size %d, the actor's is %d", ErrFrame, b, p.batch)
+	}
+	if len(t.NextStepType) != b || len(t.Reward) != b || len(t.Discount) != b || (t.Active != nil && len(t.Active) != b) {
+		return fmt.Errorf("%w: trajectory columns of different lengths", ErrFrame)
+	}
+	for _, f := range p.schema.fields {
+		d := source(t, f)
+		if d == nil || d.Dtype() != f.DType.Tensor() || d.RequiresIterator() || len(d.Header.Raw) < b*f.StepBytes() || d.Shape()[0] != b {
+			return fmt.Errorf("%w: trajectory field %q missing or not a contiguous [%d, %v] %v tensor", ErrFrame, f.Name, b, f.Shape, f.DType)
+		}
+	}
+	if p.batch == 0 {
+		p.batch = b
+		p.next = make([]int64, b)
+	}
+	p.sel = p.sel[:0]
+	for i := range b {
+		if t.IsActive(i) {
+			p.sel = append(p.sel, i)
+		}
+	}
+	if len(p.sel) == 0 {
+		return nil
+	}
+	if p.steps > 0 && !slices.Equal(p.sel, p.rows) {
+		if err := p.seal(); err != nil {
+			return err
+		}
+	}
+	if p.steps == 0 {
+		p.rows = append(p.rows[:0], p.sel...)
+		p.first = p.first[:0]
+		for _, r := range p.rows {
+			p.first = append(p.first, p.next[r])
+		}
+	}
+	p.appendStep(t)
+	p.steps++
+	if p.steps >= p.cfg.StepsPerFrame {
+		return p.seal()
+	}
+	return nil
+}
+
+// appendStep appends the rows p.rows of one checked trajectory to the
+// frame columns.
+func (p *Publisher) appendStep(t *driver.Trajectory) {
+	b := p.batch
+	all := len(p.rows) == b
+	for c, f := range p.schema.fields {
+		raw, sb := source(t, f).Header.Raw, f.StepBytes()
+		if all {
+			p.cols[c] = append(p.cols[c], raw[:b*sb]...)
+			continue
+		}
+		for _, r := range p.rows {
+			p.cols[c] = append(p.cols[c], raw[r*sb:(r+1)*sb]...)
+		}
+	}
+	nc := len(p.schema.fields)
+	for _, r := range p.rows {
+		p.cols[nc] = binary.LittleEndian.AppendUint32(p.cols[nc], uint32(t.StepType[r]))
+		p.cols[nc+1] = binary.LittleEndian.AppendUint32(p.cols[nc+1], uint32(t.NextStepType[r]))
+		p.cols[nc+2] = binary.LittleEndian.AppendUint32(p.cols[nc+2], math.Float32bits(t.Reward[r]))
+		p.cols[nc+3] = binary.LittleEndian.AppendUint32(p.cols[nc+3], math.Float32bits(t.Discount[r]))
+	}
+}
+
+// seal publishes the frame being filled.
+func (p *Publisher) seal() error {
+	if p.steps == 0 {
+		return nil
+	}
+	var data []byte
+	data, p.body = p.schema.encode(nil, p.body, p.cfg.Compress, p.actor, p.seq, p.batch, p.rows, p.first, p.steps, p.cols)
+	for _, r := range p.rows {
+		p.next[r] += int64(p.steps)
+	}
+	p.stats.Steps += int64(p.steps * len(p.rows))
+	p.steps = 0
+	for c := range p.cols {
+		p.cols[c] = p.cols[c][:0]
+	}
+	return p.publish(data)
+}
+
+// publish queues one frame, first waiting while MaxInFlight are pending.
+func (p *Publisher) publish(data []byte) error {
+	for len(p.queue) >= p.cfg.MaxInFlight {
+		if err := p.waitOldest(); err != nil {
+			return err
+		}
+	}
+	f := &inflight{id: fmt.Sprintf("%016x-%d", p.actor, p.seq), data: data}
+	p.seq++
+	p.stats.Bytes += int64(len(data))
+	p.send(f)
+	p.queue = append(p.queue, f)
+	return nil
+}
+
+// send (re)publishes a frame asynchronously with its message id; a
+// failure to send leaves fut nil for waitOldest to retry.
+func (p *Publisher) send(f *inflight) {
+	fut, err := p.cfg.JetStream.PublishAsync(p.subject, f.data, jetstream.WithMsgID(f.id))
+	f.sent = time.Now()
+	if err != nil {
+		f.fut = nil
+		return
+	}
+	f.fut = fut
+}
+
+// waitOldest waits for the oldest in-flight frame's acknowledgement. On an
+// error or a timeout it sends every pending frame again, in order (the
+// stream drops the copies it already has by message id).
+func (p *Publisher) waitOldest() error {
+	f := p.queue[0]
+	ctx := p.cfg.Context
+	if f.fut != nil {
+		timer := time.NewTimer(max(time.Millisecond, p.cfg.AckTimeout-time.Since(f.sent)))
+		select {
+		case <-f.fut.Ok():
+			timer.Stop()
+			p.queue[0] = nil
+			p.queue = p.queue[1:]
+			p.stats.Frames++
+			return nil
+		case <-f.fut.Err():
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return fmt.Errorf("remote: waiting for the stream: %w", ctx.Err())
+		}
+		timer.Stop()
+	}
+	// Back off a little, then resend everything pending, in order.
+	select {
+	case <-time.After(50 * time.Millisecond):
+	case <-ctx.Done():
+		return fmt.Errorf("remote: waiting for the stream: %w", ctx.Err())
+	}
+	for _, q := range p.queue {
+		p.stats.Retries++
+		p.send(q)
+	}
+	return nil
+}
+
+// Flush publishes the frame being filled and waits until the stream has
+// acknowledged every frame. Call it between runs or before reading
+// Published for an exact count.
+func (p *Publisher) Flush() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return fmt.Errorf("%w: Flush", ErrClosed)
+	}
+	return p.flushLocked()
+}
+
+func (p *Publisher) flushLocked() error {
+	if err := p.seal(); err != nil {
+		return err
+	}
+	for len(p.queue) > 0 {
+		if err := p.waitOldest(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close flushes, then tells the learner that the actor leaves (its rows
+// become free) and waits for that to be stored. Closing twice does
+// nothing.
+func (p *Publisher) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	if err := p.flushLocked(); err != nil {
+		return err
+	}
+	p.closed = true
+	if p.batch == 0 {
+		return nil
+	}
+	if err := p.publish(p.schema.EncodeBye(p.actor, p.seq, p.batch)); err != nil {
+		return err
+	}
+	for len(p.queue) > 0 {
+		if err := p.waitOldest(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
