@@ -105,14 +105,20 @@ type cluster struct {
 	names []string
 }
 
-func freePort(t testing.TB) int {
+// freePorts returns n distinct free ports on 127.0.0.1: all n listeners
+// stay open until every port is chosen, so no port is handed out twice.
+func freePorts(t testing.TB, n int) []int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports
 }
 
 func startCluster(t testing.TB) *cluster {
@@ -121,11 +127,12 @@ func startCluster(t testing.TB) *cluster {
 	base := t.TempDir()
 	var routes []*url.URL
 	var u []string
+	ports := freePorts(t, 6)
 	for i := range 3 {
 		o := &server.Options{
-			ServerName: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: freePort(t), JetStream: true,
+			ServerName: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: ports[2*i], JetStream: true,
 			StoreDir: filepath.Join(base, fmt.Sprintf("n%d", i+1)), NoSigs: true, NoLog: true,
-			Cluster: server.ClusterOpts{Name: "trajring-test", Host: "127.0.0.1", Port: freePort(t)},
+			Cluster: server.ClusterOpts{Name: "trajring-test", Host: "127.0.0.1", Port: ports[2*i+1]},
 		}
 		c.opts = append(c.opts, o)
 		routes = append(routes, &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", o.Cluster.Port)})

@@ -75,17 +75,22 @@ func (c ServerConfig) Options() (*server.Options, error) {
 	return o, nil
 }
 
+// readyTimeout bounds how long StartServer waits for a server to accept
+// connections: generous, because a clustered JetStream node on a loaded
+// 2-core machine under the race detector can take several seconds.
+const readyTimeout = 30 * time.Second
+
 // StartServer starts a server with the given options and waits until it
-// accepts connections.
+// accepts connections (at most readyTimeout).
 func StartServer(o *server.Options) (*server.Server, error) {
 	s, err := server.NewServer(o)
 	if err != nil {
 		return nil, fmt.Errorf("remote: nats server: %w", err)
 	}
 	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
+	if !s.ReadyForConnections(readyTimeout) {
 		s.Shutdown()
-		return nil, fmt.Errorf("remote: nats server not ready after 10 s")
+		return nil, fmt.Errorf("remote: nats server not ready after %v", readyTimeout)
 	}
 	return s, nil
 }
