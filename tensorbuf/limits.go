@@ -9,7 +9,8 @@ import (
 // request too large to serve fails at once with ErrInvalidArg instead of
 // allocating until the process dies.
 //
-// A sample (the direct samplers, n-step samples, hindsight samples) may
+// A sample (the direct samplers, table samples and table transitions,
+// n-step samples, hindsight samples) may
 // take at most SampleBudget(b) bytes of output and scratch memory: the
 // larger of the buffer's own memory (MemoryBytes) and MinSampleBudget.
 // Training batches are a small fraction of the ring they are drawn from,

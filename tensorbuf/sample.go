@@ -63,7 +63,8 @@ func (t *Table) sampleOnce(bt *Batch, n int) (done bool, err error) {
 		t.mu.Unlock()
 		return false, nil
 	}
-	if err := b.checkWindows(n, t.maxLen); err != nil {
+	all, _ := b.stepBytes()
+	if err := b.checkSampleSize("table sample", "", int64(n), int64(t.maxLen), all+1); err != nil { // +1: the mask
 		t.mu.Unlock()
 		return true, err
 	}

@@ -103,6 +103,9 @@ func (t *Table) SampleTransitionsInto(ctx context.Context, tr *TableTransitions,
 	if err := t.checkBatch(n); err != nil {
 		return err
 	}
+	if err := t.b.checkTransitionsSize("table transitions", n, int64(opt.Horizon), 4); err != nil {
+		return err
+	}
 	for {
 		if err := t.waitN(ctx, t.canSampleLocked, n); err != nil {
 			return err
@@ -127,6 +130,11 @@ func (t *Table) sampleTransitionsOnce(tr *TableTransitions, n int, opt NStepOpti
 	if !t.canSampleLocked(n) {
 		t.mu.Unlock()
 		return false, nil
+	}
+	// Take the memory first: a failed allocation consumes no item.
+	if _, err := b.reserve(&tr.Transitions, int64(n)); err != nil {
+		t.mu.Unlock()
+		return true, err
 	}
 	tr.TableSize = len(t.live)
 	tr.Items, tr.Keys = tr.Items[:0], tr.Keys[:0]

@@ -102,6 +102,16 @@ func (b *Buffer) isDone(row int, pos int64) uint8 {
 // tr's arena and uploads IsDone; len(tr.idx) steps in all.
 func (b *Buffer) materialise(tr *Transitions) error {
 	n := int64(len(tr.idx))
+	if _, err := b.reserve(tr, n); err != nil {
+		return err
+	}
+	return b.materialiseCols(tr, n)
+}
+
+// reserve makes tr's memory hold n transitions of b (realloc reports
+// whether it had to allocate), so that a caller can fail before it
+// consumes anything. The caller holds b.mu.
+func (b *Buffer) reserve(tr *Transitions, n int64) (realloc bool, err error) {
 	if tr.shared {
 		// One experience of an ExportNone export: never write over the
 		// others; take memory of its own.
@@ -110,7 +120,7 @@ func (b *Buffer) materialise(tr *Transitions) error {
 	if tr.owner != b {
 		if tr.out != nil {
 			if err := tr.out.replace(); err != nil {
-				return fmt.Errorf("%w: %w", ErrBackend, err)
+				return false, fmt.Errorf("%w: %w", ErrBackend, err)
 			}
 		}
 		tr.out, tr.specs, tr.shape, tr.owner = nil, nil, nil, b
@@ -121,13 +131,16 @@ func (b *Buffer) materialise(tr *Transitions) error {
 	if tr.specs == nil {
 		b.transitionSpecs(tr)
 	}
-	realloc, err := tr.out.ensure(b.be, tr.specs, n)
-	if err != nil {
-		return err
-	}
+	realloc, err = tr.out.ensure(b.be, tr.specs, n)
 	if realloc {
 		tr.shape = nil // views must be rebuilt
 	}
+	return realloc, err
+}
+
+// materialiseCols gathers the n transitions at tr.idx/tr.next into tr's
+// reserved memory. The caller holds b.mu.
+func (b *Buffer) materialiseCols(tr *Transitions, n int64) error {
 	tr.cols = tr.cols[:0]
 	nextSpec := b.nUser
 	for i := range b.nUser {
