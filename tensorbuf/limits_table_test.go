@@ -38,7 +38,7 @@ func TestTableSamplesRespectTheSampleLimit(t *testing.T) {
 	}
 	// Nothing consumed: the one item can still be sampled 2^30 times, and
 	// is still there.
-	if !tbl.CanSample(1 << 30) || tbl.Size() != 1 {
+	if !tbl.CanSample(1<<30) || tbl.Size() != 1 {
 		t.Fatalf("a refused sample consumed: size %d, can sample 2^30: %v", tbl.Size(), tbl.CanSample(1<<30))
 	}
 	if _, err := tbl.Sample(ctx, 4); err != nil {
