@@ -88,7 +88,6 @@ type hostCeiling struct {
 	ring     [][]byte
 	out      [][]byte
 	next     [][]byte
-	src      [][]byte
 	mask     []byte
 	plainSrc []byte
 	plainDst []byte

@@ -77,7 +77,6 @@ type EpsilonGreedyPolicy struct {
 	values     []float32
 	batch      int
 	ps         PolicyStep
-	eps        float64
 }
 
 // NewGreedyPolicy returns the greedy policy over q (epsilon 0): action

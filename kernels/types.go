@@ -1,9 +1,10 @@
 // Package kernels holds trajring's data-movement kernels: the CUDA sources
-// (one kernel per .cu file), the PTX compiled from them, and the plain-data
-// types that describe a kernel launch to every backend.
+// (one kernel per .cu file), the PTX and fatbins (sm_80 and sm_90 code plus
+// compute_80 PTX) compiled from them, and the plain-data types that
+// describe a kernel launch to every backend.
 //
 // The types here are shared by the cpu backend (which runs the reference
-// loops in Go) and the gpu backend (which launches the PTX), so that
+// loops in Go) and the gpu backend (which loads the fatbins), so that
 // package tensorbuf can describe one data movement once and hand it to
 // either. They carry no behaviour of their own.
 package kernels

@@ -3,6 +3,8 @@ package tensorbuf
 import (
 	"fmt"
 	"math"
+
+	"github.com/trajring/trajring/kernels"
 )
 
 // Size limits of one call, checked before anything is allocated so that a
@@ -34,17 +36,6 @@ const sampleItemBytes = 128
 // end already stores 1024 relabeled experiences per transition.
 const MaxNumGoals = 1024
 
-// mulNonNeg returns a*b for a, b >= 0, and false when it overflows int64.
-func mulNonNeg(a, b int64) (int64, bool) {
-	if a < 0 || b < 0 {
-		return 0, false
-	}
-	if a != 0 && b > math.MaxInt64/a {
-		return 0, false
-	}
-	return a * b, true
-}
-
 // SampleBudget returns the bytes one sample of b may take (see
 // MinSampleBudget). It is safe for concurrent use.
 func (b *Buffer) SampleBudget() int64 {
@@ -57,12 +48,12 @@ func (b *Buffer) SampleBudget() int64 {
 // joined only when it fails, so that a call that passes allocates
 // nothing).
 func (b *Buffer) checkSampleSize(what, part string, n, l, stepBytes int64) error {
-	steps, ok := mulNonNeg(n, l)
+	steps, ok := kernels.Mul(n, l)
 	var total int64
 	if ok && steps <= maxBatch {
 		var per int64
-		if per, ok = mulNonNeg(l, stepBytes); ok && per <= math.MaxInt64-sampleItemBytes {
-			total, ok = mulNonNeg(n, per+sampleItemBytes)
+		if per, ok = kernels.Mul(l, stepBytes); ok && per <= math.MaxInt64-sampleItemBytes {
+			total, ok = kernels.Mul(n, per+sampleItemBytes)
 		} else {
 			ok = false
 		}

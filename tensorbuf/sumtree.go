@@ -13,10 +13,6 @@ import (
 // levels that miss the cache fall from about 10 to about 4.
 const treeFanout = 8 // child unrolls its comparisons for 8
 
-// treeLevels bounds the height of a tree: 8^11 = 2^33 leaves, more than
-// the 2^31 slots a table can hold.
-const treeLevels = 12
-
 // sumTree keeps, over slots 0..n-1, a treeFanout-ary tree of sums and
 // minima of non-negative weights, for prioritized sampling in O(log n):
 // find gives the slot where a prefix sum crosses u, minPositive the
