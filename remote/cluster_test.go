@@ -34,11 +34,15 @@ func TestCluster(t *testing.T) {
 	_, js := connect(t, c.urls)
 	ensure(t, js, StreamConfig{Replicas: 3, MaxBytes: 64 << 20})
 	buf := newEpisodeBuffer(t, 16, 512)
-	cfg := IngesterConfig{JetStream: js, Buffer: buf, NewObserver: episodeFactory, GapTimeout: 5 * time.Second}
+	// A retried publish can arrive many seconds late while a node restarts
+	// on a loaded 2-core machine under the race detector (a CI rehearsal
+	// declared gaps after 5 s): the gap timeout must outlast that, and the
+	// waits below outlast the gap timeout.
+	cfg := IngesterConfig{JetStream: js, Buffer: buf, NewObserver: episodeFactory, GapTimeout: 30 * time.Second}
 	in, stop := runIngester(t, cfg)
 	waitIngested := func(t *testing.T, want int64) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
+		deadline := time.Now().Add(60 * time.Second)
 		for buf.Stats().Steps < want {
 			if time.Now().After(deadline) {
 				t.Fatalf("ingested %d steps of %d: %+v", buf.Stats().Steps, want, in.Stats())
