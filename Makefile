@@ -23,7 +23,7 @@ test-train:
 # run in `make test`); soak runs the concurrency soak for SOAK under -race.
 FUZZTIME ?= 30s
 SOAK ?= 2m
-.PHONY: fuzz soak
+.PHONY: fuzz soak test-cluster
 fuzz:
 	@for pkg in $$($(GO) list ./...); do \
 		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
@@ -31,6 +31,11 @@ fuzz:
 			$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 		done; \
 	done
+
+# test-cluster runs the 3-node JetStream cluster scenarios of remote/
+# (node restart, actor killed, learner restarted), opt-in: see TestCluster.
+test-cluster:
+	TRAJRING_CLUSTER=1 $(GO) test -race -count=1 -run TestCluster -v ./remote/
 
 soak:
 	TRAJRING_SOAK=$(SOAK) $(GO) test -race -count=1 -run TestSoakConcurrent -v ./tensorbuf/
