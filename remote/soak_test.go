@@ -1,7 +1,7 @@
 package remote
 
 import (
-		"math/rand/v2"
+	"math/rand/v2"
 	"os"
 	"sync"
 	"sync/atomic"
