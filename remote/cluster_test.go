@@ -66,7 +66,7 @@ func TestCluster(t *testing.T) {
 		var wg sync.WaitGroup
 		pubs := make([]*Publisher, 2)
 		for i := range pubs {
-			p, err := NewPublisher(PublisherConfig{JetStream: js, Fields: buf.Fields(), StepsPerFrame: 8, MaxInFlight: 16, AckTimeout: time.Second})
+			p, err := NewPublisher(PublisherConfig{JetStream: js, Fields: buf.Fields(), StepsPerFrame: 8, MaxInFlight: 16, AckTimeout: time.Second, Context: testCtx(t)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -104,7 +104,7 @@ func TestCluster(t *testing.T) {
 	t.Run("actor killed mid-episode", func(t *testing.T) {
 		tb, _ := buf.Table("episodes")
 		before := tb.Size()
-		p, _ := NewPublisher(PublisherConfig{JetStream: js, Fields: buf.Fields(), StepsPerFrame: 4})
+		p, _ := NewPublisher(PublisherConfig{JetStream: js, Fields: buf.Fields(), StepsPerFrame: 4, Context: testCtx(t)})
 		g := newGen(2)
 		// 10 steps: row 0 (episodes of 4) ends mid-episode at step 9,
 		// row 1 (5) at step 9, the boundary of its second episode.

@@ -141,25 +141,31 @@ func (s *Schema) EncodeBye(actor, seq uint64, actorRows int) []byte {
 
 // encode appends the frame of rows (local), first step numbers and k
 // steps of column data (cols[c] holds k*len(rows)*colBytes[c] bytes) to
-// dst, compressing the body with S2 when compress is set. body is scratch.
+// dst, compressing the body with S2 when compress is set. An
+// uncompressed body is written straight into dst; body is the scratch of
+// a compressed one.
 func (s *Schema) encode(dst, body []byte, compress bool, actor, seq uint64, actorRows int, rows []int, first []int64, k int, cols [][]byte) (out, scratch []byte) {
-	body = body[:0]
-	for _, r := range rows {
-		body = binary.LittleEndian.AppendUint32(body, uint32(r))
+	appendBody := func(b []byte) []byte {
+		for _, r := range rows {
+			b = binary.LittleEndian.AppendUint32(b, uint32(r))
+		}
+		for _, f := range first {
+			b = binary.LittleEndian.AppendUint64(b, uint64(f))
+		}
+		for _, c := range cols {
+			b = append(b, c...)
+		}
+		return b
 	}
-	for _, f := range first {
-		body = binary.LittleEndian.AppendUint64(body, uint64(f))
+	if !compress {
+		n := int(s.bodySize(len(rows), k))
+		dst = slices.Grow(dst, headerSize+n)
+		dst = appendHeader(dst, 0, s.hash, actor, seq, actorRows, len(rows), k, n)
+		return appendBody(dst), body
 	}
-	for _, c := range cols {
-		body = append(body, c...)
-	}
-	flags := byte(0)
-	stored := body
-	if compress {
-		flags |= flagCompressed
-		stored = s2.Encode(nil, body)
-	}
-	dst = appendHeader(dst, flags, s.hash, actor, seq, actorRows, len(rows), k, len(stored))
+	body = appendBody(body[:0])
+	stored := s2.Encode(nil, body)
+	dst = appendHeader(dst, flagCompressed, s.hash, actor, seq, actorRows, len(rows), k, len(stored))
 	return append(dst, stored...), body
 }
 

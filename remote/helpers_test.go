@@ -41,17 +41,23 @@ func newTestBuffer(t testing.TB, rows, capacity int) *tensorbuf.Buffer {
 // gen produces batched trajectories of B rows: row r plays episodes of
 // 3+r steps then a boundary step, forever.
 type gen struct {
-	b    int
-	step []int64
-	traj driver.Trajectory
+	b, width int
+	step     []int64
+	traj     driver.Trajectory
+	obs      []float32 // the observation tensor's data
+	act      []int64   // the action tensor's data
 }
 
-func newGen(b int) *gen {
-	g := &gen{b: b, step: make([]int64, b)}
+func newGen(b int) *gen { return newGenWidth(b, 4) }
+
+// newGenWidth is newGen with observations of width floats (at least 4;
+// elements past the fourth stay 0).
+func newGenWidth(b, width int) *gen {
+	g := &gen{b: b, width: width, step: make([]int64, b)}
 	g.traj = driver.Trajectory{
 		StepType: make([]tensorbuf.StepType, b), NextStepType: make([]tensorbuf.StepType, b),
 		Reward: make([]float32, b), Discount: make([]float32, b),
-		Observation: map[string]*tensor.Dense{"obs": tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(b, 4))},
+		Observation: map[string]*tensor.Dense{"obs": tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(b, width))},
 		Action:      map[string]*tensor.Dense{"action": tensor.New(tensor.Of(tensor.Int64), tensor.WithShape(b))},
 	}
 	return g
@@ -60,8 +66,11 @@ func newGen(b int) *gen {
 // next returns the next batched trajectory (valid until the next call).
 func (g *gen) next() *driver.Trajectory {
 	t := &g.traj
-	obs := t.Observation["obs"].Data().([]float32)
-	act := t.Action["action"].Data().([]int64)
+	if g.obs == nil {
+		g.obs = t.Observation["obs"].Data().([]float32)
+		g.act = t.Action["action"].Data().([]int64)
+	}
+	obs, act := g.obs, g.act
 	for r := range g.b {
 		n := int64(4 + r) // 3+r steps and a boundary
 		p := g.step[r] % n
@@ -79,7 +88,8 @@ func (g *gen) next() *driver.Trajectory {
 		if p == n-2 {
 			t.Discount[r] = 0
 		}
-		obs[4*r], obs[4*r+1], obs[4*r+2], obs[4*r+3] = float32(r), float32(g.step[r]), 0, 0
+		o := obs[g.width*r:]
+		o[0], o[1], o[2], o[3] = float32(r), float32(g.step[r]), 0, 0
 		act[r] = g.step[r] % 2
 		g.step[r]++
 	}

@@ -27,7 +27,11 @@ func runIngester(t testing.TB, cfg IngesterConfig) (*Ingester, func()) {
 		if !stopped {
 			stopped = true
 			cancel()
-			<-done
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Errorf("Ingester.Run did not return within 30 s of its context's end: %+v", in.Stats())
+			}
 		}
 	}
 	t.Cleanup(stop)
@@ -38,7 +42,7 @@ func runIngester(t testing.TB, cfg IngesterConfig) (*Ingester, func()) {
 // and returns it (not closed).
 func publishSteps(t testing.TB, js jetstream.JetStream, b *tensorbuf.Buffer, g *gen, n int, k int, compress bool) *Publisher {
 	t.Helper()
-	p, err := NewPublisher(PublisherConfig{JetStream: js, Fields: b.Fields(), StepsPerFrame: k, Compress: compress})
+	p, err := NewPublisher(PublisherConfig{JetStream: js, Fields: b.Fields(), StepsPerFrame: k, Compress: compress, Context: testCtx(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,6 +55,14 @@ func publishSteps(t testing.TB, js jetstream.JetStream, b *tensorbuf.Buffer, g *
 		t.Fatal(err)
 	}
 	return p
+}
+
+// testCtx bounds a test's publisher waits (Observe, Flush, Close), so a
+// stream that never answers fails the test instead of hanging it.
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 func sum(v []int64) (s int64) {

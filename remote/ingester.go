@@ -68,8 +68,14 @@ type IngesterConfig struct {
 	Resume *State
 	// AckWait is the consumer's acknowledgement deadline (default 30 s).
 	AckWait time.Duration
-	// Prefetch is the number of frames buffered by the client (default 256).
+	// Prefetch bounds the frames delivered and not yet acknowledged
+	// (the consumer's MaxAckPending is 4 x Prefetch; default 256).
 	Prefetch int
+	// PrefetchBytes bounds the frame bytes the client buffers ahead of
+	// the writes (default 32 MiB; keep it under the client's 64 MiB
+	// pending limit of a subscription, or frames are dropped as a slow
+	// consumer and come back only after AckWait).
+	PrefetchBytes int
 }
 
 // IngesterStats counts what an Ingester has done. A plain value.
@@ -94,7 +100,8 @@ type actorState struct {
 	next  []int64 // next expected step per local row
 	obs   RowObserver
 	last  time.Time
-	scr   map[string]*tensor.Dense
+	cols  []*tensor.Dense // scratch tensor per user field, schema order
+	own   [][]byte        // each scratch tensor's own memory
 	traj  driver.Trajectory
 	fresh bool // observer just made: no row continues across it
 }
@@ -151,6 +158,12 @@ func NewIngester(ctx context.Context, cfg IngesterConfig) (*Ingester, error) {
 	if cfg.Prefetch == 0 {
 		cfg.Prefetch = 256
 	}
+	if cfg.PrefetchBytes == 0 {
+		cfg.PrefetchBytes = 32 << 20
+	}
+	if cfg.Prefetch < 0 || cfg.PrefetchBytes < 0 || cfg.PrefetchBytes < headerSize {
+		return nil, fmt.Errorf("%w: prefetch %d frames, %d bytes", ErrConfig, cfg.Prefetch, cfg.PrefetchBytes)
+	}
 	if cfg.Rows == nil {
 		for r := range cfg.Buffer.NumEnvs() {
 			cfg.Rows = append(cfg.Rows, r)
@@ -205,7 +218,7 @@ func (in *Ingester) Stats() IngesterStats {
 func (in *Ingester) Run(ctx context.Context) error {
 	defer in.closeActors()
 	for ctx.Err() == nil {
-		it, err := in.cons.Messages(jetstream.PullMaxMessages(in.cfg.Prefetch), jetstream.PullExpiry(2*time.Second))
+		it, err := in.cons.Messages(jetstream.PullMaxBytes(in.cfg.PrefetchBytes), jetstream.PullExpiry(2*time.Second))
 		if err != nil {
 			if !sleepCtx(ctx, 200*time.Millisecond) {
 				break
@@ -393,7 +406,7 @@ func (in *Ingester) open(a *actorState) error {
 	}
 	a.obs, a.fresh, a.last = obs, true, time.Now()
 	n := len(a.rows)
-	a.scr = map[string]*tensor.Dense{}
+	a.cols, a.own = a.cols[:0], a.own[:0]
 	t := &a.traj
 	t.Observation, t.Action, t.PolicyInfo = map[string]*tensor.Dense{}, map[string]*tensor.Dense{}, map[string]*tensor.Dense{}
 	for _, f := range in.schema.fields {
@@ -406,7 +419,8 @@ func (in *Ingester) open(a *actorState) error {
 		default:
 			t.Observation[f.Name] = d
 		}
-		a.scr[f.Name] = d
+		a.cols = append(a.cols, d)
+		a.own = append(a.own, d.Header.Raw)
 	}
 	t.StepType, t.NextStepType = make([]tensorbuf.StepType, n), make([]tensorbuf.StepType, n)
 	t.Reward, t.Discount, t.Active = make([]float32, n), make([]float32, n), make([]bool, n)
@@ -487,7 +501,10 @@ func leU32(b []byte) uint32 {
 }
 
 // write feeds the new steps of a decoded frame to the actor's observer,
-// one batched step at a time.
+// one batched step (one Writer.Add) at a time. When the frame holds every
+// row of the actor in order, the user fields of a step are the frame's
+// own bytes (the scratch tensors are pointed at them, no copy); otherwise
+// they are copied into the scratch tensors row by row.
 func (in *Ingester) write(a *actorState, f *Frame) {
 	t := &a.traj
 	r := len(f.Rows)
@@ -496,14 +513,28 @@ func (in *Ingester) write(a *actorState, f *Frame) {
 	for i, row := range f.Rows {
 		all = all && row == i
 	}
+	// whole: no step of the frame is written already.
+	whole := true
+	for i, row := range f.Rows {
+		whole = whole && f.First[i] >= a.next[row]
+	}
+	if whole {
+		clear(t.Active)
+		for _, row := range f.Rows {
+			t.Active[row] = true
+		}
+	}
 	written := 0
 	for k := range f.K {
-		clear(t.Active)
-		n := 0
-		for i, row := range f.Rows {
-			if f.First[i]+int64(k) >= a.next[row] {
-				t.Active[row] = true
-				n++
+		n := r
+		if !whole {
+			clear(t.Active)
+			n = 0
+			for i, row := range f.Rows {
+				if f.First[i]+int64(k) >= a.next[row] {
+					t.Active[row] = true
+					n++
+				}
 			}
 		}
 		if n == 0 {
@@ -511,30 +542,36 @@ func (in *Ingester) write(a *actorState, f *Frame) {
 			continue
 		}
 		in.stats.Duplicates += int64(r - n)
-		for c, fd := range in.schema.fields {
-			sb := fd.StepBytes()
+		for c, d := range a.cols {
+			sb := in.schema.colBytes[c]
 			src := f.Cols[c][k*r*sb : (k+1)*r*sb]
-			dst := a.scr[fd.Name].Header.Raw
 			if all {
-				copy(dst, src)
+				d.Header.Raw = src
 				continue
 			}
+			d.Header.Raw = a.own[c]
 			for i, row := range f.Rows {
-				copy(dst[row*sb:(row+1)*sb], src[i*sb:(i+1)*sb])
+				copy(d.Header.Raw[row*sb:(row+1)*sb], src[i*sb:(i+1)*sb])
 			}
 		}
-		for i, row := range f.Rows {
-			o := (k*r + i) * 4
+		o := k * r * 4
+		for _, row := range f.Rows {
 			t.StepType[row] = tensorbuf.StepType(int32(leU32(f.Cols[nc][o:])))
 			t.NextStepType[row] = tensorbuf.StepType(int32(leU32(f.Cols[nc+1][o:])))
 			t.Reward[row] = float32frombits(leU32(f.Cols[nc+2][o:]))
 			t.Discount[row] = float32frombits(leU32(f.Cols[nc+3][o:]))
+			o += 4
 		}
 		if err := a.obs.Observe(t); err != nil {
 			in.stats.ObserveErr++
 		}
 		in.stats.Steps += int64(n)
 		written += n
+	}
+	// Frame bytes are not kept past the message: point the tensors back
+	// at their own memory.
+	for c, d := range a.cols {
+		d.Header.Raw = a.own[c]
 	}
 	for i, row := range f.Rows {
 		a.next[row] = max(a.next[row], f.First[i]+int64(f.K))

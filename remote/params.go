@@ -40,9 +40,19 @@ func OpenParams(ctx context.Context, js jetstream.JetStream, bucket string, repl
 	return &Params{obs: obs}, nil
 }
 
-// Publish stores a new version of the parameters.
+// Publish stores the parameters as the given version, which must be
+// above the newest stored one (an error wrapping ErrConfig otherwise, and
+// nothing is stored). Versions are checked, not locked: one learner
+// publishes.
 func (p *Params) Publish(ctx context.Context, version uint64, blob []byte) error {
-	_, err := p.obs.Put(ctx, jetstream.ObjectMeta{
+	have, err := p.Version(ctx)
+	if err != nil {
+		return err
+	}
+	if version <= have {
+		return fmt.Errorf("%w: params v%d, the newest stored is v%d", ErrConfig, version, have)
+	}
+	_, err = p.obs.Put(ctx, jetstream.ObjectMeta{
 		Name:     paramsObject,
 		Metadata: map[string]string{"version": strconv.FormatUint(version, 10)},
 	}, bytes.NewReader(blob))
@@ -50,6 +60,35 @@ func (p *Params) Publish(ctx context.Context, version uint64, blob []byte) error
 		return fmt.Errorf("remote: publishing params v%d: %w", version, err)
 	}
 	return nil
+}
+
+// Put stores the parameters as the next version (the newest stored plus
+// one, 1 for the first) and returns it.
+func (p *Params) Put(ctx context.Context, blob []byte) (uint64, error) {
+	have, err := p.Version(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if err := p.Publish(ctx, have+1, blob); err != nil {
+		return 0, err
+	}
+	return have + 1, nil
+}
+
+// Version returns the newest stored version (0 when nothing is stored).
+func (p *Params) Version(ctx context.Context) (uint64, error) {
+	info, err := p.obs.GetInfo(ctx, paramsObject)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("remote: params: %w", err)
+	}
+	v, err := strconv.ParseUint(info.Metadata["version"], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: params version %q", ErrFrame, info.Metadata["version"])
+	}
+	return v, nil
 }
 
 // Latest returns the newest parameters if their version is above have

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -26,6 +27,8 @@ const (
 	DefaultParamsBucket  = "trajring_params"
 	defaultStepsPerFrame = 32
 	defaultMaxInFlight   = 64
+	// defaultMaxInFlightBytes bounds a Publisher's unacknowledged bytes.
+	defaultMaxInFlightBytes = 16 << 20
 )
 
 // PublisherConfig configures a Publisher. It is a plain value.
@@ -47,6 +50,11 @@ type PublisherConfig struct {
 	// MaxInFlight bounds the frames published and not yet acknowledged by
 	// the stream (default 64); Observe blocks while it is reached.
 	MaxInFlight int
+	// MaxInFlightBytes bounds the bytes of those frames (default 16 MiB;
+	// one frame is always let through). A server refuses publishes beyond
+	// its stream's ingest queue (429 Too Many Requests), which a Publisher
+	// would have to retry.
+	MaxInFlightBytes int
 	// Compress compresses frame bodies with S2.
 	Compress bool
 	// Context bounds the waits of Observe, Flush and Close (default
@@ -97,6 +105,7 @@ type Publisher struct {
 	sel   []int
 
 	queue  []*inflight
+	qbytes int // bytes of the frames in queue
 	stats  PublisherStats
 	closed bool
 }
@@ -119,8 +128,11 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	if cfg.MaxInFlight == 0 {
 		cfg.MaxInFlight = defaultMaxInFlight
 	}
-	if cfg.StepsPerFrame < 0 || cfg.MaxInFlight < 0 {
-		return nil, fmt.Errorf("%w: steps per frame %d, max in flight %d", ErrConfig, cfg.StepsPerFrame, cfg.MaxInFlight)
+	if cfg.MaxInFlightBytes == 0 {
+		cfg.MaxInFlightBytes = defaultMaxInFlightBytes
+	}
+	if cfg.StepsPerFrame < 0 || cfg.MaxInFlight < 0 || cfg.MaxInFlightBytes < 0 {
+		return nil, fmt.Errorf("%w: steps per frame %d, max in flight %d frames, %d bytes", ErrConfig, cfg.StepsPerFrame, cfg.MaxInFlight, cfg.MaxInFlightBytes)
 	}
 	if cfg.Context == nil {
 		cfg.Context = context.Background()
@@ -279,17 +291,26 @@ func (p *Publisher) seal() error {
 
 // publish queues one frame, first waiting while MaxInFlight are pending.
 func (p *Publisher) publish(data []byte) error {
-	for len(p.queue) >= p.cfg.MaxInFlight {
+	for len(p.queue) >= p.cfg.MaxInFlight || (len(p.queue) > 0 && p.qbytes+len(data) > p.cfg.MaxInFlightBytes) {
 		if err := p.waitOldest(); err != nil {
 			return err
 		}
 	}
-	f := &inflight{id: fmt.Sprintf("%016x-%d", p.actor, p.seq), data: data}
+	f := &inflight{id: p.msgID(p.seq), data: data}
 	p.seq++
 	p.stats.Bytes += int64(len(data))
 	p.send(f)
 	p.queue = append(p.queue, f)
+	p.qbytes += len(data)
 	return nil
+}
+
+// msgID returns the message id of frame seq: the actor id in 16 hex
+// digits, a dash and seq in decimal.
+func (p *Publisher) msgID(seq uint64) string {
+	var b [40]byte
+	id := fmt.Appendf(b[:0], "%016x-", p.actor)
+	return string(strconv.AppendUint(id, seq, 10))
 }
 
 // send (re)publishes a frame asynchronously with its message id; a
@@ -315,6 +336,7 @@ func (p *Publisher) waitOldest() error {
 		select {
 		case <-f.fut.Ok():
 			timer.Stop()
+			p.qbytes -= len(f.data)
 			p.queue[0] = nil
 			p.queue = p.queue[1:]
 			p.stats.Frames++

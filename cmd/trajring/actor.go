@@ -21,7 +21,13 @@ type actorConfig struct {
 	envs, steps, runs, k       int
 	compress                   bool
 	seed                       uint64
+	epsilon                    float64
 }
+
+// swapPolicy is the actor's policy: the random policy until the learner
+// publishes parameters, then an epsilon-greedy policy over them, swapped
+// between runs. Both are stateless, so the driver's state carries over.
+type swapPolicy struct{ driver.Policy }
 
 // newActorCmd returns the actor command.
 func newActorCmd() *cobra.Command {
@@ -29,11 +35,13 @@ func newActorCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "actor",
 		Short: "run CartPole environments and publish their experience to a learner (trajring serve)",
-		Long: `Runs -envs CartPole environments with a random policy in runs of -steps
-environment steps and publishes every trajectory step to the learner's JetStream
-stream at -connect. Between runs it picks up the newest policy parameters the
-learner published (their version is printed). Publishes survive a server
-restart (they are retried, and de-duplicated by message id).`,
+		Long: `Runs -envs CartPole environments in runs of -steps environment steps and
+publishes every trajectory step to the learner's JetStream stream at -connect.
+Before each run it picks up the newest policy parameters the learner published
+(trajring serve -params q.gob: a DQN Q-network as trajring train writes it) and
+acts epsilon-greedily (-epsilon) over that network; until there are any, or in
+a cuda build, it acts at random. Publishes survive a server restart (they are
+retried, and de-duplicated by message id).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return actor(cmd, c) },
 	}
@@ -46,15 +54,19 @@ restart (they are retried, and de-duplicated by message id).`,
 	f.IntVar(&c.envs, "envs", 8, "CartPole environments (rows)")
 	f.IntVar(&c.steps, "steps", 10_000, "environment steps per run")
 	f.IntVar(&c.runs, "runs", 1, "runs (0: until interrupted)")
-	f.IntVar(&c.k, "k", 32, "steps per frame")
+	f.IntVarP(&c.k, "frame-steps", "k", 32, "steps per frame (K)")
 	f.BoolVar(&c.compress, "compress", false, "S2-compress frames")
 	f.Uint64Var(&c.seed, "seed", 1, "random seed")
+	f.Float64Var(&c.epsilon, "epsilon", 0.05, "exploration rate of the policy over the learner's parameters")
 	return cmd
 }
 
 func actor(cmd *cobra.Command, c actorConfig) error {
 	if c.envs <= 0 || c.steps <= 0 || c.runs < 0 || c.k <= 0 {
 		return usageErrorf("-envs, -steps and -k must be positive, -runs at least 0")
+	}
+	if !(c.epsilon >= 0 && c.epsilon <= 1) {
+		return usageErrorf("-epsilon must lie in [0, 1]")
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -72,10 +84,11 @@ func actor(cmd *cobra.Command, c actorConfig) error {
 	if err != nil {
 		return err
 	}
-	pol, err := driver.NewRandomPolicy(env.ActionSpec(), c.seed)
+	random, err := driver.NewRandomPolicy(env.ActionSpec(), c.seed)
 	if err != nil {
 		return err
 	}
+	pol := &swapPolicy{random}
 	fields, err := cartPoleFields()
 	if err != nil {
 		return err
@@ -89,7 +102,7 @@ func actor(cmd *cobra.Command, c actorConfig) error {
 	if err != nil {
 		return err
 	}
-	params, _ := remote.OpenParams(ctx, js, "", 1, false) // nil until the learner creates the bucket
+	var params *remote.Params // nil until the learner creates the bucket
 	var version uint64
 	var ts *driver.TimeStep
 	var state any
@@ -98,10 +111,19 @@ func actor(cmd *cobra.Command, c actorConfig) error {
 		if ctx.Err() != nil {
 			break
 		}
+		if params == nil {
+			params, _ = remote.OpenParams(ctx, js, "", 1, false)
+		}
 		if params != nil {
-			if v, _, ok, err := params.Latest(ctx, version); err == nil && ok {
+			if v, blob, ok, err := params.Latest(ctx, version); err == nil && ok {
 				version = v
-				fmt.Fprintf(cmd.OutOrStdout(), "policy parameters v%d\n", v)
+				p, what, err := paramsPolicy(blob, env.ObservationSpec()[0], env.ActionSpec()[0], c.epsilon, c.seed+v)
+				if err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "policy parameters v%d not used: %v\n", v, err)
+				} else {
+					pol.Policy = p
+					fmt.Fprintf(cmd.OutOrStdout(), "policy parameters v%d: %s\n", v, what)
+				}
 			}
 		}
 		if ts, state, err = drv.Run(ctx, ts, state); err != nil {

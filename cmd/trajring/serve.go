@@ -20,6 +20,7 @@ import (
 // serveConfig holds the serve command's flags.
 type serveConfig struct {
 	host, data, user, password, token, tlsCert, tlsKey string
+	params                                             string
 	port, rows, capacity                               int
 	statsEvery, checkpointEvery                        time.Duration
 }
@@ -46,7 +47,12 @@ buffer, printing ingest statistics. Each actor gets its own rows of the buffer.
 The server listens on 127.0.0.1 by default. Listening on another address needs
 credentials (-user and -password, -token, or -tls-cert and -tls-key); without
 them serve refuses to start. With -checkpoint-every, the buffer and the
-ingester state are saved under -data and a restart resumes from them.`,
+ingester state are saved under -data and a restart resumes from them.
+
+With -params FILE (a DQN Q-network, e.g. the q.gob of trajring train), serve
+publishes the file as the next version of the policy parameters in the JetStream
+object store, and again whenever the file changes (checked every -stats-every);
+actors pick up the newest version before each run.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return serve(cmd, c) },
 	}
@@ -64,6 +70,7 @@ ingester state are saved under -data and a restart resumes from them.`,
 	f.IntVar(&c.capacity, "capacity", 100_000, "steps per buffer row")
 	f.DurationVar(&c.statsEvery, "stats-every", 5*time.Second, "print ingest statistics this often")
 	f.DurationVar(&c.checkpointEvery, "checkpoint-every", 0, "save a checkpoint this often (0: never)")
+	f.StringVar(&c.params, "params", "", "policy parameters file to publish to the actors (e.g. q.gob of trajring train)")
 	return cmd
 }
 
@@ -93,6 +100,37 @@ func serve(cmd *cobra.Command, c serveConfig) error {
 		return err
 	}
 	if err := remote.EnsureStreams(ctx, js, remote.StreamConfig{}); err != nil {
+		return err
+	}
+	params, err := remote.OpenParams(ctx, js, "", 1, true)
+	if err != nil {
+		return err
+	}
+	var paramsMod time.Time
+	publishParams := func() error {
+		if c.params == "" {
+			return nil
+		}
+		fi, err := os.Stat(c.params)
+		if err != nil {
+			return err
+		}
+		if fi.ModTime().Equal(paramsMod) {
+			return nil
+		}
+		blob, err := os.ReadFile(c.params)
+		if err != nil {
+			return err
+		}
+		v, err := params.Put(ctx, blob)
+		if err != nil {
+			return err
+		}
+		paramsMod = fi.ModTime()
+		fmt.Fprintf(cmd.OutOrStdout(), "published %s as policy parameters v%d (%d bytes)\n", c.params, v, len(blob))
+		return nil
+	}
+	if err := publishParams(); err != nil {
 		return err
 	}
 	ckdir := filepath.Join(c.data, "checkpoint")
@@ -144,6 +182,9 @@ func serve(cmd *cobra.Command, c serveConfig) error {
 				fmt.Fprintf(cmd.ErrOrStderr(), "checkpoint: %v\n", err)
 			}
 		case <-tick.C:
+			if err := publishParams(); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "params: %v\n", err)
+			}
 			st := in.Stats()
 			dt := c.statsEvery.Seconds()
 			fmt.Fprintf(cmd.OutOrStdout(), "%6.0fs  actors %d  steps %d (%.0f/s, %.1f MB/s)  dup %d  dead %d  gaps %d\n",

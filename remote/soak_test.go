@@ -1,0 +1,118 @@
+package remote
+
+import (
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// TestSoak (TRAJRING_REMOTE_SOAK=2m, any time.ParseDuration) runs actors
+// that come and go (some leave with a bye, some are killed) against a
+// learner while the NATS server is restarted now and then, for the given
+// time, then checks that the buffer holds exactly the steps the actors
+// published: nothing lost, nothing written twice, no gap.
+// TRAJRING_REMOTE_SOAK_NO_RESTART=1 leaves the server running.
+func TestSoak(t *testing.T) {
+	env := os.Getenv("TRAJRING_REMOTE_SOAK")
+	if env == "" {
+		t.Skip("set TRAJRING_REMOTE_SOAK=2m")
+	}
+	dur, err := time.ParseDuration(env)
+	if err != nil || dur <= 0 {
+		t.Fatalf("TRAJRING_REMOTE_SOAK=%q: want a duration such as 2m", env)
+	}
+	opts := &server.Options{ServerName: "soak", Host: "127.0.0.1", Port: freePort(t), JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true}
+	srv, err := StartServer(opts.Clone())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var srvMu sync.Mutex
+	defer func() {
+		srvMu.Lock()
+		srv.Shutdown()
+		srvMu.Unlock()
+	}()
+	_, js := connect(t, srv.ClientURL())
+	ensure(t, js, StreamConfig{MaxBytes: 4 << 30})
+	buf := newEpisodeBuffer(t, 24, 4096)
+	in, stop := runIngester(t, IngesterConfig{JetStream: js, Buffer: buf, NewObserver: episodeFactory, ActorIdle: 3 * time.Second, GapTimeout: 10 * time.Second})
+	end := time.Now().Add(dur)
+	var published, actorsRun, killed atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 3 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for time.Now().Before(end) && !t.Failed() {
+				_, ajs := connect(t, srv.ClientURL())
+				p, err := NewPublisher(PublisherConfig{JetStream: ajs, Fields: buf.Fields(), StepsPerFrame: 1 + rng.IntN(16), MaxInFlight: 32, AckTimeout: time.Second, Context: testCtx(t)})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				g := newGen(1 + rng.IntN(4))
+				n := 50 + rng.IntN(2000)
+				for i := range n {
+					if err := p.Observe(g.next()); err != nil {
+						t.Error(err)
+						return
+					}
+					if i%16 == 0 {
+						time.Sleep(time.Millisecond)
+					}
+				}
+				if err := p.Flush(); err != nil {
+					t.Error(err)
+					return
+				}
+				published.Add(sum(p.Published()))
+				actorsRun.Add(1)
+				if rng.IntN(3) == 0 {
+					killed.Add(1) // no bye: its rows are freed after ActorIdle
+					continue
+				}
+				if err := p.Close(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	restarts := 0
+	for os.Getenv("TRAJRING_REMOTE_SOAK_NO_RESTART") == "" && time.Now().Before(end) && !t.Failed() {
+		time.Sleep(time.Duration(2+rand.IntN(4)) * time.Second)
+		if !time.Now().Before(end) {
+			break
+		}
+		srvMu.Lock()
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		time.Sleep(200 * time.Millisecond)
+		srv, err = StartServer(opts.Clone())
+		srvMu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		restarts++
+	}
+	wg.Wait()
+	want := published.Load()
+	deadline := time.Now().Add(60 * time.Second)
+	for buf.Stats().Steps < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 60 s the buffer holds %d of %d published steps; ingester %+v", buf.Stats().Steps, want, in.Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	st := in.Stats()
+	stop()
+	t.Logf("%v: %d actors (%d killed), %d server restarts, %d steps; ingester %+v", dur, actorsRun.Load(), killed.Load(), restarts, want, st)
+	if got := buf.Stats().Steps; got != want || st.Gaps != 0 || st.Dead != 0 {
+		t.Fatalf("buffer wrote %d steps, actors published %d; gaps %d, dead %d", got, want, st.Gaps, st.Dead)
+	}
+}
