@@ -17,6 +17,13 @@ import (
 // time, then checks that the buffer holds exactly the steps the actors
 // published: nothing lost, nothing written twice, no gap.
 // TRAJRING_REMOTE_SOAK_NO_RESTART=1 leaves the server running.
+//
+// Known to fail today, even without restarts: under a sustained backlog
+// frames the ingester hands back to wait for a missing predecessor stay
+// counted against the consumer's MaxAckPending and can hold back that very
+// frame until GapTimeout, after which it is cut and the late frame dropped
+// (see issue 16's note). It stays opt-in until the ingester buffers
+// out-of-order frames itself.
 func TestSoak(t *testing.T) {
 	env := os.Getenv("TRAJRING_REMOTE_SOAK")
 	if env == "" {
@@ -26,7 +33,7 @@ func TestSoak(t *testing.T) {
 	if err != nil || dur <= 0 {
 		t.Fatalf("TRAJRING_REMOTE_SOAK=%q: want a duration such as 2m", env)
 	}
-	opts := &server.Options{ServerName: "soak", Host: "127.0.0.1", Port: freePort(t), JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true}
+	opts := &server.Options{ServerName: "soak", Host: "127.0.0.1", Port: freePorts(t, 1)[0], JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true}
 	srv, err := StartServer(opts.Clone())
 	if err != nil {
 		t.Fatal(err)
