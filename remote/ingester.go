@@ -458,10 +458,12 @@ func (in *Ingester) expireIdle() {
 // such row's newest step as a cut unless the frame's first step already
 // contradicts it (then the write itself cuts).
 func (in *Ingester) cut(a *actorState, f *Frame) error {
-	if err := a.obs.Close(); err != nil {
-		return err
+	if a.obs != nil { // nil after an earlier cut failed
+		if err := a.obs.Close(); err != nil {
+			return err
+		}
+		a.obs = nil
 	}
-	a.obs = nil
 	var mark []int
 	nc := len(in.schema.fields)
 	for i, r := range f.Rows {
@@ -506,6 +508,15 @@ func leU32(b []byte) uint32 {
 // own bytes (the scratch tensors are pointed at them, no copy); otherwise
 // they are copied into the scratch tensors row by row.
 func (in *Ingester) write(a *actorState, f *Frame) {
+	if a.obs == nil {
+		// A cut that failed after closing the observer left none: start a
+		// fresh one (no item spans what came before), or count the frame's
+		// steps as not observed.
+		if err := in.open(a); err != nil {
+			in.stats.ObserveErr++
+			return
+		}
+	}
 	t := &a.traj
 	r := len(f.Rows)
 	nc := len(in.schema.fields)
