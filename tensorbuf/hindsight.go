@@ -187,6 +187,7 @@ type hsScratch struct {
 	steps                      []int64
 	ov                         []*relabel
 	rels                       []relabel
+	items                      []Item
 	refs                       []stepRef
 	which                      []int
 	idx, lens                  []int64

@@ -189,24 +189,21 @@ func (hs *Hindsight) sampleTableOnce(ht *HindsightTransitions, n int) (done bool
 		t.mu.Unlock()
 		return false, nil
 	}
-	ht.Keys, ht.Probabilities, ht.Weights = ht.Keys[:0], ht.Probabilities[:0], ht.Weights[:0]
 	rows, steps, ov := hs.sc.rows[:0], hs.sc.steps[:0], hs.sc.ov[:0]
 	defer func() { hs.sc.rows, hs.sc.steps, hs.sc.ov = rows, steps, ov }()
+	t.selectLocked(n, selection{items: &hs.sc.items, keys: &ht.Keys, probs: &ht.Probabilities, weights: &ht.Weights})
 	// Copies of the relabeled experiences drawn: rels has room for all n,
 	// so appending never moves the copies ov points to.
 	rels := grow(&hs.sc.rels, n)[:0]
-	t.selectLocked(n, func(it *item, p, w float64) {
-		ht.Keys = append(ht.Keys, it.key)
-		ht.Probabilities = append(ht.Probabilities, p)
-		ht.Weights = append(ht.Weights, w)
+	for i, it := range hs.sc.items {
 		rows, steps = append(rows, it.Row), append(steps, it.Start)
 		var rl *relabel
-		if x, ok := hs.byKey[it.key]; ok {
+		if x, ok := hs.byKey[ht.Keys[i]]; ok {
 			rels = append(rels, x)
 			rl = &rels[len(rels)-1]
 		}
 		ov = append(ov, rl)
-	})
+	}
 	t.mu.Unlock()
 	if err := hs.materialise(ht, rows, steps, ov, true); err != nil {
 		return true, err

@@ -217,8 +217,10 @@ func (t *sumTree) find(u float64) int {
 // at a time for a chunk of draws, so the cache misses of independent
 // draws overlap instead of following each other, and after each level it
 // prefetches the groups the chunk reads on the next (the chunk's lines fit
-// the L1 cache). us is overwritten; out[k] receives the slot of us[k],
-// exactly as find(us[k]) would return it.
+// the L1 cache). out[k] receives the slot of us[k], exactly as
+// find(us[k]) would return it, and us[k] is overwritten with that slot's
+// weight (read while the chunk's leaf lines are in the cache: its lines
+// are prefetched with the leaves').
 func (t *sumTree) findMany(us []float64, out []int32) {
 	for lo := 0; lo < len(out); lo += treeChunk {
 		hi := min(lo+treeChunk, len(out))
@@ -260,6 +262,12 @@ func (t *sumTree) findChunk(us []float64, out []int32) {
 		}
 		if l > 0 && treePrefetch {
 			prefetch.Rows32(unsafe.Pointer(unsafe.SliceData(t.sum[l-1])), out, treeFanout*8)
+			if l == 1 {
+				prefetch.Rows32(unsafe.Pointer(unsafe.SliceData(t.w)), out, treeFanout*8)
+			}
 		}
+	}
+	for d, s := range out {
+		us[d] = t.w[s]
 	}
 }

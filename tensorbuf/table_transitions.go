@@ -137,14 +137,7 @@ func (t *Table) sampleTransitionsOnce(tr *TableTransitions, n int, opt NStepOpti
 		return true, err
 	}
 	tr.TableSize = len(t.live)
-	tr.Items, tr.Keys = tr.Items[:0], tr.Keys[:0]
-	tr.Probabilities, tr.Weights = tr.Probabilities[:0], tr.Weights[:0]
-	t.selectLocked(n, func(it *item, p, w float64) {
-		tr.Items = append(tr.Items, it.Item)
-		tr.Keys = append(tr.Keys, it.key)
-		tr.Probabilities = append(tr.Probabilities, p)
-		tr.Weights = append(tr.Weights, w)
-	})
+	t.selectLocked(n, selection{items: &tr.Items, keys: &tr.Keys, probs: &tr.Probabilities, weights: &tr.Weights})
 	t.mu.Unlock()
 	// The items' steps stay stored while b.mu is held, even if an item
 	// left the table by MaxTimesSampled.
