@@ -82,11 +82,14 @@ type Buffer struct {
 	byName   map[string]int
 	nUser    int
 
-	memBytes int64   // arenas plus host metadata, fixed at New
-	cursor   []int64 // steps ever written, per row
-	meta     []uint8 // host mirror of step types and discount==0, per step
-	owner    []*Writer
-	stats    Stats // under mu
+	memBytes int64 // arenas plus host metadata, fixed at New
+	// stepAll and stepObs are the bytes of one stored step over every
+	// column and over the observation fields (stepBytes), fixed at New.
+	stepAll, stepObs int64
+	cursor           []int64 // steps ever written, per row
+	meta             []uint8 // host mirror of step types and discount==0, per step
+	owner            []*Writer
+	stats            Stats // under mu
 
 	tables    map[string]*Table
 	tableList []*Table
@@ -170,6 +173,7 @@ func newBuffer(cfg Config, hostMem func() (int64, error)) (*Buffer, error) {
 		b.byName[c.Name] = len(b.cols)
 		b.cols = append(b.cols, c)
 	}
+	b.stepAll, b.stepObs = b.sumStepBytes()
 	strides := planLayout(b.cols)
 	steps, ringBytes, hostBytes, err := b.sizes(strides)
 	if err != nil {

@@ -133,7 +133,7 @@ func TestTableSampleHostSpeed(t *testing.T) {
 func BenchmarkTableSampleHot(b *testing.B) {
 	_, uni, pri := hotFixture(b)
 	ctx := context.Background()
-	for _, n := range []int{256, 65536} {
+	for _, n := range []int{1, 256, 65536} {
 		for _, tbl := range []*tensorbuf.Table{uni, pri} {
 			b.Run(fmt.Sprintf("%s/B=%d", tbl.Name(), n), func(b *testing.B) {
 				var bt tensorbuf.Batch
@@ -147,4 +147,56 @@ func BenchmarkTableSampleHot(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkUpdatePrioritiesHot updates the priorities of a B=256 sample of
+// the hotFixture's prioritized table.
+func BenchmarkUpdatePrioritiesHot(b *testing.B) {
+	_, _, pri := hotFixture(b)
+	bt, err := pri.Sample(context.Background(), 256)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bt.Release()
+	ps := make([]float64, len(bt.Keys))
+	for i := range ps {
+		ps[i] = float64(1 + i%16)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := pri.UpdatePriorities(bt.Keys, ps); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAddEvictHot adds steps of all 16 rows to the full hotFixture
+// ring (every add evicts one item per table from each of the four item
+// rows).
+func BenchmarkAddEvictHot(b *testing.B) {
+	buf, uni, pri := hotFixture(b)
+	w, err := buf.NewWriter()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	rows := w.Rows()
+	st := &tensorbuf.Step{Rows: rows, Values: map[string]*tensor.Dense{
+		"obs":    tensor.New(tensor.WithShape(len(rows), 17), tensor.WithBacking(make([]float32, len(rows)*17))),
+		"action": tensor.New(tensor.WithShape(len(rows), 6), tensor.WithBacking(make([]float32, len(rows)*6))),
+	}}
+	for range rows {
+		st.StepType = append(st.StepType, tensorbuf.Mid)
+		st.NextStepType = append(st.NextStepType, tensorbuf.Mid)
+		st.Reward = append(st.Reward, 1)
+		st.Discount = append(st.Discount, 1)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := w.Add(st); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	_, _ = uni.Size(), pri.Size()
 }

@@ -68,8 +68,13 @@ func (b *Buffer) checkSampleSize(what, part string, n, l, stepBytes int64) error
 }
 
 // stepBytes returns the bytes of one stored step over every field, the
-// built-in columns included, and of its observation fields alone.
-func (b *Buffer) stepBytes() (all, obs int64) {
+// built-in columns included, and of its observation fields alone, as
+// New computed them (sumStepBytes): a sample no longer loops over the
+// columns for them.
+func (b *Buffer) stepBytes() (all, obs int64) { return b.stepAll, b.stepObs }
+
+// sumStepBytes adds up stepBytes over the buffer's columns.
+func (b *Buffer) sumStepBytes() (all, obs int64) {
 	for i := range b.cols {
 		c := &b.cols[i]
 		all += c.stepBytes

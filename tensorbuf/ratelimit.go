@@ -132,6 +132,18 @@ func (t *Table) canSampleLocked(n int) bool {
 	return diff-float64(n) >= float64(rl.MinSize)*rl.SamplesPerInsert-rl.ErrorBuffer
 }
 
+// ctxErr is waitN's check of its context: a nil ctx is refused with
+// ErrInvalidArg, a done one gives its error.
+func (t *Table) ctxErr(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: table %q: nil context", ErrInvalidArg, t.cfg.Name)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("table %q: %w", t.cfg.Name, err)
+	}
+	return nil
+}
+
 // wait blocks until ok holds (checked under the table's lock), the
 // context is done, the limiter's timeout passes or the buffer closes.
 // Without a rate limiter it never blocks: it fails with ErrEmpty for a
@@ -139,11 +151,8 @@ func (t *Table) canSampleLocked(n int) bool {
 func (t *Table) wait(ctx context.Context, ok func(n int) bool) error { return t.waitN(ctx, ok, 0) }
 
 func (t *Table) waitN(ctx context.Context, ok func(n int) bool, n int) error {
-	if ctx == nil {
-		return fmt.Errorf("%w: table %q: nil context", ErrInvalidArg, t.cfg.Name)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("table %q: %w", t.cfg.Name, err)
+	if err := t.ctxErr(ctx); err != nil {
+		return err
 	}
 	var timeout <-chan time.Time
 	for {

@@ -41,12 +41,18 @@ func (t *Table) SampleInto(ctx context.Context, bt *Batch, n int) error {
 	if err := t.checkBatch(n); err != nil {
 		return err
 	}
+	// Try first and wait only when the table cannot serve n samples yet:
+	// the common call locks the table once, not twice (waitN, then
+	// sampleOnce). A done context still fails first, as waitN would.
+	if err := t.ctxErr(ctx); err != nil {
+		return err
+	}
 	for {
-		if err := t.waitN(ctx, t.canSampleLocked, n); err != nil {
-			return err
-		}
 		done, err := t.sampleOnce(bt, n)
 		if done {
+			return err
+		}
+		if err := t.waitN(ctx, t.canSampleLocked, n); err != nil {
 			return err
 		}
 	}

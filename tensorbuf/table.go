@@ -118,6 +118,7 @@ type Table struct {
 	pcg     *rand.PCG // rng's source, for checkpoints
 	us      []float64 // scratch of batched prioritized draws
 	slots   []int32
+	ws      []float64 // scratch of UpdatePriorities' weights
 
 	// maxPriority is the largest priority given so far (hasMaxPriority):
 	// the priority of items inserted with DefaultPriority.
@@ -353,14 +354,29 @@ func (t *Table) remove(s int32) {
 	t.notifyLocked()
 }
 
-// evict removes the row's items that start before minStart: their first
-// step has been overwritten. The caller holds the buffer's write lock.
-func (t *Table) evict(row int, minStart int64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	h := &t.starts[row]
-	for len(*h) > 0 && (*h)[0].start < minStart {
-		t.remove((*h)[0].slot)
+// evictRows removes, for each of the rows about to be written at their
+// cursor, the items that start before the step the write overwrites, row
+// by row in the order given. The caller holds the buffer's write lock
+// and has not yet advanced the cursors.
+func (t *Table) evictRows(rows []int, cursor []int64) {
+	capacity := t.b.capacity
+	locked := false
+	for _, r := range rows {
+		pos := cursor[r]
+		if pos < capacity {
+			continue
+		}
+		if !locked {
+			t.mu.Lock()
+			locked = true
+		}
+		h := &t.starts[r]
+		for minStart := pos + 1 - capacity; len(*h) > 0 && (*h)[0].start < minStart; {
+			t.remove((*h)[0].slot)
+		}
+	}
+	if locked {
+		t.mu.Unlock()
 	}
 }
 

@@ -55,17 +55,23 @@ func updatePriorities[F float32 | float64](t *Table, keys []uint64, priorities [
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	// The slots and weights found while checking are kept for setting,
+	// so each key is looked up and each weight computed once.
+	slots, ws := grow(&t.slots, len(keys)), grow(&t.ws, len(keys))
 	for i, k := range keys {
-		if _, ok := t.lookup(k); !ok {
+		s, ok := t.lookup(k)
+		if !ok {
 			return fmt.Errorf("%w: %d", ErrUnknownKey, k)
 		}
 		p := float64(priorities[i])
 		if !finiteNonNeg(p) {
 			return fmt.Errorf("%w: priority %v", ErrInvalidArg, p)
 		}
-		if _, err := t.weight(p); err != nil {
+		w, err := t.weight(p)
+		if err != nil {
 			return err
 		}
+		slots[i], ws[i] = s, w
 	}
 	if t.cfg.Selector == Prioritized {
 		// Set every leaf, then undo them all (in reverse, so that a key
@@ -73,23 +79,19 @@ func updatePriorities[F float32 | float64](t *Table, keys []uint64, priorities [
 		// fits: the tree's sums are recomputed from the leaves, so the
 		// undo restores it bit for bit.
 		old := grow(&t.us, len(keys))
-		for i, k := range keys {
-			s, _ := t.lookup(k)
+		for i, s := range slots {
 			old[i] = t.tree.get(int(s))
-			w, _ := t.weight(float64(priorities[i]))
-			t.tree.set(int(s), w)
+			t.tree.set(int(s), ws[i])
 		}
 		if !t.fits(0) {
 			for i := len(keys) - 1; i >= 0; i-- {
-				s, _ := t.lookup(keys[i])
-				t.tree.set(int(s), old[i])
+				t.tree.set(int(slots[i]), old[i])
 			}
 			return fmt.Errorf("%w: %d priorities: the sum of priority^%v over the table would exceed %v",
 				ErrInvalidArg, len(keys), t.a, maxTreeTotal)
 		}
 	}
-	for i, k := range keys {
-		s, _ := t.lookup(k)
+	for i, s := range slots {
 		p := float64(priorities[i])
 		t.notePriorityLocked(p)
 		t.items[s].Priority = p

@@ -106,12 +106,16 @@ func (t *Table) SampleTransitionsInto(ctx context.Context, tr *TableTransitions,
 	if err := t.b.checkTransitionsSize("table transitions", n, int64(opt.Horizon), 4); err != nil {
 		return err
 	}
+	// Try first, wait only when not yet served (as SampleInto).
+	if err := t.ctxErr(ctx); err != nil {
+		return err
+	}
 	for {
-		if err := t.waitN(ctx, t.canSampleLocked, n); err != nil {
-			return err
-		}
 		done, err := t.sampleTransitionsOnce(tr, n, opt)
 		if done {
+			return err
+		}
+		if err := t.waitN(ctx, t.canSampleLocked, n); err != nil {
 			return err
 		}
 	}

@@ -212,13 +212,14 @@ func (w *Writer) Add(s *Step) error {
 	if err := b.be.Scatter(b.ring, w.src, w.idx); err != nil {
 		return fmt.Errorf("%w: scatter: %w", ErrBackend, err)
 	}
+	// Drop the items whose first step this add overwrites: each table is
+	// locked once per add, not once per row (rows are distinct, so each
+	// table removes what it removed row by row before, in the same order).
+	for _, t := range b.tableList {
+		t.evictRows(rows, b.cursor)
+	}
 	for i, r := range rows {
 		pos := b.cursor[r]
-		if pos >= b.capacity {
-			for _, t := range b.tableList {
-				t.evict(r, pos+1-b.capacity)
-			}
-		}
 		m := uint8(s.StepType[i]) | uint8(s.NextStepType[i])<<metaNextShift
 		if s.Discount[i] == 0 {
 			m |= metaDiscZero
