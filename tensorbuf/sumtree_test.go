@@ -44,6 +44,12 @@ func TestFindManyMatchesFind(t *testing.T) {
 		}
 		us[0] = 0
 		us[1] = tr.total() * (1 - 1e-16) // rounding at the top end
+		us[2] = tr.total()               // past the end: the last positive leaf
+		// Exactly on the leaves' running sums, where the leaf descent
+		// (which forms them from the weights) must agree with sum[0].
+		for k := 3; k < 16; k++ {
+			us[k] = tr.sum[0][rng.IntN(slots)]
+		}
 		want := make([]int32, len(us))
 		for k, u := range us {
 			want[k] = int32(tr.find(u))
@@ -52,10 +58,14 @@ func TestFindManyMatchesFind(t *testing.T) {
 			}
 		}
 		got := make([]int32, len(us))
-		tr.findMany(append([]float64(nil), us...), got)
+		ws := append([]float64(nil), us...)
+		tr.findMany(ws, got)
 		for k := range got {
 			if got[k] != want[k] {
 				t.Fatalf("trial %d draw %d (u=%v): findMany %d, find %d", trial, k, us[k], got[k], want[k])
+			}
+			if ws[k] != tr.get(int(got[k])) {
+				t.Fatalf("trial %d draw %d: findMany gave weight %v for slot %d of weight %v", trial, k, ws[k], got[k], tr.get(int(got[k])))
 			}
 		}
 	}
