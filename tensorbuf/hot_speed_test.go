@@ -92,12 +92,7 @@ func TestTableSampleHostSpeed(t *testing.T) {
 				if kind == "SampleInto" {
 					return tbl.SampleInto(ctx, bts[i], n)
 				}
-				return nil
-			}
-			if kind != "SampleInto" {
-				call = func(i int, tbl *tensorbuf.Table) error {
-					return tbl.SampleTransitionsInto(ctx, trs[i], n, tensorbuf.NStepOptions{Horizon: 1, DiscountFactor: 1})
-				}
+				return tbl.SampleTransitionsInto(ctx, trs[i], n, tensorbuf.NStepOptions{Horizon: 1, DiscountFactor: 1})
 			}
 			reps := max(1, 16384/n)
 			var us, ps, rs []float64
@@ -125,7 +120,6 @@ func TestTableSampleHostSpeed(t *testing.T) {
 			_ = bts[1].Release()
 		}
 	}
-	fmt.Fprint(os.Stderr)
 }
 
 // BenchmarkTableSampleHot samples the hotFixture's tables, for profiles
