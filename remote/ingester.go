@@ -51,16 +51,26 @@ type IngesterConfig struct {
 	// (defaults DefaultStream, DefaultSubject, DefaultDurable,
 	// DefaultDeadSubject).
 	Stream, Subject, Durable, DeadSubject string
-	// GapTimeout is how long after it was stored a frame that skips steps
-	// is handed back to the stream, waiting for the missing frames (a
-	// publish retried after a server restart lands after its successors),
-	// before the gap is accepted as a cut (default 15 s: above the
-	// Publisher's AckTimeout).
+	// GapTimeout is how long a frame that comes before its predecessor
+	// (a publish retried after a server restart lands after its
+	// successors) waits for the missing frames before the gap is accepted
+	// as a cut (default 15 s: above the Publisher's AckTimeout). It is
+	// measured in stream time: the frame waits until the stream has
+	// delivered frames stored GapTimeout after it, or, once the consumer
+	// has caught up, until GapTimeout has passed since it was stored; a
+	// backlog therefore never cuts a gap whose frames are in the stream.
 	GapTimeout time.Duration
-	// GapDelay is the redelivery delay of such a frame (default 100 ms).
+	// ReorderBytes bounds the bytes of the frames held in the ingester
+	// while they wait for a predecessor (default 64 MiB). A frame beyond
+	// it is handed back to the stream (redelivered after GapDelay).
+	ReorderBytes int
+	// GapDelay is the redelivery delay of a frame handed back (default
+	// 100 ms) and the period at which held frames are checked.
 	GapDelay time.Duration
-	// ActorIdle frees the rows of an actor that sent nothing for this
-	// long (default 0: only a bye frame frees them).
+	// ActorIdle frees the rows of an actor whose newest frame was stored
+	// this long before the newest frame the ingester has received (stream
+	// time, so a backlog does not make live actors look idle; default 0:
+	// only a bye frame frees them).
 	ActorIdle time.Duration
 	// Resume continues from a State saved with a buffer checkpoint: the
 	// actors keep their rows and the consumer restarts after the last
@@ -69,7 +79,9 @@ type IngesterConfig struct {
 	// AckWait is the consumer's acknowledgement deadline (default 30 s).
 	AckWait time.Duration
 	// Prefetch bounds the frames delivered and not yet acknowledged
-	// (the consumer's MaxAckPending is 4 x Prefetch; default 256).
+	// besides the held ones (the consumer's MaxAckPending is 8 x
+	// Prefetch, of which at most half are frames held for reordering;
+	// default 256).
 	Prefetch int
 	// PrefetchBytes bounds the frame bytes the client buffers ahead of
 	// the writes (default 32 MiB; keep it under the client's 64 MiB
@@ -87,7 +99,8 @@ type IngesterStats struct {
 	DupFrames  int64 // frames dropped entirely as already written
 	Dead       int64 // frames refused to the dead-letter subject
 	Gaps       int64 // rows whose frame skipped steps (each became a cut)
-	Deferred   int64 // redeliveries asked for (gaps, no free rows)
+	Deferred   int64 // redeliveries asked for (reorder bound reached, no free rows)
+	Held       int64 // frames held until their predecessor arrived
 	Joins      int64 // actors given rows
 	Leaves     int64 // actors whose rows were freed
 	ObserveErr int64 // observer errors on written steps (item errors)
@@ -95,15 +108,21 @@ type IngesterStats struct {
 
 // actorState is an actor's rows and progress.
 type actorState struct {
-	id    uint64
-	rows  []int   // buffer rows, one per local row
-	next  []int64 // next expected step per local row
-	obs   RowObserver
-	last  time.Time
-	cols  []*tensor.Dense // scratch tensor per user field, schema order
-	own   [][]byte        // each scratch tensor's own memory
-	traj  driver.Trajectory
-	fresh bool // observer just made: no row continues across it
+	id   uint64
+	rows []int   // buffer rows, one per local row
+	next []int64 // next expected step per local row
+	obs  RowObserver
+	last time.Time // stored time of its newest frame (zero: none yet)
+	// nextFrame is the actor's lowest frame sequence number not yet
+	// handled (seqKnown false: unknown, after resuming an older State);
+	// held are its frames that came before a predecessor, by sequence.
+	nextFrame uint64
+	seqKnown  bool
+	held      []*heldFrame
+	cols      []*tensor.Dense // scratch tensor per user field, schema order
+	own       [][]byte        // each scratch tensor's own memory
+	traj      driver.Trajectory
+	fresh     bool // observer just made: no row continues across it
 }
 
 // Ingester is the learner side: it consumes frames from a durable pull
@@ -119,9 +138,18 @@ type Ingester struct {
 	free   []bool // free[i]: cfg.Rows[i] is free
 	stats  IngesterStats
 	floor  uint64              // every frame up to this stream sequence is done
-	naked  map[uint64]struct{} // stream sequences handed back, not yet done
+	naked  map[uint64]struct{} // stream sequences handed back or held, not yet done
 	frame  Frame
 	sel    []bool
+
+	held      map[uint64]*heldFrame // frames held for reordering, by stream sequence
+	heldBytes int
+	maxHeld   int                 // bound on len(held), below MaxAckPending
+	gone      map[uint64]struct{} // actors that left with a bye (their late copies are duplicates)
+	goneOrder []uint64
+	newest    time.Time // newest stored time received (stream time)
+	pending   uint64    // consumer's pending count at the last delivery
+	lastMsg   time.Time // wall time the last message was handled
 }
 
 // NewIngester creates (or, when resuming, recreates) the durable consumer
@@ -161,7 +189,10 @@ func NewIngester(ctx context.Context, cfg IngesterConfig) (*Ingester, error) {
 	if cfg.PrefetchBytes == 0 {
 		cfg.PrefetchBytes = 32 << 20
 	}
-	if cfg.Prefetch < 0 || cfg.PrefetchBytes < 0 || cfg.PrefetchBytes < headerSize {
+	if cfg.ReorderBytes == 0 {
+		cfg.ReorderBytes = 64 << 20
+	}
+	if cfg.Prefetch < 0 || cfg.PrefetchBytes < 0 || cfg.PrefetchBytes < headerSize || cfg.ReorderBytes < 0 {
 		return nil, fmt.Errorf("%w: prefetch %d frames, %d bytes", ErrConfig, cfg.Prefetch, cfg.PrefetchBytes)
 	}
 	if cfg.Rows == nil {
@@ -169,7 +200,8 @@ func NewIngester(ctx context.Context, cfg IngesterConfig) (*Ingester, error) {
 			cfg.Rows = append(cfg.Rows, r)
 		}
 	}
-	in := &Ingester{cfg: cfg, schema: s, actors: map[uint64]*actorState{}, free: make([]bool, len(cfg.Rows)), naked: map[uint64]struct{}{}}
+	in := &Ingester{cfg: cfg, schema: s, actors: map[uint64]*actorState{}, free: make([]bool, len(cfg.Rows)), naked: map[uint64]struct{}{},
+		held: map[uint64]*heldFrame{}, maxHeld: 4 * cfg.Prefetch, gone: map[uint64]struct{}{}}
 	for i := range in.free {
 		in.free[i] = true
 	}
@@ -177,7 +209,7 @@ func NewIngester(ctx context.Context, cfg IngesterConfig) (*Ingester, error) {
 		Durable:       cfg.Durable,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       cfg.AckWait,
-		MaxAckPending: 4 * cfg.Prefetch,
+		MaxAckPending: 8 * cfg.Prefetch,
 		FilterSubject: cfg.Subject + ".>",
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
@@ -217,6 +249,11 @@ func (in *Ingester) Stats() IngesterStats {
 // leader election) are retried.
 func (in *Ingester) Run(ctx context.Context) error {
 	defer in.closeActors()
+	tctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { in.tickLoop(tctx) })
+	defer wg.Wait()
+	defer cancel()
 	for ctx.Err() == nil {
 		it, err := in.cons.Messages(jetstream.PullMaxBytes(in.cfg.PrefetchBytes), jetstream.PullExpiry(2*time.Second))
 		if err != nil {
@@ -264,10 +301,13 @@ func (in *Ingester) closeActors() {
 	}
 }
 
-// handle processes one message: dead-letter, defer, or write then ack.
+// handle processes one message: dead-letter, hold (it comes before a
+// predecessor), defer, or write then ack; then writes the frames it let
+// through from those held.
 func (in *Ingester) handle(msg jetstream.Msg) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	in.lastMsg = time.Now()
 	md, err := msg.Metadata()
 	if err != nil {
 		_ = msg.Term()
@@ -276,6 +316,16 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 	seq := md.Sequence.Stream
 	data := msg.Data()
 	in.stats.Bytes += int64(len(data))
+	if md.Timestamp.After(in.newest) {
+		in.newest = md.Timestamp
+	}
+	in.pending = md.NumPending
+	if h := in.held[seq]; h != nil {
+		// Redelivered while held here (an acknowledgement deadline or a
+		// server restart): keep the newest delivery to acknowledge.
+		h.msg = msg
+		return
+	}
 	f := &in.frame
 	if err := in.schema.Decode(data, f); err != nil {
 		in.dead(msg, err.Error())
@@ -283,27 +333,59 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 		return
 	}
 	in.expireIdle()
-	a := in.actors[f.Actor]
-	if f.Bye {
-		if a != nil {
-			in.leave(a)
-		}
-		in.done(msg, seq)
+	if _, ok := in.gone[f.Actor]; ok {
+		in.dupFrame(msg, seq, f)
 		return
 	}
+	a := in.actors[f.Actor]
 	if a == nil {
+		if f.Bye {
+			in.done(msg, seq)
+			return
+		}
 		if a, err = in.join(f.Actor, f.ActorRows); err != nil {
 			in.stats.Deferred++
 			in.defer_(msg, seq, time.Second)
 			return
 		}
 	}
-	if f.ActorRows != len(a.rows) {
+	if !f.Bye && f.ActorRows != len(a.rows) {
 		in.dead(msg, fmt.Sprintf("actor %016x has %d rows, frame says %d", f.Actor, len(a.rows), f.ActorRows))
 		in.done(msg, seq)
 		return
 	}
-	a.last = time.Now()
+	if md.Timestamp.After(a.last) {
+		a.last = md.Timestamp
+	}
+	if !in.ready(a, f) {
+		if !in.hold(a, msg, seq, f, md.Timestamp) {
+			in.stats.Deferred++
+			in.defer_(msg, seq, in.cfg.GapDelay)
+		}
+		return
+	}
+	in.process(a, msg, seq, f)
+	in.drain(a, false)
+}
+
+// dupFrame drops a frame whose steps are all written already.
+func (in *Ingester) dupFrame(msg jetstream.Msg, seq uint64, f *Frame) {
+	in.stats.DupFrames++
+	in.stats.Duplicates += int64(len(f.Rows) * f.K)
+	in.done(msg, seq)
+}
+
+// process handles a frame of actor a that is next in the actor's order
+// (or whose predecessors are given up on): a bye frees the actor's rows;
+// a data frame is written, after a cut of the rows it skips steps of.
+// It reports false if the frame was handed back (a cut failed).
+func (in *Ingester) process(a *actorState, msg jetstream.Msg, seq uint64, f *Frame) bool {
+	if f.Bye {
+		in.leave(a)
+		in.forget(a.id)
+		in.done(msg, seq)
+		return true
+	}
 	// Duplicates and gaps, per row.
 	gap, fresh := false, false
 	for i, r := range f.Rows {
@@ -314,26 +396,29 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 			fresh = true
 		}
 	}
-	if gap && time.Since(md.Timestamp) < in.cfg.GapTimeout {
-		in.stats.Deferred++
-		in.defer_(msg, seq, in.cfg.GapDelay)
-		return
-	}
 	if !gap && !fresh {
-		in.stats.DupFrames++
-		in.stats.Duplicates += int64(len(f.Rows) * f.K)
-		in.done(msg, seq)
-		return
+		in.advance(a, f)
+		in.dupFrame(msg, seq, f)
+		return true
 	}
 	if gap {
 		if err := in.cut(a, f); err != nil {
 			in.defer_(msg, seq, time.Second)
-			return
+			return false
 		}
 		in.dead(msg, "gap")
 	}
+	in.advance(a, f)
 	in.write(a, f)
 	in.done(msg, seq)
+	return true
+}
+
+// advance records that frame f of actor a is handled.
+func (in *Ingester) advance(a *actorState, f *Frame) {
+	if !a.seqKnown || f.Seq >= a.nextFrame {
+		a.nextFrame, a.seqKnown = f.Seq+1, true
+	}
 }
 
 // done acknowledges a processed message and advances the floor.
@@ -386,7 +471,7 @@ func (in *Ingester) join(id uint64, n int) (*actorState, error) {
 	if start < 0 {
 		return nil, fmt.Errorf("%w: actor %016x needs %d rows", ErrNoRows, id, n)
 	}
-	a := &actorState{id: id, rows: slices.Clone(in.cfg.Rows[start : start+n]), next: make([]int64, n)}
+	a := &actorState{id: id, rows: slices.Clone(in.cfg.Rows[start : start+n]), next: make([]int64, n), seqKnown: true}
 	if err := in.open(a); err != nil {
 		return nil, err
 	}
@@ -404,7 +489,7 @@ func (in *Ingester) open(a *actorState) error {
 	if err != nil {
 		return fmt.Errorf("remote: observer for actor %016x: %w", a.id, err)
 	}
-	a.obs, a.fresh, a.last = obs, true, time.Now()
+	a.obs, a.fresh = obs, true
 	n := len(a.rows)
 	a.cols, a.own = a.cols[:0], a.own[:0]
 	t := &a.traj
@@ -441,13 +526,17 @@ func (in *Ingester) leave(a *actorState) {
 	in.stats.Leaves++
 }
 
-// expireIdle frees the rows of actors idle longer than ActorIdle.
+// expireIdle frees the rows of actors idle longer than ActorIdle in
+// stream time (none with frames held: they wait for a predecessor).
 func (in *Ingester) expireIdle() {
 	if in.cfg.ActorIdle <= 0 {
 		return
 	}
 	for _, a := range in.actors {
-		if time.Since(a.last) > in.cfg.ActorIdle {
+		if a.last.IsZero() {
+			a.last = in.newest // resumed: idle from now on, in stream time
+		}
+		if len(a.held) == 0 && in.newest.Sub(a.last) > in.cfg.ActorIdle {
 			in.leave(a)
 		}
 	}

@@ -1,0 +1,186 @@
+package remote
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Reordering. An actor's frames carry consecutive sequence numbers and
+// are written in that order. A frame that comes before a predecessor (a
+// publish retried after a timeout or a server restart is stored after its
+// successors) is held in the ingester, unacknowledged, until the
+// predecessor comes; then both are written and acknowledged. Handing such
+// a frame back to the stream instead (a negative acknowledgement with a
+// delay) keeps it counted against the consumer's MaxAckPending: under a
+// backlog the handed-back frames fill that window and hold back the very
+// predecessor they wait for until the gap is cut. Held frames are bounded
+// (ReorderBytes, and half of MaxAckPending in number); beyond that a frame
+// is handed back as before.
+
+// maxGone bounds the actors remembered as gone (left with a bye).
+const maxGone = 4096
+
+// quietBeforeWallClock is how long no message must have come, with the
+// consumer caught up, before a held frame's wait is measured in wall time.
+const quietBeforeWallClock = time.Second
+
+// heldFrame is a frame held until its predecessor comes.
+type heldFrame struct {
+	msg     jetstream.Msg
+	seq     uint64    // stream sequence
+	fseq    uint64    // the actor's frame sequence
+	stored  time.Time // stored time in the stream
+	data    []byte
+	touched time.Time // last acknowledgement-deadline extension (wall time)
+}
+
+// ready reports whether frame f of actor a may be handled now: its
+// predecessors are handled (or, when the actor's frame sequence is not
+// known after resuming an older State, it skips no step).
+func (in *Ingester) ready(a *actorState, f *Frame) bool {
+	if a.seqKnown {
+		return f.Seq <= a.nextFrame
+	}
+	if f.Bye {
+		return true
+	}
+	for i, r := range f.Rows {
+		if f.First[i] > a.next[r] {
+			return false
+		}
+	}
+	return true
+}
+
+// hold keeps a frame that came before a predecessor; it reports false
+// when the reorder bounds are reached (the caller hands it back).
+func (in *Ingester) hold(a *actorState, msg jetstream.Msg, seq uint64, f *Frame, stored time.Time) bool {
+	data := msg.Data()
+	if len(in.held) >= in.maxHeld || in.heldBytes+len(data) > in.cfg.ReorderBytes {
+		return false
+	}
+	h := &heldFrame{msg: msg, seq: seq, fseq: f.Seq, stored: stored, data: data, touched: time.Now()}
+	i, _ := slices.BinarySearchFunc(a.held, h, func(x, y *heldFrame) int {
+		switch {
+		case x.fseq < y.fseq:
+			return -1
+		case x.fseq > y.fseq:
+			return 1
+		}
+		return 0
+	})
+	a.held = slices.Insert(a.held, i, h)
+	in.held[seq] = h
+	in.naked[seq] = struct{}{}
+	in.heldBytes += len(data)
+	in.stats.Held++
+	return true
+}
+
+// unhold removes actor a's first held frame and decodes it into in.frame.
+func (in *Ingester) unhold(a *actorState) (*heldFrame, *Frame, error) {
+	h := a.held[0]
+	a.held[0] = nil
+	a.held = a.held[1:]
+	delete(in.held, h.seq)
+	in.heldBytes -= len(h.data)
+	f := &in.frame
+	return h, f, in.schema.Decode(h.data, f)
+}
+
+// drain handles actor a's held frames that are ready; with force it also
+// gives up on the predecessors of the first held frame if it has waited
+// GapTimeout (see expired), and of each next one that has too.
+func (in *Ingester) drain(a *actorState, force bool) {
+	for len(a.held) > 0 && in.actors[a.id] == a {
+		h := a.held[0]
+		f := &in.frame
+		if err := in.schema.Decode(h.data, f); err != nil {
+			in.unhold(a) // cannot happen: it was decoded before
+			in.dead(h.msg, err.Error())
+			in.done(h.msg, h.seq)
+			continue
+		}
+		if !in.ready(a, f) && !(force && in.expired(h)) {
+			return
+		}
+		in.unhold(a)
+		if !in.process(a, h.msg, h.seq, f) {
+			return
+		}
+	}
+	// The actor left (a bye): what it still holds came after its bye.
+	for len(a.held) > 0 {
+		h, f, err := in.unhold(a)
+		if err == nil {
+			in.dupFrame(h.msg, h.seq, f)
+		} else {
+			in.done(h.msg, h.seq)
+		}
+	}
+}
+
+// expired reports whether a held frame has waited GapTimeout for its
+// predecessors: in stream time (frames stored GapTimeout after it have
+// come), or, when the consumer has caught up and no message came for a
+// while, in wall time since it was stored.
+func (in *Ingester) expired(h *heldFrame) bool {
+	if in.newest.Sub(h.stored) >= in.cfg.GapTimeout {
+		return true
+	}
+	return in.pending == 0 && time.Since(in.lastMsg) >= min(quietBeforeWallClock, in.cfg.GapTimeout) &&
+		time.Since(h.stored) >= in.cfg.GapTimeout
+}
+
+// forget remembers an actor that left with a bye, so that late copies of
+// its frames are dropped as duplicates instead of making it join again.
+func (in *Ingester) forget(id uint64) {
+	if _, ok := in.gone[id]; ok {
+		return
+	}
+	in.gone[id] = struct{}{}
+	in.goneOrder = append(in.goneOrder, id)
+	if len(in.goneOrder) > maxGone {
+		delete(in.gone, in.goneOrder[0])
+		in.goneOrder = in.goneOrder[1:]
+	}
+}
+
+// tickLoop checks the held frames every GapDelay until ctx is done.
+func (in *Ingester) tickLoop(ctx context.Context) {
+	t := time.NewTicker(in.cfg.GapDelay)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			in.tick()
+		}
+	}
+}
+
+// tick extends the acknowledgement deadline of held frames and writes
+// those whose predecessors are given up on (after a cut).
+func (in *Ingester) tick() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if len(in.held) == 0 {
+		return
+	}
+	now := time.Now()
+	for _, a := range in.actors {
+		for _, h := range a.held {
+			if now.Sub(h.touched) >= in.cfg.AckWait/3 {
+				_ = h.msg.InProgress()
+				h.touched = now
+			}
+		}
+		if len(a.held) > 0 {
+			in.drain(a, true)
+		}
+	}
+}
