@@ -79,9 +79,9 @@ type IngesterConfig struct {
 	// AckWait is the consumer's acknowledgement deadline (default 30 s).
 	AckWait time.Duration
 	// Prefetch bounds the frames delivered and not yet acknowledged
-	// besides the held ones (the consumer's MaxAckPending is 8 x
-	// Prefetch, of which at most half are frames held for reordering;
-	// default 256).
+	// besides the held ones (the consumer's MaxAckPending is 68 x
+	// Prefetch, of which at most 64 x Prefetch are frames held for
+	// reordering; default 256).
 	Prefetch int
 	// PrefetchBytes bounds the frame bytes the client buffers ahead of
 	// the writes (default 32 MiB; keep it under the client's 64 MiB
@@ -113,6 +113,11 @@ type actorState struct {
 	next []int64 // next expected step per local row
 	obs  RowObserver
 	last time.Time // stored time of its newest frame (zero: none yet)
+	// seen is the wall time a frame of it last came, lastSeq the highest
+	// stream sequence of its frames, asked when the stream was last asked
+	// whether it holds newer ones (see expireStalled).
+	seen, asked time.Time
+	lastSeq     uint64
 	// nextFrame is the actor's lowest frame sequence number not yet
 	// handled (seqKnown false: unknown, after resuming an older State);
 	// held are its frames that came before a predecessor, by sequence.
@@ -139,17 +144,21 @@ type Ingester struct {
 	stats  IngesterStats
 	floor  uint64              // every frame up to this stream sequence is done
 	naked  map[uint64]struct{} // stream sequences handed back or held, not yet done
+	back   map[uint64]uint64   // stream sequences handed back: their actor
+	out    map[uint64]int      // frames handed back per actor (it is not idle meanwhile)
 	frame  Frame
 	sel    []bool
 
 	held      map[uint64]*heldFrame // frames held for reordering, by stream sequence
 	heldBytes int
-	maxHeld   int                 // bound on len(held), below MaxAckPending
-	gone      map[uint64]struct{} // actors that left with a bye (their late copies are duplicates)
+	maxHeld   int                    // bound on len(held), below MaxAckPending
+	gone      map[uint64]struct{}    // actors that left with a bye (their late copies are duplicates)
+	waiting   map[uint64]*actorState // actors with frames held and no rows yet
 	goneOrder []uint64
 	newest    time.Time // newest stored time received (stream time)
 	pending   uint64    // consumer's pending count at the last delivery
 	lastMsg   time.Time // wall time the last message was handled
+	full      time.Time // wall time a frame was last refused a hold (bounds reached)
 }
 
 // NewIngester creates (or, when resuming, recreates) the durable consumer
@@ -200,8 +209,8 @@ func NewIngester(ctx context.Context, cfg IngesterConfig) (*Ingester, error) {
 			cfg.Rows = append(cfg.Rows, r)
 		}
 	}
-	in := &Ingester{cfg: cfg, schema: s, actors: map[uint64]*actorState{}, free: make([]bool, len(cfg.Rows)), naked: map[uint64]struct{}{},
-		held: map[uint64]*heldFrame{}, maxHeld: 4 * cfg.Prefetch, gone: map[uint64]struct{}{}}
+	in := &Ingester{cfg: cfg, schema: s, actors: map[uint64]*actorState{}, free: make([]bool, len(cfg.Rows)), naked: map[uint64]struct{}{}, back: map[uint64]uint64{}, out: map[uint64]int{},
+		held: map[uint64]*heldFrame{}, maxHeld: 64 * cfg.Prefetch, gone: map[uint64]struct{}{}, waiting: map[uint64]*actorState{}}
 	for i := range in.free {
 		in.free[i] = true
 	}
@@ -209,7 +218,7 @@ func NewIngester(ctx context.Context, cfg IngesterConfig) (*Ingester, error) {
 		Durable:       cfg.Durable,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       cfg.AckWait,
-		MaxAckPending: 8 * cfg.Prefetch,
+		MaxAckPending: 68 * cfg.Prefetch,
 		FilterSubject: cfg.Subject + ".>",
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
@@ -339,33 +348,43 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 	}
 	a := in.actors[f.Actor]
 	if a == nil {
-		if f.Bye {
+		w := in.waiting[f.Actor]
+		if w == nil && f.Bye {
 			in.done(msg, seq)
 			return
 		}
-		if a, err = in.join(f.Actor, f.ActorRows); err != nil {
-			in.stats.Deferred++
-			in.defer_(msg, seq, time.Second)
+		if w == nil {
+			a, _ = in.join(f.Actor, f.ActorRows)
+		}
+		if a == nil {
+			// No rows free: the frame waits in the ingester while later
+			// frames advance stream time (idle actors leave).
+			if w == nil {
+				w = &actorState{id: f.Actor, seqKnown: true}
+				in.waiting[f.Actor] = w
+			}
+			if !in.hold(w, msg, seq, f, md.Timestamp) {
+				in.stats.Deferred++
+				in.defer_(msg, seq, time.Second, f.Actor)
+			}
+			in.admit()
 			return
 		}
-	}
-	if !f.Bye && f.ActorRows != len(a.rows) {
-		in.dead(msg, fmt.Sprintf("actor %016x has %d rows, frame says %d", f.Actor, len(a.rows), f.ActorRows))
-		in.done(msg, seq)
-		return
 	}
 	if md.Timestamp.After(a.last) {
 		a.last = md.Timestamp
 	}
+	a.seen, a.lastSeq = in.lastMsg, max(a.lastSeq, seq)
 	if !in.ready(a, f) {
 		if !in.hold(a, msg, seq, f, md.Timestamp) {
 			in.stats.Deferred++
-			in.defer_(msg, seq, in.cfg.GapDelay)
+			in.defer_(msg, seq, in.cfg.GapDelay, a.id)
 		}
 		return
 	}
 	in.process(a, msg, seq, f)
 	in.drain(a, false)
+	in.admit()
 }
 
 // dupFrame drops a frame whose steps are all written already.
@@ -386,6 +405,11 @@ func (in *Ingester) process(a *actorState, msg jetstream.Msg, seq uint64, f *Fra
 		in.done(msg, seq)
 		return true
 	}
+	if f.ActorRows != len(a.rows) {
+		in.dead(msg, fmt.Sprintf("actor %016x has %d rows, frame says %d", f.Actor, len(a.rows), f.ActorRows))
+		in.done(msg, seq)
+		return true
+	}
 	// Duplicates and gaps, per row.
 	gap, fresh := false, false
 	for i, r := range f.Rows {
@@ -403,7 +427,7 @@ func (in *Ingester) process(a *actorState, msg jetstream.Msg, seq uint64, f *Fra
 	}
 	if gap {
 		if err := in.cut(a, f); err != nil {
-			in.defer_(msg, seq, time.Second)
+			in.defer_(msg, seq, time.Second, a.id)
 			return false
 		}
 		in.dead(msg, "gap")
@@ -425,14 +449,24 @@ func (in *Ingester) advance(a *actorState, f *Frame) {
 func (in *Ingester) done(msg jetstream.Msg, seq uint64) {
 	_ = msg.Ack()
 	delete(in.naked, seq)
+	if id, ok := in.back[seq]; ok {
+		delete(in.back, seq)
+		if in.out[id]--; in.out[id] <= 0 {
+			delete(in.out, id)
+		}
+	}
 	if seq > in.floor {
 		in.floor = seq
 	}
 }
 
-// defer_ hands a message back for later redelivery.
-func (in *Ingester) defer_(msg jetstream.Msg, seq uint64, d time.Duration) {
+// defer_ hands a message of an actor back for later redelivery.
+func (in *Ingester) defer_(msg jetstream.Msg, seq uint64, d time.Duration, actor uint64) {
 	in.naked[seq] = struct{}{}
+	if _, ok := in.back[seq]; !ok {
+		in.back[seq] = actor
+		in.out[actor]++
+	}
 	_ = msg.NakWithDelay(d)
 }
 
@@ -478,6 +512,7 @@ func (in *Ingester) join(id uint64, n int) (*actorState, error) {
 	for i := start; i < start+n; i++ {
 		in.free[i] = false
 	}
+	a.seen = time.Now()
 	in.actors[id] = a
 	in.stats.Joins++
 	return a, nil
@@ -536,7 +571,7 @@ func (in *Ingester) expireIdle() {
 		if a.last.IsZero() {
 			a.last = in.newest // resumed: idle from now on, in stream time
 		}
-		if len(a.held) == 0 && in.newest.Sub(a.last) > in.cfg.ActorIdle {
+		if len(a.held) == 0 && in.out[a.id] == 0 && in.newest.Sub(a.last) > in.cfg.ActorIdle {
 			in.leave(a)
 		}
 	}

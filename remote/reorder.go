@@ -2,6 +2,8 @@ package remote
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -35,6 +37,8 @@ type heldFrame struct {
 	stored  time.Time // stored time in the stream
 	data    []byte
 	touched time.Time // last acknowledgement-deadline extension (wall time)
+	// received is the wall time it came.
+	received time.Time
 }
 
 // ready reports whether frame f of actor a may be handled now: its
@@ -44,7 +48,7 @@ func (in *Ingester) ready(a *actorState, f *Frame) bool {
 	if a.seqKnown {
 		return f.Seq <= a.nextFrame
 	}
-	if f.Bye {
+	if f.Bye || f.ActorRows != len(a.rows) {
 		return true
 	}
 	for i, r := range f.Rows {
@@ -60,9 +64,15 @@ func (in *Ingester) ready(a *actorState, f *Frame) bool {
 func (in *Ingester) hold(a *actorState, msg jetstream.Msg, seq uint64, f *Frame, stored time.Time) bool {
 	data := msg.Data()
 	if len(in.held) >= in.maxHeld || in.heldBytes+len(data) > in.cfg.ReorderBytes {
+		in.full = time.Now()
 		return false
 	}
-	h := &heldFrame{msg: msg, seq: seq, fseq: f.Seq, stored: stored, data: data, touched: time.Now()}
+	if stored.After(a.last) {
+		a.last = stored
+	}
+	a.seen, a.lastSeq = in.lastMsg, max(a.lastSeq, seq)
+	now := time.Now()
+	h := &heldFrame{msg: msg, seq: seq, fseq: f.Seq, stored: stored, data: data, touched: now, received: now}
 	i, _ := slices.BinarySearchFunc(a.held, h, func(x, y *heldFrame) int {
 		switch {
 		case x.fseq < y.fseq:
@@ -126,13 +136,20 @@ func (in *Ingester) drain(a *actorState, force bool) {
 // expired reports whether a held frame has waited GapTimeout for its
 // predecessors: in stream time (frames stored GapTimeout after it have
 // come), or, when the consumer has caught up and no message came for a
-// while, in wall time since it was stored.
+// while, in wall time since it was stored; or, while the reorder bounds
+// are reached (frames are handed back, and the consumer's window may be
+// full of them: the predecessor may never come), in wall time since it
+// came.
 func (in *Ingester) expired(h *heldFrame) bool {
 	if in.newest.Sub(h.stored) >= in.cfg.GapTimeout {
 		return true
 	}
-	return in.pending == 0 && time.Since(in.lastMsg) >= min(quietBeforeWallClock, in.cfg.GapTimeout) &&
-		time.Since(h.stored) >= in.cfg.GapTimeout
+	now := time.Now()
+	if now.Sub(in.full) < quietBeforeWallClock && now.Sub(h.received) >= in.cfg.GapTimeout {
+		return true
+	}
+	return in.pending == 0 && now.Sub(in.lastMsg) >= min(quietBeforeWallClock, in.cfg.GapTimeout) &&
+		now.Sub(h.stored) >= in.cfg.GapTimeout
 }
 
 // forget remembers an actor that left with a bye, so that late copies of
@@ -159,6 +176,7 @@ func (in *Ingester) tickLoop(ctx context.Context) {
 			return
 		case <-t.C:
 			in.tick()
+			in.expireStalled(ctx)
 		}
 	}
 }
@@ -172,15 +190,102 @@ func (in *Ingester) tick() {
 		return
 	}
 	now := time.Now()
-	for _, a := range in.actors {
-		for _, h := range a.held {
-			if now.Sub(h.touched) >= in.cfg.AckWait/3 {
-				_ = h.msg.InProgress()
-				h.touched = now
-			}
+	for _, h := range in.held {
+		if now.Sub(h.touched) >= in.cfg.AckWait/3 {
+			_ = h.msg.InProgress()
+			h.touched = now
 		}
+	}
+	for _, a := range in.actors {
 		if len(a.held) > 0 {
 			in.drain(a, true)
 		}
+	}
+	in.admit()
+}
+
+// admit gives rows to waiting actors, the one waiting longest (in stream
+// order) first, and writes what they hold.
+func (in *Ingester) admit() {
+	for len(in.waiting) > 0 {
+		var w *actorState
+		for _, c := range in.waiting {
+			if len(c.held) == 0 {
+				delete(in.waiting, c.id) // all it had was handed back
+				continue
+			}
+			if w == nil || c.held[0].seq < w.held[0].seq {
+				w = c
+			}
+		}
+		if w == nil {
+			return
+		}
+		// The first held frame (lowest frame sequence; a bye too) says
+		// how many rows.
+		f := &in.frame
+		if err := in.schema.Decode(w.held[0].data, f); err != nil {
+			h, _, _ := in.unhold(w) // cannot happen: it was decoded before
+			in.done(h.msg, h.seq)
+			continue
+		}
+		a, err := in.join(w.id, f.ActorRows)
+		if err != nil {
+			return
+		}
+		delete(in.waiting, w.id)
+		// Idle from now on (in stream time), not since it began waiting.
+		a.held, a.last, a.seen, a.lastSeq = w.held, in.newest, time.Now(), w.lastSeq
+		in.drain(a, false)
+	}
+}
+
+// expireStalled frees the rows of actors from which no frame came for
+// ActorIdle (wall time) and of which the stream holds no newer frame.
+// Stream-time idleness (expireIdle) needs newer frames to come; when the
+// consumer's window is full of frames waiting for rows that idle actors
+// hold, none come, and this breaks the wait. A live actor whose frames
+// are behind a backlog has newer frames in the stream and stays.
+func (in *Ingester) expireStalled(ctx context.Context) {
+	if in.cfg.ActorIdle <= 0 {
+		return
+	}
+	type cand struct {
+		a   *actorState
+		seq uint64
+	}
+	var cs []cand
+	in.mu.Lock()
+	now := time.Now()
+	for _, a := range in.actors {
+		if len(a.held) == 0 && in.out[a.id] == 0 && now.Sub(a.seen) > in.cfg.ActorIdle && now.Sub(a.asked) > in.cfg.ActorIdle/4 {
+			a.asked = now
+			cs = append(cs, cand{a, a.lastSeq})
+		}
+	}
+	in.mu.Unlock()
+	if len(cs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := in.cfg.JetStream.Stream(ctx, in.cfg.Stream)
+	if err != nil {
+		return
+	}
+	for _, c := range cs {
+		m, err := st.GetLastMsgForSubject(ctx, fmt.Sprintf("%s.%016x", in.cfg.Subject, c.a.id))
+		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if m != nil && m.Sequence > c.seq {
+			continue // newer frames are on their way
+		}
+		in.mu.Lock()
+		if a := c.a; in.actors[a.id] == a && a.lastSeq == c.seq && len(a.held) == 0 && in.out[a.id] == 0 && time.Since(a.seen) > in.cfg.ActorIdle {
+			in.leave(a)
+			in.admit()
+		}
+		in.mu.Unlock()
 	}
 }

@@ -46,7 +46,11 @@ func TestSoak(t *testing.T) {
 	}()
 	_, js := connect(t, srv.ClientURL())
 	ensure(t, js, StreamConfig{MaxBytes: 4 << 30})
-	buf := newEpisodeBuffer(t, 24, 4096)
+	// 128 rows: about 9 actors a second are killed and keep their rows
+	// (2.5 on average) for ActorIdle (3 s) of stream time, besides the
+	// live ones; with fewer rows actors queue for rows faster than rows
+	// free up, and their frames overflow ReorderBytes.
+	buf := newEpisodeBuffer(t, 128, 4096)
 	in, stop := runIngester(t, IngesterConfig{JetStream: js, Buffer: buf, NewObserver: episodeFactory, ActorIdle: 3 * time.Second, GapTimeout: 10 * time.Second})
 	end := time.Now().Add(dur)
 	var published, actorsRun, killed atomic.Int64

@@ -74,7 +74,7 @@ func (in *Ingester) restore(s *State) error {
 		if len(as.Rows) == 0 || len(as.Next) != len(as.Rows) {
 			return fmt.Errorf("%w: actor %016x: %d rows, %d step numbers", ErrConfig, as.ID, len(as.Rows), len(as.Next))
 		}
-		a := &actorState{id: as.ID, rows: slices.Clone(as.Rows), next: slices.Clone(as.Next), nextFrame: as.NextFrame}
+		a := &actorState{id: as.ID, rows: slices.Clone(as.Rows), next: slices.Clone(as.Next), nextFrame: as.NextFrame, seen: time.Now()}
 		a.seqKnown = as.NextFrame > 0 || !slices.ContainsFunc(as.Next, func(n int64) bool { return n > 0 })
 		for _, r := range a.rows {
 			i := slices.Index(in.cfg.Rows, r)
