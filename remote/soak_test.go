@@ -18,12 +18,11 @@ import (
 // published: nothing lost, nothing written twice, no gap.
 // TRAJRING_REMOTE_SOAK_NO_RESTART=1 leaves the server running.
 //
-// Known to fail today, even without restarts: under a sustained backlog
-// frames the ingester hands back to wait for a missing predecessor stay
-// counted against the consumer's MaxAckPending and can hold back that very
-// frame until GapTimeout, after which it is cut and the late frame dropped
-// (see issue 16's note). It stays opt-in until the ingester buffers
-// out-of-order frames itself.
+// It used to lose steps under a sustained backlog: with rows short, the
+// frames of actors waiting for rows were handed back to the stream and
+// filled the consumer's window, and ActorIdle in wall time freed the rows
+// of live actors whose frames were behind; both now wait in the ingester
+// or are measured in stream time (see reorder.go).
 func TestSoak(t *testing.T) {
 	env := os.Getenv("TRAJRING_REMOTE_SOAK")
 	if env == "" {
