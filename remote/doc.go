@@ -29,11 +29,16 @@
 // process), acknowledges a frame only after it is written, and drops every
 // step it has already written, by (actor, row, step), so a redelivery never
 // writes a step twice. A frame of a foreign schema or of a bad size is
-// refused to a dead-letter subject and counted; a frame that skips steps
-// of a row (a gap) is handed back for a while (GapTimeout) (a retried publish can
-// arrive after its successor), then written after a cut: the observers of
-// the actor start afresh and the buffer marks the row's previous step as a
-// cut, so no item, transition or n-step window crosses the gap.
+// refused to a dead-letter subject and counted. An actor's frames are
+// written in the order of their sequence numbers: a frame stored before
+// its predecessor (a retried publish can arrive after its successor), and
+// the frames of an actor waiting for free rows, are held in the Ingester,
+// unacknowledged and bounded (ReorderBytes), until they can be written. A
+// predecessor still missing after GapTimeout (in stream time) is given up:
+// the frame is written after a cut: the observers of the actor start
+// afresh and the buffer marks the row's previous step as a cut, so no
+// item, transition or n-step window crosses the gap. ActorIdle is measured
+// in stream time too, so a backlog does not make live actors look idle.
 //
 // Params carries versioned policy parameters (an opaque blob) back to the
 // actors through the JetStream object store.

@@ -10,16 +10,19 @@ import (
 	"github.com/trajring/trajring/tensorbuf"
 )
 
-// runIngester starts an ingester in the background; the returned stop
-// waits for it.
+// runIngester starts an ingester in the background until stop (or the
+// test's end); the returned stop waits for it. Only the consumer's
+// creation is bounded in time: Run must not end on its own while a long
+// test (the soak, the cluster scenarios) still publishes.
 func runIngester(t testing.TB, cfg IngesterConfig) (*Ingester, func()) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	in, err := NewIngester(ctx, cfg)
+	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+	in, err := NewIngester(cctx, cfg)
+	ccancel()
 	if err != nil {
-		cancel()
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = in.Run(ctx); close(done) }()
 	var stopped bool

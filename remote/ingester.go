@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -51,16 +50,26 @@ type IngesterConfig struct {
 	// (defaults DefaultStream, DefaultSubject, DefaultDurable,
 	// DefaultDeadSubject).
 	Stream, Subject, Durable, DeadSubject string
-	// GapTimeout is how long after it was stored a frame that skips steps
-	// is handed back to the stream, waiting for the missing frames (a
-	// publish retried after a server restart lands after its successors),
-	// before the gap is accepted as a cut (default 15 s: above the
-	// Publisher's AckTimeout).
+	// GapTimeout is how long a frame that comes before its predecessor
+	// (a publish retried after a server restart lands after its
+	// successors) waits for the missing frames before the gap is accepted
+	// as a cut (default 15 s: above the Publisher's AckTimeout). It is
+	// measured in stream time: the frame waits until the stream has
+	// delivered frames stored GapTimeout after it, or, once the consumer
+	// has caught up, until GapTimeout has passed since it was stored; a
+	// backlog therefore never cuts a gap whose frames are in the stream.
 	GapTimeout time.Duration
-	// GapDelay is the redelivery delay of such a frame (default 100 ms).
+	// ReorderBytes bounds the bytes of the frames held in the ingester
+	// while they wait for a predecessor (default 64 MiB). A frame beyond
+	// it is handed back to the stream (redelivered after GapDelay).
+	ReorderBytes int
+	// GapDelay is the redelivery delay of a frame handed back (default
+	// 100 ms) and the period at which held frames are checked.
 	GapDelay time.Duration
-	// ActorIdle frees the rows of an actor that sent nothing for this
-	// long (default 0: only a bye frame frees them).
+	// ActorIdle frees the rows of an actor whose newest frame was stored
+	// this long before the newest frame the ingester has received (stream
+	// time, so a backlog does not make live actors look idle; default 0:
+	// only a bye frame frees them).
 	ActorIdle time.Duration
 	// Resume continues from a State saved with a buffer checkpoint: the
 	// actors keep their rows and the consumer restarts after the last
@@ -69,7 +78,9 @@ type IngesterConfig struct {
 	// AckWait is the consumer's acknowledgement deadline (default 30 s).
 	AckWait time.Duration
 	// Prefetch bounds the frames delivered and not yet acknowledged
-	// (the consumer's MaxAckPending is 4 x Prefetch; default 256).
+	// besides the held ones (the consumer's MaxAckPending is 68 x
+	// Prefetch, of which at most 64 x Prefetch are frames held for
+	// reordering; default 256).
 	Prefetch int
 	// PrefetchBytes bounds the frame bytes the client buffers ahead of
 	// the writes (default 32 MiB; keep it under the client's 64 MiB
@@ -87,7 +98,8 @@ type IngesterStats struct {
 	DupFrames  int64 // frames dropped entirely as already written
 	Dead       int64 // frames refused to the dead-letter subject
 	Gaps       int64 // rows whose frame skipped steps (each became a cut)
-	Deferred   int64 // redeliveries asked for (gaps, no free rows)
+	Deferred   int64 // redeliveries asked for (reorder bound reached, no free rows)
+	Held       int64 // frames held until their predecessor arrived
 	Joins      int64 // actors given rows
 	Leaves     int64 // actors whose rows were freed
 	ObserveErr int64 // observer errors on written steps (item errors)
@@ -95,15 +107,26 @@ type IngesterStats struct {
 
 // actorState is an actor's rows and progress.
 type actorState struct {
-	id    uint64
-	rows  []int   // buffer rows, one per local row
-	next  []int64 // next expected step per local row
-	obs   RowObserver
-	last  time.Time
-	cols  []*tensor.Dense // scratch tensor per user field, schema order
-	own   [][]byte        // each scratch tensor's own memory
-	traj  driver.Trajectory
-	fresh bool // observer just made: no row continues across it
+	id   uint64
+	rows []int   // buffer rows, one per local row
+	next []int64 // next expected step per local row
+	obs  RowObserver
+	last time.Time // stored time of its newest frame (zero: none yet)
+	// seen is the wall time a frame of it last came, lastSeq the highest
+	// stream sequence of its frames, asked when the stream was last asked
+	// whether it holds newer ones (see expireStalled).
+	seen, asked time.Time
+	lastSeq     uint64
+	// nextFrame is the actor's lowest frame sequence number not yet
+	// handled (seqKnown false: unknown, after resuming an older State);
+	// held are its frames that came before a predecessor, by sequence.
+	nextFrame uint64
+	seqKnown  bool
+	held      []*heldFrame
+	cols      []*tensor.Dense // scratch tensor per user field, schema order
+	own       [][]byte        // each scratch tensor's own memory
+	traj      driver.Trajectory
+	fresh     bool // observer just made: no row continues across it
 }
 
 // Ingester is the learner side: it consumes frames from a durable pull
@@ -119,9 +142,22 @@ type Ingester struct {
 	free   []bool // free[i]: cfg.Rows[i] is free
 	stats  IngesterStats
 	floor  uint64              // every frame up to this stream sequence is done
-	naked  map[uint64]struct{} // stream sequences handed back, not yet done
+	naked  map[uint64]struct{} // stream sequences handed back or held, not yet done
+	back   map[uint64]uint64   // stream sequences handed back: their actor
+	out    map[uint64]int      // frames handed back per actor (it is not idle meanwhile)
 	frame  Frame
 	sel    []bool
+
+	held      map[uint64]*heldFrame // frames held for reordering, by stream sequence
+	heldBytes int
+	maxHeld   int                    // bound on len(held), below MaxAckPending
+	gone      map[uint64]struct{}    // actors that left with a bye (their late copies are duplicates)
+	waiting   map[uint64]*actorState // actors with frames held and no rows yet
+	goneOrder []uint64
+	newest    time.Time // newest stored time received (stream time)
+	pending   uint64    // consumer's pending count at the last delivery
+	lastMsg   time.Time // wall time the last message was handled
+	full      time.Time // wall time a frame was last refused a hold (bounds reached)
 }
 
 // NewIngester creates (or, when resuming, recreates) the durable consumer
@@ -161,7 +197,10 @@ func NewIngester(ctx context.Context, cfg IngesterConfig) (*Ingester, error) {
 	if cfg.PrefetchBytes == 0 {
 		cfg.PrefetchBytes = 32 << 20
 	}
-	if cfg.Prefetch < 0 || cfg.PrefetchBytes < 0 || cfg.PrefetchBytes < headerSize {
+	if cfg.ReorderBytes == 0 {
+		cfg.ReorderBytes = 64 << 20
+	}
+	if cfg.Prefetch < 0 || cfg.PrefetchBytes < 0 || cfg.PrefetchBytes < headerSize || cfg.ReorderBytes < 0 {
 		return nil, fmt.Errorf("%w: prefetch %d frames, %d bytes", ErrConfig, cfg.Prefetch, cfg.PrefetchBytes)
 	}
 	if cfg.Rows == nil {
@@ -169,7 +208,8 @@ func NewIngester(ctx context.Context, cfg IngesterConfig) (*Ingester, error) {
 			cfg.Rows = append(cfg.Rows, r)
 		}
 	}
-	in := &Ingester{cfg: cfg, schema: s, actors: map[uint64]*actorState{}, free: make([]bool, len(cfg.Rows)), naked: map[uint64]struct{}{}}
+	in := &Ingester{cfg: cfg, schema: s, actors: map[uint64]*actorState{}, free: make([]bool, len(cfg.Rows)), naked: map[uint64]struct{}{}, back: map[uint64]uint64{}, out: map[uint64]int{},
+		held: map[uint64]*heldFrame{}, maxHeld: 64 * cfg.Prefetch, gone: map[uint64]struct{}{}, waiting: map[uint64]*actorState{}}
 	for i := range in.free {
 		in.free[i] = true
 	}
@@ -177,7 +217,7 @@ func NewIngester(ctx context.Context, cfg IngesterConfig) (*Ingester, error) {
 		Durable:       cfg.Durable,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       cfg.AckWait,
-		MaxAckPending: 4 * cfg.Prefetch,
+		MaxAckPending: 68 * cfg.Prefetch,
 		FilterSubject: cfg.Subject + ".>",
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
@@ -217,6 +257,11 @@ func (in *Ingester) Stats() IngesterStats {
 // leader election) are retried.
 func (in *Ingester) Run(ctx context.Context) error {
 	defer in.closeActors()
+	tctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { in.tickLoop(tctx) })
+	defer wg.Wait()
+	defer cancel()
 	for ctx.Err() == nil {
 		it, err := in.cons.Messages(jetstream.PullMaxBytes(in.cfg.PrefetchBytes), jetstream.PullExpiry(2*time.Second))
 		if err != nil {
@@ -264,10 +309,13 @@ func (in *Ingester) closeActors() {
 	}
 }
 
-// handle processes one message: dead-letter, defer, or write then ack.
+// handle processes one message: dead-letter, hold (it comes before a
+// predecessor), defer, or write then ack; then writes the frames it let
+// through from those held.
 func (in *Ingester) handle(msg jetstream.Msg) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	in.lastMsg = time.Now()
 	md, err := msg.Metadata()
 	if err != nil {
 		_ = msg.Term()
@@ -276,6 +324,16 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 	seq := md.Sequence.Stream
 	data := msg.Data()
 	in.stats.Bytes += int64(len(data))
+	if md.Timestamp.After(in.newest) {
+		in.newest = md.Timestamp
+	}
+	in.pending = md.NumPending
+	if h := in.held[seq]; h != nil {
+		// Redelivered while held here (an acknowledgement deadline or a
+		// server restart): keep the newest delivery to acknowledge.
+		h.msg = msg
+		return
+	}
 	f := &in.frame
 	if err := in.schema.Decode(data, f); err != nil {
 		in.dead(msg, err.Error())
@@ -283,27 +341,74 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 		return
 	}
 	in.expireIdle()
-	a := in.actors[f.Actor]
-	if f.Bye {
-		if a != nil {
-			in.leave(a)
-		}
-		in.done(msg, seq)
+	if _, ok := in.gone[f.Actor]; ok {
+		in.dupFrame(msg, seq, f)
 		return
 	}
+	a := in.actors[f.Actor]
 	if a == nil {
-		if a, err = in.join(f.Actor, f.ActorRows); err != nil {
-			in.stats.Deferred++
-			in.defer_(msg, seq, time.Second)
+		w := in.waiting[f.Actor]
+		if w == nil && f.Bye {
+			in.done(msg, seq)
 			return
 		}
+		if w == nil {
+			a, _ = in.join(f.Actor, f.ActorRows)
+		}
+		if a == nil {
+			// No rows free: the frame waits in the ingester while later
+			// frames advance stream time (idle actors leave).
+			if w == nil {
+				w = &actorState{id: f.Actor, seqKnown: true}
+				in.waiting[f.Actor] = w
+			}
+			if !in.hold(w, msg, seq, f, md.Timestamp) {
+				in.stats.Deferred++
+				in.defer_(msg, seq, time.Second, f.Actor)
+			}
+			in.admit()
+			return
+		}
+	}
+	if md.Timestamp.After(a.last) {
+		a.last = md.Timestamp
+	}
+	a.seen, a.lastSeq = in.lastMsg, max(a.lastSeq, seq)
+	if !in.ready(a, f) {
+		if !in.hold(a, msg, seq, f, md.Timestamp) {
+			in.stats.Deferred++
+			in.defer_(msg, seq, in.cfg.GapDelay, a.id)
+		}
+		return
+	}
+	in.process(a, msg, seq, f)
+	in.drain(a, false)
+	in.admit()
+}
+
+// dupFrame drops a frame whose steps are all written already.
+func (in *Ingester) dupFrame(msg jetstream.Msg, seq uint64, f *Frame) {
+	in.stats.DupFrames++
+	in.stats.Duplicates += int64(len(f.Rows) * f.K)
+	in.done(msg, seq)
+}
+
+// process handles a frame of actor a that is next in the actor's order
+// (or whose predecessors are given up on): a bye frees the actor's rows;
+// a data frame is written, after a cut of the rows it skips steps of.
+// It reports false if the frame was handed back (a cut failed).
+func (in *Ingester) process(a *actorState, msg jetstream.Msg, seq uint64, f *Frame) bool {
+	if f.Bye {
+		in.leave(a)
+		in.forget(a.id)
+		in.done(msg, seq)
+		return true
 	}
 	if f.ActorRows != len(a.rows) {
 		in.dead(msg, fmt.Sprintf("actor %016x has %d rows, frame says %d", f.Actor, len(a.rows), f.ActorRows))
 		in.done(msg, seq)
-		return
+		return true
 	}
-	a.last = time.Now()
 	// Duplicates and gaps, per row.
 	gap, fresh := false, false
 	for i, r := range f.Rows {
@@ -314,40 +419,53 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 			fresh = true
 		}
 	}
-	if gap && time.Since(md.Timestamp) < in.cfg.GapTimeout {
-		in.stats.Deferred++
-		in.defer_(msg, seq, in.cfg.GapDelay)
-		return
-	}
 	if !gap && !fresh {
-		in.stats.DupFrames++
-		in.stats.Duplicates += int64(len(f.Rows) * f.K)
-		in.done(msg, seq)
-		return
+		in.advance(a, f)
+		in.dupFrame(msg, seq, f)
+		return true
 	}
 	if gap {
 		if err := in.cut(a, f); err != nil {
-			in.defer_(msg, seq, time.Second)
-			return
+			in.defer_(msg, seq, time.Second, a.id)
+			return false
 		}
 		in.dead(msg, "gap")
 	}
+	in.advance(a, f)
 	in.write(a, f)
 	in.done(msg, seq)
+	return true
+}
+
+// advance records that frame f of actor a is handled.
+func (in *Ingester) advance(a *actorState, f *Frame) {
+	if !a.seqKnown || f.Seq >= a.nextFrame {
+		a.nextFrame, a.seqKnown = f.Seq+1, true
+	}
 }
 
 // done acknowledges a processed message and advances the floor.
 func (in *Ingester) done(msg jetstream.Msg, seq uint64) {
 	_ = msg.Ack()
 	delete(in.naked, seq)
+	if id, ok := in.back[seq]; ok {
+		delete(in.back, seq)
+		if in.out[id]--; in.out[id] <= 0 {
+			delete(in.out, id)
+		}
+	}
 	if seq > in.floor {
 		in.floor = seq
 	}
 }
 
-// defer_ hands a message back for later redelivery.
-func (in *Ingester) defer_(msg jetstream.Msg, seq uint64, d time.Duration) {
+// defer_ hands a message of an actor back for later redelivery.
+func (in *Ingester) defer_(msg jetstream.Msg, seq uint64, d time.Duration, actor uint64) {
 	in.naked[seq] = struct{}{}
+	if _, ok := in.back[seq]; !ok {
+		in.back[seq] = actor
+		in.out[actor]++
+	}
 	_ = msg.NakWithDelay(d)
 }
 
@@ -372,85 +490,6 @@ func (in *Ingester) dead(msg jetstream.Msg, reason string) {
 	m.Header.Set("Trajring-Reason", reason)
 	m.Header.Set("Trajring-Subject", msg.Subject())
 	_, _ = in.cfg.JetStream.PublishMsgAsync(m)
-}
-
-// join gives an actor a contiguous range of free rows.
-func (in *Ingester) join(id uint64, n int) (*actorState, error) {
-	start := -1
-	for i := 0; i+n <= len(in.free); i++ {
-		if !slices.Contains(in.free[i:i+n], false) {
-			start = i
-			break
-		}
-	}
-	if start < 0 {
-		return nil, fmt.Errorf("%w: actor %016x needs %d rows", ErrNoRows, id, n)
-	}
-	a := &actorState{id: id, rows: slices.Clone(in.cfg.Rows[start : start+n]), next: make([]int64, n)}
-	if err := in.open(a); err != nil {
-		return nil, err
-	}
-	for i := start; i < start+n; i++ {
-		in.free[i] = false
-	}
-	in.actors[id] = a
-	in.stats.Joins++
-	return a, nil
-}
-
-// open makes the actor's observer and scratch tensors.
-func (in *Ingester) open(a *actorState) error {
-	obs, err := in.cfg.NewObserver(in.cfg.Buffer, a.rows)
-	if err != nil {
-		return fmt.Errorf("remote: observer for actor %016x: %w", a.id, err)
-	}
-	a.obs, a.fresh, a.last = obs, true, time.Now()
-	n := len(a.rows)
-	a.cols, a.own = a.cols[:0], a.own[:0]
-	t := &a.traj
-	t.Observation, t.Action, t.PolicyInfo = map[string]*tensor.Dense{}, map[string]*tensor.Dense{}, map[string]*tensor.Dense{}
-	for _, f := range in.schema.fields {
-		d := tensor.New(tensor.Of(f.DType.Tensor()), tensor.WithShape(append([]int{n}, f.Shape...)...))
-		switch f.Role {
-		case tensorbuf.Action:
-			t.Action[f.Name] = d
-		case tensorbuf.PolicyInfo:
-			t.PolicyInfo[f.Name] = d
-		default:
-			t.Observation[f.Name] = d
-		}
-		a.cols = append(a.cols, d)
-		a.own = append(a.own, d.Header.Raw)
-	}
-	t.StepType, t.NextStepType = make([]tensorbuf.StepType, n), make([]tensorbuf.StepType, n)
-	t.Reward, t.Discount, t.Active = make([]float32, n), make([]float32, n), make([]bool, n)
-	return nil
-}
-
-// leave closes an actor's observer and frees its rows.
-func (in *Ingester) leave(a *actorState) {
-	if a.obs != nil {
-		_ = a.obs.Close()
-	}
-	for _, r := range a.rows {
-		if i := slices.Index(in.cfg.Rows, r); i >= 0 {
-			in.free[i] = true
-		}
-	}
-	delete(in.actors, a.id)
-	in.stats.Leaves++
-}
-
-// expireIdle frees the rows of actors idle longer than ActorIdle.
-func (in *Ingester) expireIdle() {
-	if in.cfg.ActorIdle <= 0 {
-		return
-	}
-	for _, a := range in.actors {
-		if time.Since(a.last) > in.cfg.ActorIdle {
-			in.leave(a)
-		}
-	}
 }
 
 // cut makes the rows of a frame that skip steps into cuts: the actor's

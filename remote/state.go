@@ -24,11 +24,16 @@ type State struct {
 	StreamFloor uint64       `json:"stream_floor"`
 }
 
-// ActorState is one actor's part of a State.
+// ActorState is one actor's part of a State: its rows, the next step
+// expected of each, and the sequence number of the next frame expected
+// (NextFrame 0 with steps in Next, as in states saved before frames were
+// reordered, means unknown: the first frame that skips no step is taken
+// as the next one).
 type ActorState struct {
-	ID   uint64  `json:"id"`
-	Rows []int   `json:"rows"`
-	Next []int64 `json:"next"`
+	ID        uint64  `json:"id"`
+	Rows      []int   `json:"rows"`
+	Next      []int64 `json:"next"`
+	NextFrame uint64  `json:"next_frame"`
 }
 
 // State returns the ingester's state between two frames.
@@ -41,7 +46,11 @@ func (in *Ingester) State() State {
 func (in *Ingester) stateLocked() State {
 	s := State{StreamFloor: in.streamFloor()}
 	for _, a := range in.actors {
-		s.Actors = append(s.Actors, ActorState{ID: a.id, Rows: slices.Clone(a.rows), Next: slices.Clone(a.next)})
+		as := ActorState{ID: a.id, Rows: slices.Clone(a.rows), Next: slices.Clone(a.next)}
+		if a.seqKnown {
+			as.NextFrame = a.nextFrame
+		}
+		s.Actors = append(s.Actors, as)
 	}
 	slices.SortFunc(s.Actors, func(a, b ActorState) int { return a.Rows[0] - b.Rows[0] })
 	for r := range in.cfg.Buffer.NumEnvs() {
@@ -65,7 +74,8 @@ func (in *Ingester) restore(s *State) error {
 		if len(as.Rows) == 0 || len(as.Next) != len(as.Rows) {
 			return fmt.Errorf("%w: actor %016x: %d rows, %d step numbers", ErrConfig, as.ID, len(as.Rows), len(as.Next))
 		}
-		a := &actorState{id: as.ID, rows: slices.Clone(as.Rows), next: slices.Clone(as.Next)}
+		a := &actorState{id: as.ID, rows: slices.Clone(as.Rows), next: slices.Clone(as.Next), nextFrame: as.NextFrame, seen: time.Now()}
+		a.seqKnown = as.NextFrame > 0 || !slices.ContainsFunc(as.Next, func(n int64) bool { return n > 0 })
 		for _, r := range a.rows {
 			i := slices.Index(in.cfg.Rows, r)
 			if i < 0 || !in.free[i] {

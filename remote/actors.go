@@ -1,0 +1,94 @@
+package remote
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/trajring/trajring/tensorbuf"
+	"gorgonia.org/tensor"
+)
+
+// join gives an actor a contiguous range of free rows.
+func (in *Ingester) join(id uint64, n int) (*actorState, error) {
+	start := -1
+	for i := 0; i+n <= len(in.free); i++ {
+		if !slices.Contains(in.free[i:i+n], false) {
+			start = i
+			break
+		}
+	}
+	if start < 0 {
+		return nil, fmt.Errorf("%w: actor %016x needs %d rows", ErrNoRows, id, n)
+	}
+	a := &actorState{id: id, rows: slices.Clone(in.cfg.Rows[start : start+n]), next: make([]int64, n), seqKnown: true}
+	if err := in.open(a); err != nil {
+		return nil, err
+	}
+	for i := start; i < start+n; i++ {
+		in.free[i] = false
+	}
+	a.seen = time.Now()
+	in.actors[id] = a
+	in.stats.Joins++
+	return a, nil
+}
+
+// open makes the actor's observer and scratch tensors.
+func (in *Ingester) open(a *actorState) error {
+	obs, err := in.cfg.NewObserver(in.cfg.Buffer, a.rows)
+	if err != nil {
+		return fmt.Errorf("remote: observer for actor %016x: %w", a.id, err)
+	}
+	a.obs, a.fresh = obs, true
+	n := len(a.rows)
+	a.cols, a.own = a.cols[:0], a.own[:0]
+	t := &a.traj
+	t.Observation, t.Action, t.PolicyInfo = map[string]*tensor.Dense{}, map[string]*tensor.Dense{}, map[string]*tensor.Dense{}
+	for _, f := range in.schema.fields {
+		d := tensor.New(tensor.Of(f.DType.Tensor()), tensor.WithShape(append([]int{n}, f.Shape...)...))
+		switch f.Role {
+		case tensorbuf.Action:
+			t.Action[f.Name] = d
+		case tensorbuf.PolicyInfo:
+			t.PolicyInfo[f.Name] = d
+		default:
+			t.Observation[f.Name] = d
+		}
+		a.cols = append(a.cols, d)
+		a.own = append(a.own, d.Header.Raw)
+	}
+	t.StepType, t.NextStepType = make([]tensorbuf.StepType, n), make([]tensorbuf.StepType, n)
+	t.Reward, t.Discount, t.Active = make([]float32, n), make([]float32, n), make([]bool, n)
+	return nil
+}
+
+// leave closes an actor's observer and frees its rows.
+func (in *Ingester) leave(a *actorState) {
+	if a.obs != nil {
+		_ = a.obs.Close()
+	}
+	for _, r := range a.rows {
+		if i := slices.Index(in.cfg.Rows, r); i >= 0 {
+			in.free[i] = true
+		}
+	}
+	delete(in.actors, a.id)
+	in.stats.Leaves++
+}
+
+// expireIdle frees the rows of actors idle longer than ActorIdle in
+// stream time (none with frames held: they wait for a predecessor).
+func (in *Ingester) expireIdle() {
+	if in.cfg.ActorIdle <= 0 {
+		return
+	}
+	for _, a := range in.actors {
+		if a.last.IsZero() {
+			a.last = in.newest // resumed: idle from now on, in stream time
+		}
+		if len(a.held) == 0 && in.out[a.id] == 0 && in.newest.Sub(a.last) > in.cfg.ActorIdle {
+			in.leave(a)
+		}
+	}
+}

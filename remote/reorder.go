@@ -1,0 +1,291 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Reordering. An actor's frames carry consecutive sequence numbers and
+// are written in that order. A frame that comes before a predecessor (a
+// publish retried after a timeout or a server restart is stored after its
+// successors) is held in the ingester, unacknowledged, until the
+// predecessor comes; then both are written and acknowledged. Handing such
+// a frame back to the stream instead (a negative acknowledgement with a
+// delay) keeps it counted against the consumer's MaxAckPending: under a
+// backlog the handed-back frames fill that window and hold back the very
+// predecessor they wait for until the gap is cut. Held frames are bounded
+// (ReorderBytes, and half of MaxAckPending in number); beyond that a frame
+// is handed back as before.
+
+// maxGone bounds the actors remembered as gone (left with a bye).
+const maxGone = 4096
+
+// quietBeforeWallClock is how long no message must have come, with the
+// consumer caught up, before a held frame's wait is measured in wall time.
+const quietBeforeWallClock = time.Second
+
+// heldFrame is a frame held until its predecessor comes.
+type heldFrame struct {
+	msg     jetstream.Msg
+	seq     uint64    // stream sequence
+	fseq    uint64    // the actor's frame sequence
+	stored  time.Time // stored time in the stream
+	data    []byte
+	touched time.Time // last acknowledgement-deadline extension (wall time)
+	// received is the wall time it came.
+	received time.Time
+}
+
+// ready reports whether frame f of actor a may be handled now: its
+// predecessors are handled (or, when the actor's frame sequence is not
+// known after resuming an older State, it skips no step).
+func (in *Ingester) ready(a *actorState, f *Frame) bool {
+	if a.seqKnown {
+		return f.Seq <= a.nextFrame
+	}
+	if f.Bye || f.ActorRows != len(a.rows) {
+		return true
+	}
+	for i, r := range f.Rows {
+		if f.First[i] > a.next[r] {
+			return false
+		}
+	}
+	return true
+}
+
+// hold keeps a frame that came before a predecessor; it reports false
+// when the reorder bounds are reached (the caller hands it back).
+func (in *Ingester) hold(a *actorState, msg jetstream.Msg, seq uint64, f *Frame, stored time.Time) bool {
+	data := msg.Data()
+	if len(in.held) >= in.maxHeld || in.heldBytes+len(data) > in.cfg.ReorderBytes {
+		in.full = time.Now()
+		return false
+	}
+	if stored.After(a.last) {
+		a.last = stored
+	}
+	a.seen, a.lastSeq = in.lastMsg, max(a.lastSeq, seq)
+	now := time.Now()
+	h := &heldFrame{msg: msg, seq: seq, fseq: f.Seq, stored: stored, data: data, touched: now, received: now}
+	i, _ := slices.BinarySearchFunc(a.held, h, func(x, y *heldFrame) int {
+		switch {
+		case x.fseq < y.fseq:
+			return -1
+		case x.fseq > y.fseq:
+			return 1
+		}
+		return 0
+	})
+	a.held = slices.Insert(a.held, i, h)
+	in.held[seq] = h
+	in.naked[seq] = struct{}{}
+	in.heldBytes += len(data)
+	in.stats.Held++
+	return true
+}
+
+// unhold removes actor a's first held frame and decodes it into in.frame.
+func (in *Ingester) unhold(a *actorState) (*heldFrame, *Frame, error) {
+	h := a.held[0]
+	a.held[0] = nil
+	a.held = a.held[1:]
+	delete(in.held, h.seq)
+	in.heldBytes -= len(h.data)
+	f := &in.frame
+	return h, f, in.schema.Decode(h.data, f)
+}
+
+// drain handles actor a's held frames that are ready; with force it also
+// gives up on the predecessors of the first held frame if it has waited
+// GapTimeout (see expired), and of each next one that has too.
+func (in *Ingester) drain(a *actorState, force bool) {
+	for len(a.held) > 0 && in.actors[a.id] == a {
+		h := a.held[0]
+		f := &in.frame
+		if err := in.schema.Decode(h.data, f); err != nil {
+			in.unhold(a) // cannot happen: it was decoded before
+			in.dead(h.msg, err.Error())
+			in.done(h.msg, h.seq)
+			continue
+		}
+		if !in.ready(a, f) && !(force && in.expired(h)) {
+			return
+		}
+		in.unhold(a)
+		if !in.process(a, h.msg, h.seq, f) {
+			return
+		}
+	}
+	// The actor left (a bye): what it still holds came after its bye.
+	for len(a.held) > 0 {
+		h, f, err := in.unhold(a)
+		if err == nil {
+			in.dupFrame(h.msg, h.seq, f)
+		} else {
+			in.done(h.msg, h.seq)
+		}
+	}
+}
+
+// expired reports whether a held frame has waited GapTimeout for its
+// predecessors: in stream time (frames stored GapTimeout after it have
+// come), or, when the consumer has caught up and no message came for a
+// while, in wall time since it was stored; or, while the reorder bounds
+// are reached (frames are handed back, and the consumer's window may be
+// full of them: the predecessor may never come), in wall time since it
+// came.
+func (in *Ingester) expired(h *heldFrame) bool {
+	if in.newest.Sub(h.stored) >= in.cfg.GapTimeout {
+		return true
+	}
+	now := time.Now()
+	if now.Sub(in.full) < quietBeforeWallClock && now.Sub(h.received) >= in.cfg.GapTimeout {
+		return true
+	}
+	return in.pending == 0 && now.Sub(in.lastMsg) >= min(quietBeforeWallClock, in.cfg.GapTimeout) &&
+		now.Sub(h.stored) >= in.cfg.GapTimeout
+}
+
+// forget remembers an actor that left with a bye, so that late copies of
+// its frames are dropped as duplicates instead of making it join again.
+func (in *Ingester) forget(id uint64) {
+	if _, ok := in.gone[id]; ok {
+		return
+	}
+	in.gone[id] = struct{}{}
+	in.goneOrder = append(in.goneOrder, id)
+	if len(in.goneOrder) > maxGone {
+		delete(in.gone, in.goneOrder[0])
+		in.goneOrder = in.goneOrder[1:]
+	}
+}
+
+// tickLoop checks the held frames every GapDelay until ctx is done.
+func (in *Ingester) tickLoop(ctx context.Context) {
+	t := time.NewTicker(in.cfg.GapDelay)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			in.tick()
+			in.expireStalled(ctx)
+		}
+	}
+}
+
+// tick extends the acknowledgement deadline of held frames and writes
+// those whose predecessors are given up on (after a cut).
+func (in *Ingester) tick() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if len(in.held) == 0 {
+		return
+	}
+	now := time.Now()
+	for _, h := range in.held {
+		if now.Sub(h.touched) >= in.cfg.AckWait/3 {
+			_ = h.msg.InProgress()
+			h.touched = now
+		}
+	}
+	for _, a := range in.actors {
+		if len(a.held) > 0 {
+			in.drain(a, true)
+		}
+	}
+	in.admit()
+}
+
+// admit gives rows to waiting actors, the one waiting longest (in stream
+// order) first, and writes what they hold.
+func (in *Ingester) admit() {
+	for len(in.waiting) > 0 {
+		var w *actorState
+		for _, c := range in.waiting {
+			if len(c.held) == 0 {
+				delete(in.waiting, c.id) // all it had was handed back
+				continue
+			}
+			if w == nil || c.held[0].seq < w.held[0].seq {
+				w = c
+			}
+		}
+		if w == nil {
+			return
+		}
+		// The first held frame (lowest frame sequence; a bye too) says
+		// how many rows.
+		f := &in.frame
+		if err := in.schema.Decode(w.held[0].data, f); err != nil {
+			h, _, _ := in.unhold(w) // cannot happen: it was decoded before
+			in.done(h.msg, h.seq)
+			continue
+		}
+		a, err := in.join(w.id, f.ActorRows)
+		if err != nil {
+			return
+		}
+		delete(in.waiting, w.id)
+		// Idle from now on (in stream time), not since it began waiting.
+		a.held, a.last, a.seen, a.lastSeq = w.held, in.newest, time.Now(), w.lastSeq
+		in.drain(a, false)
+	}
+}
+
+// expireStalled frees the rows of actors from which no frame came for
+// ActorIdle (wall time) and of which the stream holds no newer frame.
+// Stream-time idleness (expireIdle) needs newer frames to come; when the
+// consumer's window is full of frames waiting for rows that idle actors
+// hold, none come, and this breaks the wait. A live actor whose frames
+// are behind a backlog has newer frames in the stream and stays.
+func (in *Ingester) expireStalled(ctx context.Context) {
+	if in.cfg.ActorIdle <= 0 {
+		return
+	}
+	type cand struct {
+		a   *actorState
+		seq uint64
+	}
+	var cs []cand
+	in.mu.Lock()
+	now := time.Now()
+	for _, a := range in.actors {
+		if len(a.held) == 0 && in.out[a.id] == 0 && now.Sub(a.seen) > in.cfg.ActorIdle && now.Sub(a.asked) > in.cfg.ActorIdle/4 {
+			a.asked = now
+			cs = append(cs, cand{a, a.lastSeq})
+		}
+	}
+	in.mu.Unlock()
+	if len(cs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := in.cfg.JetStream.Stream(ctx, in.cfg.Stream)
+	if err != nil {
+		return
+	}
+	for _, c := range cs {
+		m, err := st.GetLastMsgForSubject(ctx, fmt.Sprintf("%s.%016x", in.cfg.Subject, c.a.id))
+		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if m != nil && m.Sequence > c.seq {
+			continue // newer frames are on their way
+		}
+		in.mu.Lock()
+		if a := c.a; in.actors[a.id] == a && a.lastSeq == c.seq && len(a.held) == 0 && in.out[a.id] == 0 && time.Since(a.seen) > in.cfg.ActorIdle {
+			in.leave(a)
+			in.admit()
+		}
+		in.mu.Unlock()
+	}
+}
