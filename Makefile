@@ -33,8 +33,7 @@ fuzz:
 	done
 
 # test-cluster runs the 3-node JetStream cluster scenarios of remote/
-# (node restart, actor killed, learner restarted) alone and verbose (they
-# also run in `make test`).
+# (node restart, actor killed, learner restarted), opt-in: see TestCluster.
 test-cluster:
 	TRAJRING_CLUSTER=1 $(GO) test -race -count=1 -run TestCluster -v ./remote/
 
