@@ -39,12 +39,21 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 	ctx := context.Background()
 	bt, seq, tr, ns := new(tensorbuf.Batch), new(tensorbuf.Batch), new(tensorbuf.Transitions), new(tensorbuf.Transitions)
 	nstep := tensorbuf.NStepOptions{Horizon: 3, DiscountFactor: 0.9}
+	ttr := new(tensorbuf.TableTransitions)
+	var mw []float32
 	calls := map[string]func() error{
 		"table SampleInto":      func() error { return tbl.SampleInto(ctx, bt, 32) },
 		"SampleSequencesInto":   func() error { return b.SampleSequencesInto(seq, 32, 4, tensorbuf.SequenceOptions{EpisodeAware: true}) },
 		"SampleTransitionsInto": func() error { return b.SampleTransitionsInto(tr, 32) },
 		"SampleNStepInto":       func() error { return b.SampleNStepInto(ns, 32, nstep) },
 		"UpdatePriorities":      func() error { return tbl.UpdatePriorities(bt.Keys, bt.Weights) },
+		"table SampleTransitionsInto": func() error {
+			if err := tbl.SampleTransitionsInto(ctx, ttr, 32, nstep); err != nil {
+				return err
+			}
+			mw = ttr.MaskedWeights32(mw)
+			return nil
+		},
 	}
 	maps.Copy(calls, hindsightReuseCalls(t))
 	for name, f := range calls {
