@@ -226,9 +226,8 @@ func stateString(t testing.TB, b *Buffer) string {
 			}
 		}
 		fmt.Fprintf(&sb, " tree n %d sum %v min %v\n", tb.tree.n, tb.tree.sum, tb.tree.min)
-		rng, _ := tb.pcg.MarshalBinary()
-		fmt.Fprintf(&sb, " nextKey %d maxLen %d budget %d inserts %d samples %d max %v %v rng %x\n",
-			tb.nextKey, tb.maxLen, tb.budget, tb.inserts, tb.samples, tb.maxPriority, tb.hasMaxPriority, rng)
+		fmt.Fprintf(&sb, " nextKey %d maxLen %d budget %d inserts %d samples %d max %v %v calls %d\n",
+			tb.nextKey, tb.maxLen, tb.budget, tb.inserts, tb.samples, tb.maxPriority, tb.hasMaxPriority, tb.calls)
 		tb.mu.Unlock()
 	}
 	return sb.String()

@@ -167,11 +167,7 @@ func (t *Table) snapshotLocked() (tableSnap, error) {
 			s.heap = append(s.heap, e.slot)
 		}
 	}
-	rng, err := t.pcg.MarshalBinary()
-	if err != nil {
-		return tableSnap{}, fmt.Errorf("checkpoint: table %q rng: %w", t.cfg.Name, err)
-	}
-	s.rng = rng
+	s.rng = marshalDraws(t.calls)
 	return s, nil
 }
 

@@ -1,8 +1,10 @@
 package tensorbuf
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
+	"math/rand/v2"
 )
 
 // install gives a new, empty table of a loaded buffer the saved state s,
@@ -126,9 +128,11 @@ func (t *Table) install(s *tableSnap) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if err := t.pcg.UnmarshalBinary(s.rng); err != nil {
+	calls, err := unmarshalDraws(s.rng)
+	if err != nil {
 		return fmt.Errorf("rng: %v", err)
 	}
+	t.calls = calls
 	t.items, t.gens, t.free, t.live = s.items, s.gens, s.free, s.live
 	t.head, t.tail, t.starts = head, tail, starts
 	t.nextKey, t.maxLen, t.budget, t.inserts, t.samples = s.nextKey, s.maxLen, s.budget, s.inserts, s.samples
@@ -148,4 +152,26 @@ func (t *Table) install(s *tableSnap) error {
 		}
 	}
 	return nil
+}
+
+// drawsMagic starts a table's draw state in a checkpoint: the number of
+// sample calls that drew (Table.calls), 8 bytes little-endian.
+const drawsMagic = "phx:"
+
+func marshalDraws(calls uint64) []byte {
+	return binary.LittleEndian.AppendUint64([]byte(drawsMagic), calls)
+}
+
+// unmarshalDraws reads a table's draw state. A checkpoint written before
+// tables drew from Philox holds a PCG state instead: it is accepted
+// (every table section of that format is otherwise the same) and the
+// table's draws start again from call 0.
+func unmarshalDraws(b []byte) (uint64, error) {
+	if len(b) == len(drawsMagic)+8 && string(b[:len(drawsMagic)]) == drawsMagic {
+		return binary.LittleEndian.Uint64(b[len(drawsMagic):]), nil
+	}
+	if err := (&rand.PCG{}).UnmarshalBinary(b); err != nil {
+		return 0, err
+	}
+	return 0, nil
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"unsafe"
 
+	"github.com/trajring/trajring/internal/philox"
 	"github.com/trajring/trajring/internal/prefetch"
 )
 
@@ -153,17 +154,19 @@ func (t *Table) selectLocked(n int, out selection) (maxLen int) {
 	}
 	if t.cfg.MaxTimesSampled == 0 && (prio && total > 0 || t.cfg.Selector == Uniform) {
 		slots := grow(&t.slots, n)
+		call := t.calls
+		t.calls++
 		if prio {
 			// Descend the sum tree for all draws at once.
 			us := grow(&t.us, n)
 			for k := range us {
-				us[k] = t.rng.Float64() * total
+				us[k] = philox.Float64(philox.Draw(t.cfg.Seed, 0, call, uint32(k))) * total
 			}
 			t.tree.findMany(us, slots) // us now holds the slots' weights
 		} else {
 			live := len(t.live)
 			for k := range slots {
-				slots[k] = int32(t.rng.IntN(live))
+				slots[k] = int32(philox.Index(philox.Draw(t.cfg.Seed, 0, call, uint32(k)), uint64(live)))
 			}
 			t.prefetchLive(slots[:min(n, selectChunk)])
 			for lo := 0; lo < n; lo += selectChunk {
@@ -193,8 +196,10 @@ func (t *Table) selectLocked(n int, out selection) (maxLen int) {
 		t.notifyLocked()
 		return maxLen
 	}
+	call := t.calls
+	t.calls++
 	for k := range n {
-		s, p := t.pick()
+		s, p := t.pick(call, uint32(k))
 		w := 1.0
 		if prio {
 			w = imp.of(t.tree.get(int(s)))
@@ -342,9 +347,9 @@ func (b *Buffer) checkWindows(n, l int) error {
 	return nil
 }
 
-// pick selects one live item and returns its slot and the probability
-// with which it was selected.
-func (t *Table) pick() (int32, float64) {
+// pick selects one live item with draw k of call call and returns its
+// slot and the probability with which it was selected.
+func (t *Table) pick(call uint64, k uint32) (int32, float64) {
 	switch t.cfg.Selector {
 	case FIFO:
 		return t.head, 1
@@ -352,11 +357,12 @@ func (t *Table) pick() (int32, float64) {
 		return t.tail, 1
 	case Prioritized:
 		if total := t.tree.total(); total > 0 {
-			s := t.tree.find(t.rng.Float64() * total)
+			s := t.tree.find(philox.Float64(philox.Draw(t.cfg.Seed, 0, call, k)) * total)
 			return int32(s), t.tree.get(s) / total
 		}
 	}
-	return t.live[t.rng.IntN(len(t.live))], 1 / float64(len(t.live))
+	i := philox.Index(philox.Draw(t.cfg.Seed, 0, call, k), uint64(len(t.live)))
+	return t.live[i], 1 / float64(len(t.live))
 }
 
 // All returns every item of the table, oldest first, as a Batch (Reverb's

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"sync"
 )
 
@@ -65,7 +64,9 @@ type TableConfig struct {
 	// one, sampling a table that cannot serve the request fails with
 	// ErrEmpty.
 	RateLimiter *RateLimiter
-	// Seed seeds the table's selector.
+	// Seed seeds the table's selector. Uniform and prioritized draws
+	// come from Philox4x32-10 (package internal/philox) keyed by Seed:
+	// the same seed selects the same items on every backend.
 	Seed uint64
 }
 
@@ -114,11 +115,13 @@ type Table struct {
 	budget  int64 // samples left before MaxTimesSampled removes all
 	inserts int64
 	samples int64
-	rng     *rand.Rand
-	pcg     *rand.PCG // rng's source, for checkpoints
-	us      []float64 // scratch of batched prioritized draws
-	slots   []int32
-	ws      []float64 // scratch of UpdatePriorities' weights
+	// calls counts the sample calls that drew: call c's draw k is
+	// philox.Draw(cfg.Seed, 0, c, k), so a table's draws are a function
+	// of its seed and call count alone, the same on every backend.
+	calls uint64
+	us    []float64 // scratch of batched prioritized draws
+	slots []int32
+	ws    []float64 // scratch of UpdatePriorities' weights
 
 	// maxPriority is the largest priority given so far (hasMaxPriority):
 	// the priority of items inserted with DefaultPriority.
@@ -158,9 +161,7 @@ func (b *Buffer) NewTable(cfg TableConfig) (*Table, error) {
 		head:   -1,
 		tail:   -1,
 		starts: make([]startHeap, b.numEnvs),
-		pcg:    rand.NewPCG(cfg.Seed, 0x7461626c65),
 	}
-	t.rng = rand.New(t.pcg)
 	if t.a == 0 {
 		t.a = 1
 	}
