@@ -22,7 +22,9 @@
 #      retained across them); tensorbuf's run last, with the time left
 #   3. host time of Table.SampleInto, SampleTransitionsInto and Writer.Add
 #      at B=256 (low-dim, 3 KB rows) next to the cpu backend (TestHostTime)
-#   4. GPU benchmarks: per op µs, p50/p99 and the fraction of a same-run
+#   4. GPU benchmarks (kernels: BenchmarkOps; buffer calls: BenchmarkDevice,
+#      SampleInto L=1/8 low-dim and 3 KB, transitions, n-step, Add
+#      W=256/1024, a 1M-step export): per op µs, p50/p99 and the fraction of a same-run
 #      device-to-device copy of the same bytes; n-step kernel vs fallback
 #   5. compute-sanitizer memcheck and initcheck on a short subset
 #   6. the sticky-fault probe (an illegal address in a real kernel must
@@ -80,6 +82,12 @@ run() {
 			awk '/^BenchmarkOps\// { n=$1; sub(/^BenchmarkOps\//,"",n); sub(/-[0-9]+$/,"",n); us=p50=p99=gb=f="-"
 				for (i=2;i<NF;i++) { u=$(i+1); if(u=="us/op")us=$i; if(u=="GB/s")gb=$i; if(u=="of_copy")f=$i; if(u=="p50_us")p50=$i; if(u=="p99_us")p99=$i }
 				printf "%-30s %9s %9s %9s %9s %8s\n", n, us, p50, p99, gb, f }' "$out/logs/bench-gpu.log" 2>/dev/null
+			echo
+			echo "== buffer calls (of_d2d: fraction of a same-run device-to-device copy of the output bytes)"
+			printf '%-30s %9s %9s %9s %9s %8s\n' call us/op p50_us p99_us out_MB of_d2d
+			awk '/^BenchmarkDevice\// { n=$1; sub(/^BenchmarkDevice\//,"",n); sub(/-[0-9]+$/,"",n); us=p50=p99=mb=f="-"
+				for (i=2;i<NF;i++) { u=$(i+1); if(u=="ns/op")us=sprintf("%.1f",$i/1000); if(u=="out_MB")mb=$i; if(u=="of_d2d")f=$i; if(u=="p50_us")p50=$i; if(u=="p99_us")p99=$i }
+				printf "%-30s %9s %9s %9s %9s %8s\n", n, us, p50, p99, mb, f }' "$out/logs/bench-buffer.log" 2>/dev/null
 			grep -h 'sticky-fault probe\|fault seen after' "$out/logs/fault-probe.log" 2>/dev/null | sed 's/^ */   /'
 			for k in "${order[@]}"; do
 				case ${status[$k]} in FAIL*)
@@ -140,6 +148,7 @@ run() {
 	step test-gpu 120 bin/gpu.test -test.count=1
 	step hosttime 60 env TRAJRING_HOSTTIME=1 bin/tensorbuf.test -test.run '^TestHostTime$' -test.v -test.count=1
 	step bench-gpu 120 bin/gpu.test -test.run '^$' -test.bench . -test.benchtime 0.3s -test.count=1
+	step bench-buffer 150 bin/tensorbuf.test -test.run '^$' -test.bench '^BenchmarkDevice$' -test.benchtime 0.3s -test.count=1
 	local san
 	san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
 	if [ -n "$san" ]; then
