@@ -185,6 +185,7 @@ type Batch struct {
 	cols   []Column
 	wins   []Window
 	prefix []int64
+	draws  []uint64 // scratch of a direct sample's draws
 }
 
 // Len returns the batch's n (items) and L (steps per item).

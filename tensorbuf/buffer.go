@@ -3,7 +3,6 @@ package tensorbuf
 import (
 	"fmt"
 	"math/bits"
-	"math/rand/v2"
 	"runtime"
 	"slices"
 	"sync"
@@ -100,9 +99,10 @@ type Buffer struct {
 	// ckpt is the state of a copy-on-write Save (checkpoint_cow.go).
 	ckpt ckptState
 
-	rngMu sync.Mutex
-	rng   *rand.Rand
-	pcg   *rand.PCG // rng's source, for checkpoints
+	// seed and calls key the direct samplers' draws (draws.go): each
+	// call takes the next call number, without a lock.
+	seed  uint64
+	calls atomic.Uint64
 
 	// cleanup frees the rings of a buffer dropped without Close.
 	cleanup runtime.Cleanup
@@ -192,8 +192,7 @@ func newBuffer(cfg Config, hostMem func() (int64, error)) (*Buffer, error) {
 	b.cursor = make([]int64, cfg.NumEnvs)
 	b.owner = make([]*Writer, cfg.NumEnvs)
 	b.tables = make(map[string]*Table)
-	b.pcg = rand.NewPCG(cfg.Seed, 0x7472616a72696e67)
-	b.rng = rand.New(b.pcg)
+	b.seed = cfg.Seed
 	for i, stride := range strides {
 		a, err := be.Alloc(steps * stride)
 		if err != nil {
@@ -440,10 +439,3 @@ func (b *Buffer) metaAt(row int, pos int64) uint8 {
 }
 
 func (b *Buffer) slot(row int, pos int64) int64 { return int64(row)*b.capacity + pos%b.capacity }
-
-func (b *Buffer) randN(n int64) int64 {
-	b.rngMu.Lock()
-	v := b.rng.Int64N(n)
-	b.rngMu.Unlock()
-	return v
-}

@@ -198,8 +198,7 @@ func stateString(t testing.TB, b *Buffer) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "envs %d cap %d fields %v\ncursor %v\nstats %+v\n", b.numEnvs, b.capacity, b.Fields(), b.cursor, b.stats)
 	fmt.Fprintf(&sb, "meta %x\n", sha256.Sum256(b.meta))
-	rng, _ := b.pcg.MarshalBinary()
-	fmt.Fprintf(&sb, "rng %x\n", rng)
+	fmt.Fprintf(&sb, "seed %d calls %d\n", b.seed, b.calls.Load())
 	for i := range b.arenas {
 		raw := make([]byte, b.arenas[i].arena.Size())
 		if err := b.be.Download(raw, b.arenas[i].arena, 0); err != nil {

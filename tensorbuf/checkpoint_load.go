@@ -3,7 +3,6 @@ package tensorbuf
 import (
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"sync"
 	"time"
 )
@@ -89,7 +88,7 @@ func (h *ckptHeader) check() error {
 	if h.stats.Steps < 0 || h.stats.Cuts < 0 || h.stats.DroppedTransitions < 0 {
 		return fmt.Errorf("negative stats %+v", h.stats)
 	}
-	if err := (&rand.PCG{}).UnmarshalBinary(h.rng); err != nil {
+	if _, _, err := unmarshalBufDraws(h.rng); err != nil {
 		return fmt.Errorf("buffer rng: %v", err)
 	}
 	probe := &Buffer{numEnvs: h.numEnvs, capacity: h.capacity, byName: map[string]int{}}
@@ -253,7 +252,9 @@ func Load(r io.Reader, opts LoadOptions) (*Buffer, error) {
 
 // restore fills a new buffer from the sections after the header.
 func (b *Buffer) restore(cr *chunkReader, h *ckptHeader) error {
-	_ = b.pcg.UnmarshalBinary(h.rng) // checked by readHeader
+	seed, calls, _ := unmarshalBufDraws(h.rng) // checked by readHeader
+	b.seed = seed
+	b.calls.Store(calls)
 	b.stats = h.stats
 	cursors, err := readRows(cr, b.numEnvs)
 	if err != nil {

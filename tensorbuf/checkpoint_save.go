@@ -124,13 +124,7 @@ func (b *Buffer) snapshotLocked() (*bufSnap, error) {
 		numEnvs: b.numEnvs, capacity: b.capacity, fields: b.Fields(),
 		cursor: slices.Clone(b.cursor), meta: slices.Clone(b.meta), stats: b.stats,
 	}
-	b.rngMu.Lock()
-	rng, err := b.pcg.MarshalBinary()
-	b.rngMu.Unlock()
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: buffer rng: %w", err)
-	}
-	s.rng = rng
+	s.rng = marshalBufDraws(b.seed, b.calls.Load())
 	for _, t := range b.tableList {
 		t.mu.Lock()
 		ts, err := t.snapshotLocked()

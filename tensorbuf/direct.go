@@ -58,11 +58,13 @@ func (b *Buffer) SampleSequencesInto(bt *Batch, n, l int, opt SequenceOptions) e
 	// before anything visible has changed.
 	bt.wins = bt.wins[:0]
 	var valid []Window // enumerated only when rejection keeps failing
-	for range n {
-		var w Window
-		found := false
-		for try := 0; try < maxRejections && !found; try++ {
-			w = b.drawStart(prefix, total)
+	d := b.newCall()
+	first := d.first(&bt.draws, n, total)
+	for k := range n {
+		w := b.drawStart(prefix, total, int64(first[k]))
+		found := !opt.EpisodeAware || !b.isBoundary(int(w.Row), w.Start)
+		for try := 1; try < maxRejections && !found; try++ {
+			w = b.drawStart(prefix, total, d.index(try, k, total))
 			found = !opt.EpisodeAware || !b.isBoundary(int(w.Row), w.Start)
 		}
 		if !found {
@@ -72,7 +74,7 @@ func (b *Buffer) SampleSequencesInto(bt *Batch, n, l int, opt SequenceOptions) e
 					return fmt.Errorf("%w: every window of %d steps starts at a boundary", ErrEmpty, l)
 				}
 			}
-			w = valid[b.randN(int64(len(valid)))]
+			w = valid[d.index(fallbackStream, k, int64(len(valid)))]
 		}
 		w.Len = int64(l)
 		if opt.EpisodeAware {
@@ -107,9 +109,8 @@ func (b *Buffer) windowCounts(scratch *[]int64, l int64) ([]int64, int64) {
 	return p, total
 }
 
-// drawStart picks a window start uniformly from the prefix sums.
-func (b *Buffer) drawStart(prefix []int64, total int64) Window {
-	u := b.randN(total)
+// drawStart returns window u of the total counted by the prefix sums.
+func (b *Buffer) drawStart(prefix []int64, total, u int64) Window {
 	r := sort.Search(len(prefix), func(i int) bool { return prefix[i] > u })
 	before := int64(0)
 	if r > 0 {

@@ -156,17 +156,19 @@ func (t *Table) selectLocked(n int, out selection) (maxLen int) {
 		slots := grow(&t.slots, n)
 		call := t.calls
 		t.calls++
+		xs := grow(&t.xs, n)
+		philox.Fill(xs, t.cfg.Seed, 0, call, 0)
 		if prio {
 			// Descend the sum tree for all draws at once.
 			us := grow(&t.us, n)
 			for k := range us {
-				us[k] = philox.Float64(philox.Draw(t.cfg.Seed, 0, call, uint32(k))) * total
+				us[k] = philox.Float64(xs[k]) * total
 			}
 			t.tree.findMany(us, slots) // us now holds the slots' weights
 		} else {
 			live := len(t.live)
 			for k := range slots {
-				slots[k] = int32(philox.Index(philox.Draw(t.cfg.Seed, 0, call, uint32(k)), uint64(live)))
+				slots[k] = int32(philox.Index(xs[k], uint64(live)))
 			}
 			t.prefetchLive(slots[:min(n, selectChunk)])
 			for lo := 0; lo < n; lo += selectChunk {

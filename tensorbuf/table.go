@@ -119,6 +119,7 @@ type Table struct {
 	// philox.Draw(cfg.Seed, 0, c, k), so a table's draws are a function
 	// of its seed and call count alone, the same on every backend.
 	calls uint64
+	xs    []uint64  // scratch of batched draws
 	us    []float64 // scratch of batched prioritized draws
 	slots []int32
 	ws    []float64 // scratch of UpdatePriorities' weights

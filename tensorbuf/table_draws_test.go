@@ -71,3 +71,55 @@ func pow(p, a float64) float64 {
 	}
 	return r
 }
+
+// TestDirectDrawsArePhilox pins the draws of the direct samplers: call c
+// of a buffer (counted over SampleSequences and SampleTransitions
+// together) takes window k as number Index(philox.Draw(Seed, 1, c, k),
+// total) of the windows counted row by row, oldest start first, when it
+// does not start at a boundary (rows here hold none).
+func TestDirectDrawsArePhilox(t *testing.T) {
+	const rows, steps, seed = 3, 6, 21
+	buf, err := tensorbuf.New(tensorbuf.Config{NumEnvs: rows, Capacity: 8, Fields: hostTimeFields["low-dim"], Seed: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Close()
+	w, err := buf.NewWriter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range steps {
+		if err := w.Add(fullStep(hostTimeFields["low-dim"], rows)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for call, l := range []int{2, 1, 3} {
+		perRow := int64(steps - l + 1)
+		var gotRows []int
+		var gotStarts []int64
+		if call == 1 {
+			tr, err := buf.SampleTransitions(10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gotRows, gotStarts = tr.Rows, tr.Steps
+			perRow = steps - 1 // a transition needs its successor
+			_ = tr.Release()
+		} else {
+			bt, err := buf.SampleSequences(10, l, tensorbuf.SequenceOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range bt.Items {
+				gotRows, gotStarts = append(gotRows, it.Row), append(gotStarts, it.Start)
+			}
+			_ = bt.Release()
+		}
+		for k := range gotRows {
+			u := int64(philox.Index(philox.Draw(seed, 1, uint64(call), uint32(k)), uint64(rows*perRow)))
+			if gotRows[k] != int(u/perRow) || gotStarts[k] != u%perRow {
+				t.Fatalf("call %d window %d: row %d start %d, want row %d start %d", call, k, gotRows[k], gotStarts[k], u/perRow, u%perRow)
+			}
+		}
+	}
+}

@@ -60,6 +60,7 @@ type Transitions struct {
 	next   []int64
 	done   []byte
 	prefix []int64
+	draws  []uint64  // scratch of a sample's draws
 	wins   []Window  // n-step windows (materialiseWindows)
 	disc   []float32 // n-step discounts (materialiseWindows)
 }
@@ -382,11 +383,13 @@ func (b *Buffer) drawTransitions(tr *Transitions, n int) error {
 	// anything is appended: a failed call leaves tr as it was.
 	rows, steps := tr.Rows[:0], tr.Steps[:0]
 	var valid []Window
-	for range n {
-		var w Window
-		found := false
-		for try := 0; try < maxRejections && !found; try++ {
-			w = b.drawStart(prefix, total)
+	d := b.newCall()
+	first := d.first(&tr.draws, n, total)
+	for k := range n {
+		w := b.drawStart(prefix, total, int64(first[k]))
+		found := !b.isBoundary(int(w.Row), w.Start)
+		for try := 1; try < maxRejections && !found; try++ {
+			w = b.drawStart(prefix, total, d.index(try, k, total))
 			found = !b.isBoundary(int(w.Row), w.Start)
 		}
 		if !found {
@@ -395,7 +398,7 @@ func (b *Buffer) drawTransitions(tr *Transitions, n int) error {
 					return fmt.Errorf("%w: the buffer holds only boundary steps", ErrEmpty)
 				}
 			}
-			w = valid[b.randN(int64(len(valid)))]
+			w = valid[d.index(fallbackStream, k, int64(len(valid)))]
 		}
 		rows, steps = append(rows, int(w.Row)), append(steps, w.Start)
 	}

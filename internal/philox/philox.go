@@ -26,22 +26,76 @@ const (
 
 // Block returns Philox4x32-10 of counter c under key k.
 func Block(c [4]uint32, k [2]uint32) [4]uint32 {
-	for range 10 {
-		h0, l0 := bits.Mul32(m0, c[0])
-		h1, l1 := bits.Mul32(m1, c[2])
-		c = [4]uint32{h1 ^ c[1] ^ k[0], l1, h0 ^ c[3] ^ k[1], l0}
-		k[0] += w0
-		k[1] += w1
-	}
-	return c
+	c0, c1, c2, c3 := block(c[0], c[1], c[2], c[3], k[0], k[1])
+	return [4]uint32{c0, c1, c2, c3}
 }
 
-// Draw returns draw k of call call of stream stream under seed: the
-// first two words of Block({k, stream, call, call>>32}, {seed,
-// seed>>32}), word 0 low.
+// block is Block on scalars, the form the compiler keeps in registers
+// (17 ns a block here, against 44 ns for rounds over arrays). Each round:
+// (hi0, lo0) = m0*c0, (hi1, lo1) = m1*c2, c = {hi1^c1^k0, lo1,
+// hi0^c3^k1, lo0}; then the key takes its Weyl step.
+func block(c0, c1, c2, c3, k0, k1 uint32) (uint32, uint32, uint32, uint32) {
+	for range 10 {
+		p0 := uint64(m0) * uint64(c0)
+		p1 := uint64(m1) * uint64(c2)
+		c0, c1, c2, c3 = uint32(p1>>32)^c1^k0, uint32(p1), uint32(p0>>32)^c3^k1, uint32(p0)
+		k0 += w0
+		k1 += w1
+	}
+	return c0, c1, c2, c3
+}
+
+// Draw returns draw k of call call of stream stream under seed. One
+// block gives two draws: with c = Block({k/2, stream, call, call>>32},
+// {seed, seed>>32}), an even k takes c[0] | c[1]<<32 and an odd k
+// c[2] | c[3]<<32.
 func Draw(seed uint64, stream uint32, call uint64, k uint32) uint64 {
-	c := Block([4]uint32{k, stream, uint32(call), uint32(call >> 32)}, [2]uint32{uint32(seed), uint32(seed >> 32)})
-	return uint64(c[0]) | uint64(c[1])<<32
+	c0, c1, c2, c3 := block(k>>1, stream, uint32(call), uint32(call>>32), uint32(seed), uint32(seed>>32))
+	if k&1 != 0 {
+		return uint64(c2) | uint64(c3)<<32
+	}
+	return uint64(c0) | uint64(c1)<<32
+}
+
+// Fill sets dst[i] to Draw(seed, stream, call, k+i) for every i, two
+// draws per block and two blocks at a time (the rounds of one block form
+// a chain of multiplies; two chains keep the multiplier busy): about 7 ns
+// a draw here against 17 for Draw. k+len(dst) must not pass 2^32.
+func Fill(dst []uint64, seed uint64, stream uint32, call uint64, k uint32) {
+	s0, s1, c0, c1 := uint32(seed), uint32(seed>>32), uint32(call), uint32(call>>32)
+	i := 0
+	if k&1 != 0 && len(dst) > 0 {
+		dst[0] = Draw(seed, stream, call, k)
+		i, k = 1, k+1
+	}
+	for ; i+4 <= len(dst); i, k = i+4, k+4 {
+		a0, a1, a2, a3, b0, b1, b2, b3 := block2(k>>1, k>>1+1, stream, c0, c1, s0, s1)
+		dst[i] = uint64(a0) | uint64(a1)<<32
+		dst[i+1] = uint64(a2) | uint64(a3)<<32
+		dst[i+2] = uint64(b0) | uint64(b1)<<32
+		dst[i+3] = uint64(b2) | uint64(b3)<<32
+	}
+	for ; i < len(dst); i, k = i+1, k+1 {
+		dst[i] = Draw(seed, stream, call, k)
+	}
+}
+
+// block2 computes the blocks of counters {x, c1, c2, c3} and {y, c1, c2,
+// c3} under one key, interleaved.
+func block2(x, y, c1, c2, c3, k0, k1 uint32) (a0, a1, a2, a3, b0, b1, b2, b3 uint32) {
+	a0, a1, a2, a3 = x, c1, c2, c3
+	b0, b1, b2, b3 = y, c1, c2, c3
+	for range 10 {
+		p0 := uint64(m0) * uint64(a0)
+		p1 := uint64(m1) * uint64(a2)
+		q0 := uint64(m0) * uint64(b0)
+		q1 := uint64(m1) * uint64(b2)
+		a0, a1, a2, a3 = uint32(p1>>32)^a1^k0, uint32(p1), uint32(p0>>32)^a3^k1, uint32(p0)
+		b0, b1, b2, b3 = uint32(q1>>32)^b1^k0, uint32(q1), uint32(q0>>32)^b3^k1, uint32(q0)
+		k0 += w0
+		k1 += w1
+	}
+	return
 }
 
 // Index maps a draw to [0, n): the high 64 bits of x*n (Lemire's

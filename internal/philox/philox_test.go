@@ -25,12 +25,37 @@ func TestKnownAnswers(t *testing.T) {
 	}
 }
 
-// TestDrawLayout pins how Draw lays out its counter and key.
+// TestDrawLayout pins how Draw lays out its counter and key: draws 2j
+// and 2j+1 are the two halves of block j.
 func TestDrawLayout(t *testing.T) {
-	seed, call := uint64(0x299f31d0a4093822), uint64(0x0370734413198a2e)
-	want := uint64(0x94fdcceb)<<32 | 0xd16cfe09
-	if got := Draw(seed, 0x85a308d3, call, 0x243f6a88); got != want {
-		t.Fatalf("Draw = %#x, want %#x (the third known answer)", got, want)
+	seed, call, stream := uint64(0x299f31d0a4093822), uint64(0x0370734413198a2e), uint32(0x85a308d3)
+	for k, want := range map[uint32]uint64{
+		2 * 0x243f6a88:     0x94fdcceb<<32 | 0xd16cfe09, // the third known answer
+		2*0x243f6a88 + 1:   0x24126ea1<<32 | 0x5001e420,
+		0:                  Draw(seed, stream, call, 0), // (checked by Fill below)
+		math.MaxUint32:     Draw(seed, stream, call, math.MaxUint32),
+		math.MaxUint32 - 1: Draw(seed, stream, call, math.MaxUint32-1),
+	} {
+		if got := Draw(seed, stream, call, k); got != want {
+			t.Errorf("Draw(k=%#x) = %#x, want %#x", k, got, want)
+		}
+	}
+	// Fill agrees with Draw from even and odd starts, for every length
+	// around its unrolling.
+	for _, k0 := range []uint32{0, 1, 2, 7, math.MaxUint32 - 40} {
+		for n := range 13 {
+			dst := make([]uint64, n+1)
+			dst[n] = 12345 // guard
+			Fill(dst[:n], seed, stream, call, k0)
+			for i := range n {
+				if want := Draw(seed, stream, call, k0+uint32(i)); dst[i] != want {
+					t.Fatalf("Fill(k=%d, n=%d)[%d] = %#x, want %#x", k0, n, i, dst[i], want)
+				}
+			}
+			if dst[n] != 12345 {
+				t.Fatalf("Fill(k=%d, n=%d) wrote past its slice", k0, n)
+			}
+		}
 	}
 }
 

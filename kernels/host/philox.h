@@ -13,7 +13,7 @@
  *
  * Reference (Go, package internal/philox):
  *
- *	x := Draw(seed, stream, call, k) // Block({k, stream, call, call>>32}, {seed, seed>>32}) words 0 | 1<<32
+ *	x := Draw(seed, stream, call, k) // Block({k/2, stream, call, call>>32}, {seed, seed>>32}): words 0|1 (k even), 2|3 (k odd)
  *	i := Index(x, n)                 // hi 64 bits of x*n: in [0, n)
  *	u := Float64(x)                  // (x>>11) * 2^-53: in [0, 1)
  */
@@ -44,15 +44,19 @@ TR_HD void tr_philox4x32_10(tr_u32 c[4], tr_u32 k0, tr_u32 k1)
 	}
 }
 
-/* tr_draw returns draw k of call `call` of stream `stream` under seed. */
+/* tr_draw returns draw k of call `call` of stream `stream` under seed:
+ * one block gives two draws, words 0|1 for an even k and 2|3 for an odd k
+ * of the block of counter {k/2, stream, call, call>>32}. */
 TR_HD tr_u64 tr_draw(tr_u64 seed, tr_u32 stream, tr_u64 call, tr_u32 k)
 {
 	tr_u32 c[4];
-	c[0] = k;
+	c[0] = k >> 1;
 	c[1] = stream;
 	c[2] = (tr_u32)call;
 	c[3] = (tr_u32)(call >> 32);
 	tr_philox4x32_10(c, (tr_u32)seed, (tr_u32)(seed >> 32));
+	if (k & 1)
+		return (tr_u64)c[2] | (tr_u64)c[3] << 32;
 	return (tr_u64)c[0] | (tr_u64)c[1] << 32;
 }
 
