@@ -212,10 +212,17 @@ static void tr_host_launch(tr_host_fn fn, void **p, tr_i64 gx, tr_i64 gy, tr_i64
 	}
 	pthread_mutex_init(&g.mu, NULL);
 	pthread_cond_init(&g.cv, NULL);
-	/* Workers block every signal (they run no Go code and must not take
-	   the process's signals); a worker that cannot start leaves its share
-	   to the others. */
+	/* Workers block every signal but the synchronous faults: they run no
+	   Go code and must not take the process's signals. A kernel that
+	   faults on a worker kills the process (signal: segmentation fault)
+	   without the Go runtime's "signal arrived during cgo execution"
+	   report, which only the calling thread gets: rerun in order to see
+	   it. A worker that cannot start leaves its share to the others. */
 	sigfillset(&all);
+	sigdelset(&all, SIGSEGV);
+	sigdelset(&all, SIGBUS);
+	sigdelset(&all, SIGFPE);
+	sigdelset(&all, SIGILL);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	for (i = 0; i < threads - 1 && (tr_i64)i < g.nunits - 1; i++)
 		if (pthread_create(&tids[started], NULL, tr_grid_worker, &g) == 0)
