@@ -24,7 +24,9 @@ func withMode(t *testing.T, m Mode) {
 	t.Cleanup(func() { SetMode(prev) })
 }
 
-func u64s(m *Mem) []uint64 { return unsafe.Slice((*uint64)(unsafe.Pointer(&m.Bytes()[0])), len(m.Bytes())/8) }
+func u64s(m *Mem) []uint64 {
+	return unsafe.Slice((*uint64)(unsafe.Pointer(&m.Bytes()[0])), len(m.Bytes())/8)
+}
 
 // TestModeCoversEveryThread checks that every mode runs every simulated
 // thread (y, tid) of a grid exactly once, with partial units (blocks that
