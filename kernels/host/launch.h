@@ -58,6 +58,8 @@ typedef void (*tr_host_fn)(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, 
 /* TR_HOST_MAX_THREADS caps the host threads of race exposure. */
 #define TR_HOST_MAX_THREADS 64
 #define TR_HOST_CHUNK 32
+/* TR_HOST_MAX_SHUFFLE is the most units a launch shuffles. */
+#define TR_HOST_MAX_SHUFFLE (1 << 22)
 
 /* The mode: read and written with __atomic builtins (set from Go while a
    launch may run on another thread). tr_host_nlaunch counts launches since
@@ -197,9 +199,10 @@ static void tr_host_launch(tr_host_fn fn, void **p, tr_i64 gx, tr_i64 gy, tr_i64
 	g.next = 0;
 	g.ready = 0;
 	g.go = 0;
-	/* The order: Fisher-Yates; if there is no memory for it, units run in
-	   order (still on several threads). */
-	g.order = malloc((size_t)g.nunits * sizeof *g.order);
+	/* The order: Fisher-Yates; for grids of more than TR_HOST_MAX_SHUFFLE
+	   units, or with no memory for it, units run in order (still on
+	   several threads). */
+	g.order = g.nunits <= TR_HOST_MAX_SHUFFLE ? malloc((size_t)g.nunits * sizeof *g.order) : NULL;
 	if (g.order != NULL) {
 		rng = seed ^ (__atomic_fetch_add(&tr_host_nlaunch, 1, __ATOMIC_SEQ_CST) * 0xD1B54A32D192ED03ULL);
 		for (k = 0; k < g.nunits; k++)
