@@ -16,6 +16,7 @@ var (
 	countAtomic = kernels.Kernel{Entry: "trajring_test_count_atomic", Args: 2}
 	chain       = kernels.Kernel{Entry: "trajring_test_chain", Args: 2}
 	cover       = kernels.Kernel{Entry: "trajring_test_cover", Args: 2}
+	atomics     = kernels.Kernel{Entry: "trajring_test_atomics", Args: 2}
 )
 
 // withMode sets m for the rest of the test.
@@ -100,6 +101,38 @@ func TestRaceExposureLosesPlainIncrements(t *testing.T) {
 	for try := 0; try < 5; try++ {
 		if got := count(countAtomic); got != want {
 			t.Fatalf("atomic count %d, want %d", got, want)
+		}
+	}
+}
+
+// TestAtomicHelpers checks the tr_atomic_* helpers of kernels.h in the
+// host build: every thread of a launch uses each on shared words, and the
+// invariants that hold only for atomic operations (see trajring_test_atomics
+// in testkernels.h) hold in order and in race exposure.
+func TestAtomicHelpers(t *testing.T) {
+	const gx, bx = 8, 256
+	const nt = gx * bx
+	w := newEnv(t, 1).mem(8 * 11)
+	for _, m := range []Mode{{}, {Threads: 4, Chunk: 1, Seed: 3}, {Threads: 4, Seed: 4}} {
+		withMode(t, m)
+		for try := 0; try < 5; try++ {
+			clear(w.Bytes())
+			if err := Launch(atomics, gx, 2, bx, w.Addr(0), 0); err != nil {
+				t.Fatal(err)
+			}
+			v := u64s(w)
+			lo := func(x uint64) uint64 { return x & 0xFFFFFFFF }
+			hi := func(x uint64) uint64 { return x >> 32 }
+			switch {
+			case v[0] != nt || lo(v[1]) != nt || hi(v[1]) != 0:
+				t.Fatalf("mode %+v: max %d, max32 %#x, want %d", m, v[0], v[1], nt)
+			case v[3] != 1 || v[2] < 1 || v[2] > nt || v[5] != 1 || lo(v[4]) < 1 || lo(v[4]) > nt || hi(v[4]) != 0:
+				t.Fatalf("mode %+v: CAS winners %d (%d) and %d (%#x), want one each", m, v[3], v[2], v[5], v[4])
+			case v[7]+v[6] != nt*(nt+1)/2 || v[9]+lo(v[8]) != nt*(nt+1)/2 || hi(v[8]) != 0:
+				t.Fatalf("mode %+v: exchanged %d+%d and %d+%#x, want %d", m, v[7], v[6], v[9], v[8], nt*(nt+1)/2)
+			case v[10] != 0:
+				t.Fatalf("mode %+v: %d loads saw less than the loader's own max", m, v[10])
+			}
 		}
 	}
 }
