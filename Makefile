@@ -109,10 +109,16 @@ $(STANDIN): gpu/standin/standin.c gpu/standin/gen-stubs.sh $(KERNEL_HDRS)
 		-Ikernels/host -o $@ gpu/standin/standin.c $(STANDIN_DIR)/stubs.c -Wl,-soname,libcuda.so.1 -lpthread
 
 # test-cuda runs every package's tests in the cuda build against the
-# stand-in driver: no GPU needed.
+# stand-in driver: no GPU needed. A second pass runs the kernel-level
+# tests (kernels/..., gpu) in the stand-in's race exposure: each launch's
+# blocks in shuffled units on STANDIN_THREADS host threads
+# (kernels/host/launch.h), without -race (which does not see C threads;
+# a few seconds).
+STANDIN_THREADS ?= 4
 test-cuda: standin
 	CGO_LDFLAGS="-L$(CUDA_STUBS)" LD_LIBRARY_PATH=$(CURDIR)/$(STANDIN_DIR) \
-		sh -c '$(GO) vet -tags cuda ./... && $(GO) test -race -tags cuda -count=1 ./...'
+		sh -c '$(GO) vet -tags cuda ./... && $(GO) test -race -tags cuda -count=1 ./... && \
+		TRAJRING_STANDIN_THREADS=$(STANDIN_THREADS) $(GO) test -tags cuda -count=1 ./kernels/... ./gpu/'
 
 # --- Benchmarks (issue 5). `bench` runs the full suite (table on stdout,
 # JSON and SVG plots in bench/results/); `bench-quick` the CI subset

@@ -20,6 +20,23 @@ static unsigned long long trajring_standin_ns(void)
 	}
 	return standin_ns_fn != NULL ? standin_ns_fn() : ~0ULL;
 }
+
+static void (*standin_mode_fn)(int, int *, int *, unsigned long long *);
+static int standin_mode_looked;
+
+// trajring_standin_mode gets (set 0) or sets (set 1) the stand-in's launch
+// mode, returning the previous one in place; 0 with a real driver.
+static int trajring_standin_mode(int set, int *threads, int *chunk, unsigned long long *seed)
+{
+	if (!standin_mode_looked) {
+		standin_mode_fn = (void (*)(int, int *, int *, unsigned long long *))dlsym(RTLD_DEFAULT, "trajring_standin_set_mode");
+		standin_mode_looked = 1;
+	}
+	if (standin_mode_fn == NULL)
+		return 0;
+	standin_mode_fn(set, threads, chunk, seed);
+	return 1;
+}
 */
 import "C"
 
@@ -37,4 +54,51 @@ func StandinDeviceTime() (d time.Duration, ok bool) {
 		return 0, false
 	}
 	return time.Duration(ns), true
+}
+
+// StandinMode is how the stand-in driver runs the threads of a launch (see
+// kernels/host/launch.h, and host.Mode in package kernels/host, which
+// runs the same code).
+//
+// With Threads == 0 (the default) a launch runs its simulated threads in
+// order on one host thread. With Threads >= 1 (race exposure) it cuts the
+// grid into units of Chunk consecutive threads of one block, shuffles them
+// (seeded by Seed and the launch's number since the mode was set) and runs
+// them on Threads host threads at once, so a kernel whose threads race on
+// memory without the tr_atomic_* helpers of kernels/host/kernels.h, or
+// read what another thread of the same launch wrote, gives wrong or
+// varying results in tests, as it would on a GPU. Threads == 1 only
+// shuffles: reproducible order dependence.
+//
+// The stand-in reads its initial mode from TRAJRING_STANDIN_THREADS,
+// TRAJRING_STANDIN_CHUNK and TRAJRING_STANDIN_SEED; `make test-cuda` runs
+// the kernel-level tests a second time with TRAJRING_STANDIN_THREADS=4.
+type StandinMode struct {
+	Threads int    // host threads; 0: in order; at most 64
+	Chunk   int    // simulated threads per unit (never spanning blocks); 0: 32, a warp
+	Seed    uint64 // seed of the shuffle
+}
+
+// SetStandinMode sets the stand-in's mode for launches that run from now
+// on (queued launches run at the next synchronisation) and returns the
+// previous mode. Out-of-range values are clamped (Threads to [0, 64],
+// Chunk < 1 to 32). ok is false, and nothing changes, with a real driver.
+// It is a test hook, safe for concurrent use.
+func SetStandinMode(m StandinMode) (prev StandinMode, ok bool) {
+	t, c, s := C.int(m.Threads), C.int(m.Chunk), C.ulonglong(m.Seed)
+	if C.trajring_standin_mode(1, &t, &c, &s) == 0 {
+		return StandinMode{}, false
+	}
+	return StandinMode{Threads: int(t), Chunk: int(c), Seed: uint64(s)}, true
+}
+
+// CurrentStandinMode returns the stand-in's mode; ok is false with a real
+// driver. It is safe for concurrent use.
+func CurrentStandinMode() (m StandinMode, ok bool) {
+	var t, c C.int
+	var s C.ulonglong
+	if C.trajring_standin_mode(0, &t, &c, &s) == 0 {
+		return StandinMode{}, false
+	}
+	return StandinMode{Threads: int(t), Chunk: int(c), Seed: uint64(s)}, true
 }

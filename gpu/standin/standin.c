@@ -36,6 +36,15 @@
  * trajring_standin_device_ns() returns the time spent running queued work
  * and synchronous copies (the "device" time), so benchmarks can report
  * the host time of calls as a GPU would see it.
+ *
+ * Race exposure: TRAJRING_STANDIN_THREADS=N (1..64) runs each launch's
+ * blocks, cut into units of TRAJRING_STANDIN_CHUNK threads (default 32),
+ * in a shuffled order (TRAJRING_STANDIN_SEED, default 1) on N host threads
+ * at once instead of one thread after another (kernels/host/launch.h), so
+ * kernels whose threads race or depend on each other's order within a
+ * launch fail in tests; trajring_standin_set_mode changes it at run time
+ * (gpu.SetStandinMode). The device time then counts only the share of the
+ * thread that flushes the queue.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -223,6 +232,20 @@ unsigned long long trajring_standin_device_ns(void)
 	return v;
 }
 
+/* trajring_standin_set_mode sets the launch mode of later launches
+   (kernels/host/launch.h: threads 0 in order, 1..64 race exposure; chunk
+   < 1: 32) when set is nonzero, and returns the mode before in *threads,
+   *chunk and *seed. A launch already running keeps its mode. */
+void trajring_standin_set_mode(int set, int *threads, int *chunk, unsigned long long *seed)
+{
+	int t = *threads, c = *chunk;
+	tr_u64 s = *seed, os;
+	tr_host_get_mode(threads, chunk, &os);
+	*seed = os;
+	if (set)
+		tr_host_set_mode(t, c, s);
+}
+
 /* dev_range reports whether [p, p+n) lies inside one device allocation. */
 static int dev_range(CUdeviceptr p, size_t n)
 {
@@ -359,7 +382,7 @@ static void run_op(struct qop *op)
 		}
 		for (i = 0; i < op->nargs; i++)
 			params[i] = &op->args[i];
-		op->fn(params, op->gx, op->gy, op->bx);
+		tr_host_launch(op->fn, params, op->gx, op->gy, op->bx);
 		break;
 	}
 }

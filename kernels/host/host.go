@@ -4,6 +4,7 @@ package host
 
 /*
 #cgo CFLAGS: -O2
+#cgo LDFLAGS: -lpthread
 #include <stdlib.h>
 #include "host.h"
 
@@ -18,8 +19,18 @@ static int tr_launch(const char *name, unsigned long long *args, int nargs, long
 		return -2;
 	for (i = 0; i < nargs; i++)
 		params[i] = &args[i];
-	fn(params, gx, gy, bx);
+	tr_host_launch(fn, params, gx, gy, bx);
 	return 0;
+}
+
+static void tr_mode(int set, int *threads, int *chunk, unsigned long long *seed)
+{
+	int t = *threads, c = *chunk;
+	tr_u64 s = *seed, os;
+	tr_host_get_mode(threads, chunk, &os);
+	*seed = os;
+	if (set)
+		tr_host_set_mode(t, c, s);
 }
 
 static void *tr_alloc(size_t n)
@@ -82,7 +93,8 @@ func (m *Mem) Free() {
 
 // Launch runs kernel k's host build on a grid of gx*gy blocks of bx
 // threads with the given 8-byte arguments, as cuLaunchKernel would run its
-// PTX. It returns when every simulated thread has finished.
+// PTX, in the current Mode. It returns when every simulated thread has
+// finished. It is safe for concurrent use on disjoint memory.
 func Launch(k kernels.Kernel, gx, gy, bx int64, args ...uint64) error {
 	if gx < 1 || gy < 1 || bx < 1 {
 		return fmt.Errorf("%w: grid %dx%d of %d threads", ErrLaunch, gx, gy, bx)
@@ -102,6 +114,45 @@ func Launch(k kernels.Kernel, gx, gy, bx int64, args ...uint64) error {
 		return fmt.Errorf("%w: %s: argument count", ErrLaunch, k.Entry)
 	}
 	return nil
+}
+
+// Mode says how Launch runs the simulated threads of a grid (see
+// kernels/host/launch.h, which the stand-in driver shares).
+//
+// With Threads == 0 (the default) it runs them in order on the calling
+// thread: for each blockIdx.y, every thread id in turn. With Threads >= 1
+// (race exposure) it cuts the grid into units of Chunk consecutive threads
+// of one block, shuffles them (seeded by Seed and the launch's number
+// since the mode was set, so the same Mode repeats the same orders) and
+// runs them on Threads host threads at once. Kernels whose threads race
+// on memory without the tr_atomic_* helpers, or read what another thread
+// of the same launch wrote, then give wrong or varying results, as on a
+// GPU. Threads == 1 only shuffles: reproducible order dependence.
+//
+// The initial mode comes from the environment: TRAJRING_STANDIN_THREADS,
+// TRAJRING_STANDIN_CHUNK and TRAJRING_STANDIN_SEED.
+type Mode struct {
+	Threads int    // host threads; 0: in order on the caller; at most 64
+	Chunk   int    // simulated threads per unit (never spanning blocks); 0: 32, a warp
+	Seed    uint64 // seed of the shuffle
+}
+
+// SetMode sets the mode of later launches and returns the previous one.
+// Out-of-range values are clamped (Threads to [0, 64], Chunk < 1 to 32).
+// It is safe for concurrent use; a launch already running keeps its mode.
+func SetMode(m Mode) (prev Mode) {
+	t, c, s := C.int(m.Threads), C.int(m.Chunk), C.ulonglong(m.Seed)
+	C.tr_mode(1, &t, &c, &s)
+	return Mode{Threads: int(t), Chunk: int(c), Seed: uint64(s)}
+}
+
+// CurrentMode returns the mode of later launches. It is safe for
+// concurrent use.
+func CurrentMode() Mode {
+	var t, c C.int
+	var s C.ulonglong
+	C.tr_mode(0, &t, &c, &s)
+	return Mode{Threads: int(t), Chunk: int(c), Seed: uint64(s)}
 }
 
 // lanes is the kernels' tr_lanes, for checking kernels.Lanes against it.

@@ -2,17 +2,21 @@
  * host.h: the host build of every trajring kernel, launched the way the
  * driver launches the PTX: by name, with an array of pointers to 8-byte
  * arguments (cuLaunchKernel's kernelParams) and a grid of gx*gy blocks of
- * bx threads. Each simulated thread runs its grid-stride share of the work
- * with the same element functions the device runs, one thread after
- * another. Used by package kernels/host (tests) and by the stand-in driver
- * (gpu/standin), so both exercise exactly the argument decoding and loops
- * of the device kernels.
+ * bx threads. Each kernel's host build is a body (tr_host_fn, launch.h)
+ * that decodes the arguments and runs simulated threads t0..t1-1 of the
+ * blocks with blockIdx.y == y, each thread doing its grid-stride share of
+ * the work with the same element functions the device runs;
+ * tr_host_launch (launch.h) runs a whole grid, in order or, for race
+ * exposure, in shuffled units on several host threads. Used by package
+ * kernels/host (tests) and by the stand-in driver (gpu/standin), so both
+ * exercise exactly the argument decoding and loops of the device kernels.
  */
 #ifndef TRAJRING_HOST_H
 #define TRAJRING_HOST_H
 
 #include <string.h>
 
+#include "launch.h"
 #include "concat.h"
 #include "gather_rows.h"
 #include "nstep_reward.h"
@@ -23,47 +27,46 @@
 #define TR_ARG_I64(p, i) (*(const tr_i64 *)(p)[i])
 #define TR_ARG_PTR(T, p, i) ((T)(uintptr_t)TR_ARG_U64(p, i))
 
-static void tr_host_scatter(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx)
+#include "testkernels.h"
+
+static void tr_host_scatter(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
 {
 	const tr_col *cols = TR_ARG_PTR(const tr_col *, p, 0);
 	tr_i64 ncols = TR_ARG_I64(p, 1);
 	const tr_i64 *idx = TR_ARG_PTR(const tr_i64 *, p, 2);
 	tr_i64 n = TR_ARG_I64(p, 3);
-	tr_i64 nt = gx * bx, y, tid, c;
-	for (y = 0; y < gy; y++)
-		for (tid = 0; tid < nt; tid++)
-			for (c = y; c < ncols; c += gy)
-				tr_scatter_run(&cols[c], idx, n, tid, nt);
+	tr_i64 tid, c;
+	for (tid = t0; tid < t1; tid++)
+		for (c = y; c < ncols; c += gy)
+			tr_scatter_run(&cols[c], idx, n, tid, nt);
 }
 
-static void tr_host_gather_rows(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx)
+static void tr_host_gather_rows(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
 {
 	const tr_col *cols = TR_ARG_PTR(const tr_col *, p, 0);
 	tr_i64 ncols = TR_ARG_I64(p, 1);
 	const tr_i64 *idx = TR_ARG_PTR(const tr_i64 *, p, 2);
 	tr_i64 n = TR_ARG_I64(p, 3);
-	tr_i64 nt = gx * bx, y, tid, c;
-	for (y = 0; y < gy; y++)
-		for (tid = 0; tid < nt; tid++)
-			for (c = y; c < ncols; c += gy)
-				tr_gather_rows_run(&cols[c], idx, n, tid, nt);
+	tr_i64 tid, c;
+	for (tid = t0; tid < t1; tid++)
+		for (c = y; c < ncols; c += gy)
+			tr_gather_rows_run(&cols[c], idx, n, tid, nt);
 }
 
-static void tr_host_concat(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx)
+static void tr_host_concat(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
 {
 	const tr_col *cols = TR_ARG_PTR(const tr_col *, p, 0);
 	tr_i64 ncols = TR_ARG_I64(p, 1);
 	const tr_i64 *idx = TR_ARG_PTR(const tr_i64 *, p, 2);
 	const tr_i64 *nidx = TR_ARG_PTR(const tr_i64 *, p, 3);
 	tr_i64 n = TR_ARG_I64(p, 4);
-	tr_i64 nt = gx * bx, y, tid, c;
-	for (y = 0; y < gy; y++)
-		for (tid = 0; tid < nt; tid++)
-			for (c = y; c < ncols; c += gy)
-				tr_concat_run(&cols[c], idx, nidx, n, tid, nt);
+	tr_i64 tid, c;
+	for (tid = t0; tid < t1; tid++)
+		for (c = y; c < ncols; c += gy)
+			tr_concat_run(&cols[c], idx, nidx, n, tid, nt);
 }
 
-static void tr_host_gather_windows(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx)
+static void tr_host_gather_windows(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
 {
 	const tr_col *cols = TR_ARG_PTR(const tr_col *, p, 0);
 	tr_i64 ncols = TR_ARG_I64(p, 1);
@@ -73,18 +76,17 @@ static void tr_host_gather_windows(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx)
 	tr_i64 capacity = TR_ARG_I64(p, 5);
 	tr_u64 mask = TR_ARG_U64(p, 6);
 	tr_i64 ny = ncols + (mask != 0 ? 1 : 0);
-	tr_i64 nt = gx * bx, y, tid, c;
-	for (y = 0; y < gy; y++)
-		for (tid = 0; tid < nt; tid++)
-			for (c = y; c < ny; c += gy) {
-				if (c == ncols)
-					tr_window_mask_run(mask, wins, nwin, seqlen, tid, nt);
-				else
-					tr_gather_windows_run(&cols[c], wins, nwin, seqlen, capacity, tid, nt);
-			}
+	tr_i64 tid, c;
+	for (tid = t0; tid < t1; tid++)
+		for (c = y; c < ny; c += gy) {
+			if (c == ncols)
+				tr_window_mask_run(mask, wins, nwin, seqlen, tid, nt);
+			else
+				tr_gather_windows_run(&cols[c], wins, nwin, seqlen, capacity, tid, nt);
+		}
 }
 
-static void tr_host_nstep_reward(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx)
+static void tr_host_nstep_reward(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
 {
 	const float *ring = TR_ARG_PTR(const float *, p, 0);
 	float *out = TR_ARG_PTR(float *, p, 1);
@@ -93,16 +95,15 @@ static void tr_host_nstep_reward(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx)
 	tr_i64 capacity = TR_ARG_I64(p, 4);
 	double gamma = *(const double *)p[5];
 	tr_i64 stride = TR_ARG_I64(p, 6);
-	tr_i64 nt = gx * bx, y, tid;
-	for (y = 0; y < gy; y++) /* every y-block runs the same windows, as on the device */
-		for (tid = 0; tid < nt; tid++)
-			tr_nstep_reward_run(ring, out, wins, n, capacity, gamma, stride, tid, nt);
+	tr_i64 tid;
+	/* every y-block runs the same windows (and writes the same values), as on the device */
+	for (tid = t0; tid < t1; tid++)
+		tr_nstep_reward_run(ring, out, wins, n, capacity, gamma, stride, tid, nt);
 }
 
-typedef void (*tr_host_fn)(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx);
-
 /* tr_host_lookup returns the host build of the kernel with the given entry
- * name and its number of arguments, or NULL. */
+ * name and its number of arguments, or NULL. The trajring_test_* entries
+ * (testkernels.h) exist only here: no .cu file, no PTX. */
 static tr_host_fn tr_host_lookup(const char *name, int *nargs)
 {
 	static const struct {
@@ -115,6 +116,7 @@ static tr_host_fn tr_host_lookup(const char *name, int *nargs)
 		{"trajring_concat", tr_host_concat, 5},
 		{"trajring_gather_windows", tr_host_gather_windows, 7},
 		{"trajring_nstep_reward", tr_host_nstep_reward, 7},
+		TR_TEST_KERNELS
 	};
 	size_t i;
 	for (i = 0; i < sizeof table / sizeof table[0]; i++) {

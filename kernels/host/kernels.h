@@ -8,8 +8,12 @@
  * one thread of a grid-stride loop: thread tid of nthreads, for column c
  * (blockIdx.y on the device). The __global__ wrappers in the .cu files call
  * it with the CUDA thread index; the host build calls it for every tid in
- * turn. There is no block-level synchronisation anywhere, so running the
- * threads one after another on the host computes the same bytes.
+ * turn, or, in the race-exposure mode of the stand-in (launch.h), in
+ * shuffled units on several host threads at once. There is no block-level
+ * synchronisation anywhere, so running the threads one after another on
+ * the host computes the same bytes. Threads of one launch that touch the
+ * same memory must do so through the tr_atomic_* helpers below (real
+ * atomics in both builds), never with TR_LD/TR_ST.
  *
  * All addresses are carried as 64-bit integers and all sizes as int64, so
  * the same layout is read by Go (package kernels, desc.go), by the device
@@ -66,6 +70,54 @@ typedef struct {
 } __attribute__((aligned(16))) tr_v16;
 #define TR_LD(T, p) (*(const T *)(p))
 #define TR_ST(T, p, v) (*(T *)(p) = (v))
+#endif
+
+/*
+ * Atomics, for kernels whose threads share memory within one launch
+ * (counters, claims, flags). Under nvcc's device pass they are CUDA's
+ * atomicAdd, atomicCAS, atomicExch and atomicMax (relaxed, device scope)
+ * and a volatile load; in the host build (and nvcc's host pass) GCC's
+ * __atomic builtins, relaxed, so the stand-in's race-exposure mode runs
+ * them as real atomics on several host threads. Each returns the old
+ * value. tr_atomic_load reads a word other threads of the launch may
+ * write: never TR_LD, which on the device reads through the
+ * non-coherent read-only cache. tr_fence orders this thread's earlier
+ * writes before its later ones for every thread of the device
+ * (__threadfence); on the host a sequentially consistent fence. A write
+ * that another thread needs without atomics needs a launch boundary.
+ */
+#if defined(__CUDACC__) && defined(__CUDA_ARCH__)
+#define TR_ATOMIC_DEF(T, sfx)                                                                                 \
+	__device__ __forceinline__ T tr_atomic_add_##sfx(T *p, T v) { return atomicAdd(p, v); }            \
+	__device__ __forceinline__ T tr_atomic_cas_##sfx(T *p, T cmp, T v) { return atomicCAS(p, cmp, v); } \
+	__device__ __forceinline__ T tr_atomic_exch_##sfx(T *p, T v) { return atomicExch(p, v); }          \
+	__device__ __forceinline__ T tr_atomic_max_##sfx(T *p, T v) { return atomicMax(p, v); }            \
+	__device__ __forceinline__ T tr_atomic_load_##sfx(const T *p) { return *(const volatile T *)p; }
+TR_ATOMIC_DEF(tr_u32, u32)
+TR_ATOMIC_DEF(tr_u64, u64)
+#undef TR_ATOMIC_DEF
+__device__ __forceinline__ void tr_fence(void) { __threadfence(); }
+#else
+#define TR_ATOMIC_DEF(T, sfx)                                                                                 \
+	TR_HD T tr_atomic_add_##sfx(T *p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }       \
+	TR_HD T tr_atomic_cas_##sfx(T *p, T cmp, T v)                                                         \
+	{                                                                                                     \
+		__atomic_compare_exchange_n(p, &cmp, v, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);              \
+		return cmp;                                                                                   \
+	}                                                                                                     \
+	TR_HD T tr_atomic_exch_##sfx(T *p, T v) { return __atomic_exchange_n(p, v, __ATOMIC_RELAXED); }     \
+	TR_HD T tr_atomic_max_##sfx(T *p, T v)                                                                \
+	{                                                                                                     \
+		T old = __atomic_load_n(p, __ATOMIC_RELAXED);                                                 \
+		while (old < v && !__atomic_compare_exchange_n(p, &old, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) \
+			;                                                                                     \
+		return old;                                                                                   \
+	}                                                                                                     \
+	TR_HD T tr_atomic_load_##sfx(const T *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+TR_ATOMIC_DEF(tr_u32, u32)
+TR_ATOMIC_DEF(tr_u64, u64)
+#undef TR_ATOMIC_DEF
+TR_HD void tr_fence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 #endif
 
 /*
