@@ -2,7 +2,6 @@ package tensorbuf
 
 import (
 	"fmt"
-	"sort"
 )
 
 // SequenceOptions configure the buffer's direct sequence sampler. It is a
@@ -111,7 +110,18 @@ func (b *Buffer) windowCounts(scratch *[]int64, l int64) ([]int64, int64) {
 
 // drawStart returns window u of the total counted by the prefix sums.
 func (b *Buffer) drawStart(prefix []int64, total, u int64) Window {
-	r := sort.Search(len(prefix), func(i int) bool { return prefix[i] > u })
+	// The first row whose prefix sum passes u: sort.Search's loop written
+	// out, without its closure call per step (sort.Search and the closure
+	// were 6% of a B=256 L=1 sample's profile).
+	r, hi := 0, len(prefix)
+	for r < hi {
+		m := int(uint(r+hi) >> 1)
+		if prefix[m] > u {
+			hi = m
+		} else {
+			r = m + 1
+		}
+	}
 	before := int64(0)
 	if r > 0 {
 		before = prefix[r-1]
