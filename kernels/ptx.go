@@ -26,10 +26,12 @@ var (
 	Concat        = Kernel{Module: "concat", Entry: "trajring_concat", Args: 5}
 	GatherWindows = Kernel{Module: "window_gather", Entry: "trajring_gather_windows", Args: 7}
 	NStepReward   = Kernel{Module: "nstep_reward", Entry: "trajring_nstep_reward", Args: 7}
+	PatchItems    = Kernel{Module: "patch_items", Entry: "trajring_patch_items", Args: 7}
+	DrawUniform   = Kernel{Module: "draw_uniform", Entry: "trajring_draw_uniform", Args: 12}
 )
 
 // All lists every kernel.
-var All = []Kernel{Scatter, GatherRows, Concat, GatherWindows, NStepReward}
+var All = []Kernel{Scatter, GatherRows, Concat, GatherWindows, NStepReward, PatchItems, DrawUniform}
 
 // PTX returns the PTX text of the kernel's module, compiled by `make
 // kernels` for compute_80 and embedded in the binary. It is safe for

@@ -68,6 +68,23 @@ type TableConfig struct {
 	// come from Philox4x32-10 (package internal/philox) keyed by Seed:
 	// the same seed selects the same items on every backend.
 	Seed uint64
+	// DeviceSelection makes SampleInto select items on the buffer's
+	// backend (on the device in cuda builds), from a mirror of the
+	// table's items kept in backend memory, so that a sample queues its
+	// work without waiting for the device: see ItemSelector. The draws
+	// are the same as on the host (same seed, same items), but the
+	// batch's L is the table's longest item ever inserted (Len+Pad)
+	// rather than the longest drawn, and keys, probabilities and weights
+	// come back as tensors in backend memory (Batch.KeyTensor; HostMeta
+	// copies them). Items sampled this way are not counted in
+	// times-sampled. Only Uniform tables without MaxTimesSampled can
+	// select on the backend: FIFO, LIFO and MaxTimesSampled need the
+	// host to see each draw before the next. NewTable refuses other
+	// tables, and backends without ItemSelector, with ErrConfig. Rate
+	// limits, canSample checks and batch shapes stay on the host.
+	// SampleTransitionsInto still selects on the host (same draws). A
+	// checkpoint does not record it: a loaded table selects on the host.
+	DeviceSelection bool
 }
 
 // Item (a plain value) is a sequence of steps of one env row: Len real steps from
@@ -119,7 +136,8 @@ type Table struct {
 	// philox.Draw(cfg.Seed, 0, c, k), so a table's draws are a function
 	// of its seed and call count alone, the same on every backend.
 	calls uint64
-	us    []float64 // scratch of batched prioritized draws
+	dev   *devMirror // DeviceSelection's mirror, else nil
+	us    []float64  // scratch of batched prioritized draws
 	slots []int32
 	ws    []float64 // scratch of UpdatePriorities' weights
 
@@ -164,6 +182,13 @@ func (b *Buffer) NewTable(cfg TableConfig) (*Table, error) {
 	}
 	if t.a == 0 {
 		t.a = 1
+	}
+	if cfg.DeviceSelection {
+		m, err := newDevMirror(b, cfg)
+		if err != nil {
+			return nil, err
+		}
+		t.dev = m
 	}
 	b.tables[cfg.Name] = t
 	b.tableList = append(b.tableList, t)
@@ -281,6 +306,10 @@ func (t *Table) insert(it Item) (key uint64, again bool, err error) {
 	t.gens[s]++
 	key = uint64(t.gens[s])<<32 | uint64(s)
 	t.items[s] = item{Item: it, key: key, live: true, pos: len(t.live), prev: t.tail, next: -1}
+	if t.dev != nil {
+		t.dev.noteItem(s)
+		t.dev.noteLive(len(t.live))
+	}
 	t.live = append(t.live, s)
 	if t.tail >= 0 {
 		t.items[t.tail].next = s
@@ -333,6 +362,9 @@ func (t *Table) remove(s int32) {
 	t.live[it.pos] = last
 	t.items[last].pos = it.pos
 	t.live = t.live[:len(t.live)-1]
+	if t.dev != nil {
+		t.dev.noteLive(it.pos)
+	}
 	if it.prev >= 0 {
 		t.items[it.prev].next = it.next
 	} else {

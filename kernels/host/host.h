@@ -18,6 +18,7 @@
 #include "nstep_reward.h"
 #include "window_gather.h"
 #include "scatter.h"
+#include "select.h"
 
 #define TR_ARG_U64(p, i) (*(const tr_u64 *)(p)[i])
 #define TR_ARG_I64(p, i) (*(const tr_i64 *)(p)[i])
@@ -99,6 +100,41 @@ static void tr_host_nstep_reward(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx)
 			tr_nstep_reward_run(ring, out, wins, n, capacity, gamma, stride, tid, nt);
 }
 
+static void tr_host_patch_items(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx)
+{
+	tr_item *items = TR_ARG_PTR(tr_item *, p, 0);
+	tr_u32 *live = TR_ARG_PTR(tr_u32 *, p, 1);
+	double *leaves = TR_ARG_PTR(double *, p, 2);
+	const tr_item_patch *patches = TR_ARG_PTR(const tr_item_patch *, p, 3);
+	tr_i64 npatch = TR_ARG_I64(p, 4);
+	const tr_live_patch *lives = TR_ARG_PTR(const tr_live_patch *, p, 5);
+	tr_i64 nlive = TR_ARG_I64(p, 6);
+	tr_i64 nt = gx * bx, y, tid;
+	for (y = 0; y < gy; y++) /* every y-block runs the same patches, as on the device */
+		for (tid = 0; tid < nt; tid++)
+			tr_patch_items_run(items, live, leaves, patches, npatch, lives, nlive, tid, nt);
+}
+
+static void tr_host_draw_uniform(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx)
+{
+	const tr_item *items = TR_ARG_PTR(const tr_item *, p, 0);
+	const tr_u32 *live = TR_ARG_PTR(const tr_u32 *, p, 1);
+	tr_i64 nlive = TR_ARG_I64(p, 2);
+	tr_u64 seed = TR_ARG_U64(p, 3);
+	tr_u64 call = TR_ARG_U64(p, 4);
+	double prob = *(const double *)p[5];
+	tr_i64 capacity = TR_ARG_I64(p, 6);
+	tr_i64 n = TR_ARG_I64(p, 7);
+	tr_win *wins = TR_ARG_PTR(tr_win *, p, 8);
+	tr_u64 *keys = TR_ARG_PTR(tr_u64 *, p, 9);
+	double *probs = TR_ARG_PTR(double *, p, 10);
+	double *weights = TR_ARG_PTR(double *, p, 11);
+	tr_i64 nt = gx * bx, y, tid;
+	for (y = 0; y < gy; y++)
+		for (tid = 0; tid < nt; tid++)
+			tr_draw_uniform_run(items, live, nlive, seed, call, prob, capacity, n, wins, keys, probs, weights, tid, nt);
+}
+
 typedef void (*tr_host_fn)(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx);
 
 /* tr_host_lookup returns the host build of the kernel with the given entry
@@ -115,6 +151,8 @@ static tr_host_fn tr_host_lookup(const char *name, int *nargs)
 		{"trajring_concat", tr_host_concat, 5},
 		{"trajring_gather_windows", tr_host_gather_windows, 7},
 		{"trajring_nstep_reward", tr_host_nstep_reward, 7},
+		{"trajring_patch_items", tr_host_patch_items, 7},
+		{"trajring_draw_uniform", tr_host_draw_uniform, 12},
 	};
 	size_t i;
 	for (i = 0; i < sizeof table / sizeof table[0]; i++) {

@@ -1,0 +1,235 @@
+package tensorbuf_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/trajring/trajring/cpu"
+	"github.com/trajring/trajring/tensorbuf"
+	"gorgonia.org/tensor"
+)
+
+// devSample is what one sample call returned, in host memory.
+type devSample struct {
+	keys       []uint64
+	probs, wts []float64
+	size       int
+	n, l       int
+	fields     map[string][]byte
+}
+
+// devScenario runs a seeded sequence of adds (evicting items once rows
+// wrap), inserts, deletes and samples on a buffer of backend be with a
+// uniform table of the given seed and max size, selecting on the backend
+// when dev is set, and returns every sample. Every item has Len+Pad = 4,
+// so the host's L (longest drawn) equals the device path's (longest
+// inserted).
+func devScenario(t *testing.T, be tensorbuf.Backend, dev bool, seed uint64, maxSize, rounds, n int) []devSample {
+	t.Helper()
+	const envs, capacity, span = 3, 16, 4
+	b, err := tensorbuf.New(tensorbuf.Config{NumEnvs: envs, Capacity: capacity, Fields: testFields, Seed: 1, Backend: be})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	w, err := b.NewWriter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := b.NewTable(tensorbuf.TableConfig{Name: "t", Seed: seed, MaxSize: maxSize, DeviceSelection: dev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(seed, 99))
+	m := newModel(envs, capacity)
+	ad := &adder{t: t, m: m, w: w}
+	rows := []int{0, 1, 2}
+	var keys []uint64
+	var out []devSample
+	bt := new(tensorbuf.Batch)
+	defer bt.Release()
+	for round := range rounds {
+		ad.add(rows, mids(envs, float32(round)))
+		for range rng.IntN(6) {
+			r := rng.IntN(envs)
+			ln := 1 + rng.IntN(span)
+			lo, hi := m.oldest(r), m.cursor(r)-int64(ln)
+			if hi < lo {
+				continue
+			}
+			k, err := tbl.Insert(tensorbuf.Item{Row: r, Start: lo + rng.Int64N(hi-lo+1), Len: ln, Pad: span - ln, Priority: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys = append(keys, k)
+		}
+		if len(keys) > 0 && rng.IntN(3) == 0 {
+			tbl.Delete(keys[rng.IntN(len(keys))])
+		}
+		if tbl.Size() == 0 {
+			continue
+		}
+		if err := tbl.SampleInto(context.Background(), bt, n); err != nil {
+			t.Fatal(err)
+		}
+		hb, err := bt.Host()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := devSample{keys: hb.Keys, probs: hb.Probabilities, wts: hb.Weights, size: hb.TableSize, fields: map[string][]byte{}}
+		s.n, s.l = hb.Len()
+		for name, d := range hb.Fields {
+			s.fields[name] = rawBytes(d)
+		}
+		for name, d := range map[string]*tensor.Dense{"step_type": hb.StepType, "next_step_type": hb.NextStepType, "reward": hb.Reward, "discount": hb.Discount, "mask": hb.Mask} {
+			s.fields[name] = rawBytes(d)
+		}
+		_ = hb.Release()
+		out = append(out, s)
+	}
+	return out
+}
+
+// rawBytes returns a copy of a host tensor's bytes.
+func rawBytes(d *tensor.Dense) []byte {
+	return bytes.Clone(d.Header.Raw)
+}
+
+// TestDeviceSelectionMatchesHost: a DeviceSelection table on the default
+// backend (the gpu backend on the stand-in in cuda builds) returns
+// exactly the keys, probabilities, weights and bytes of every field and
+// the mask of the same table selecting on the host of a cpu backend,
+// through adds that evict, inserts into a full table and deletes (so the
+// live list's order matters), over several calls.
+func TestDeviceSelectionMatchesHost(t *testing.T) {
+	def, err := tensorbuf.DefaultBackend()
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, tc := range []struct {
+		seed            uint64
+		maxSize, rounds int
+		n               int
+		wantMinSamples  int
+	}{
+		{seed: 1, maxSize: 0, rounds: 40, n: 7, wantMinSamples: 30},
+		{seed: 2, maxSize: 5, rounds: 40, n: 16, wantMinSamples: 30},
+		{seed: 3, maxSize: 0, rounds: 60, n: 1, wantMinSamples: 50},
+		{seed: 1 << 40, maxSize: 12, rounds: 50, n: 33, wantMinSamples: 40},
+	} {
+		t.Run(fmt.Sprintf("seed%d/max%d/n%d", tc.seed, tc.maxSize, tc.n), func(t *testing.T) {
+			want := devScenario(t, cpu.New(), false, tc.seed, tc.maxSize, tc.rounds, tc.n)
+			got := devScenario(t, def, true, tc.seed, tc.maxSize, tc.rounds, tc.n)
+			if len(got) != len(want) || len(want) < tc.wantMinSamples {
+				t.Fatalf("%d samples, want %d (at least %d)", len(got), len(want), tc.wantMinSamples)
+			}
+			for i := range want {
+				g, w := got[i], want[i]
+				if g.n != w.n || g.l != w.l || g.size != w.size || !reflect.DeepEqual(g.keys, w.keys) ||
+					!reflect.DeepEqual(g.probs, w.probs) || !reflect.DeepEqual(g.wts, w.wts) {
+					t.Fatalf("sample %d: n %d l %d size %d keys %v probs %v weights %v\nwant n %d l %d size %d keys %v probs %v weights %v",
+						i, g.n, g.l, g.size, g.keys, g.probs, g.wts, w.n, w.l, w.size, w.keys, w.probs, w.wts)
+				}
+				for name, wb := range w.fields {
+					if !bytes.Equal(g.fields[name], wb) {
+						t.Fatalf("sample %d: field %s differs:\n got %v\nwant %v", i, name, g.fields[name], wb)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestDeviceSelectionConfig: DeviceSelection is refused with ErrConfig
+// where the host must see each draw (FIFO, LIFO, MaxTimesSampled) and on
+// a backend without ItemSelector, and a refused table is not added.
+func TestDeviceSelectionConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  tensorbuf.TableConfig
+		be   tensorbuf.Backend
+	}{
+		{"fifo", tensorbuf.TableConfig{Selector: tensorbuf.FIFO}, nil},
+		{"lifo", tensorbuf.TableConfig{Selector: tensorbuf.LIFO}, nil},
+		{"max times sampled", tensorbuf.TableConfig{MaxTimesSampled: 2}, nil},
+		{"backend without ItemSelector", tensorbuf.TableConfig{}, plainBackend{cpu.New()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := tensorbuf.New(tensorbuf.Config{NumEnvs: 1, Capacity: 8, Fields: testFields, Backend: tc.be})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			tc.cfg.Name, tc.cfg.DeviceSelection = "t", true
+			if _, err := b.NewTable(tc.cfg); !errors.Is(err, tensorbuf.ErrConfig) {
+				t.Fatalf("NewTable: %v, want ErrConfig", err)
+			}
+			if _, err := b.Table("t"); !errors.Is(err, tensorbuf.ErrUnknownTable) {
+				t.Fatalf("refused table was added: %v", err)
+			}
+		})
+	}
+}
+
+// TestDeviceSelectionBatchReuse: a batch used by a device-selecting table
+// and then by a host-selecting one drops its metadata tensors, HostMeta
+// is then a no-op, and Release empties them.
+func TestDeviceSelectionBatchReuse(t *testing.T) {
+	b := newBuffer(t, 1, 8)
+	m := newModel(1, 8)
+	fill(t, b, m, [][]rawStep{mids(1, 0), mids(1, 1), mids(1, 2)})
+	dev, err := b.NewTable(tensorbuf.TableConfig{Name: "d", DeviceSelection: true, Seed: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := b.NewTable(tensorbuf.TableConfig{Name: "h", Seed: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dk, hk uint64
+	if dk, err = dev.Insert(tensorbuf.Item{Row: 0, Start: 1, Len: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if hk, err = host.Insert(tensorbuf.Item{Row: 0, Start: 1, Len: 2}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	bt := new(tensorbuf.Batch)
+	if err := dev.SampleInto(ctx, bt, 3); err != nil {
+		t.Fatal(err)
+	}
+	if bt.KeyTensor == nil || len(bt.Keys) != 0 || len(bt.Items) != 0 {
+		t.Fatalf("device sample: key tensor %v, keys %v, items %v", bt.KeyTensor, bt.Keys, bt.Items)
+	}
+	if err := bt.HostMeta(); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(bt.Keys, []uint64{dk, dk, dk}) || !reflect.DeepEqual(bt.Probabilities, []float64{1, 1, 1}) ||
+		!reflect.DeepEqual(bt.Weights, []float64{1, 1, 1}) {
+		t.Fatalf("HostMeta: keys %v probs %v weights %v", bt.Keys, bt.Probabilities, bt.Weights)
+	}
+	if err := host.SampleInto(ctx, bt, 2); err != nil {
+		t.Fatal(err)
+	}
+	if bt.KeyTensor != nil || bt.ProbabilityTensor != nil || bt.WeightTensor != nil {
+		t.Fatal("host sample kept the metadata tensors")
+	}
+	if err := bt.HostMeta(); err != nil || !reflect.DeepEqual(bt.Keys, []uint64{hk, hk}) {
+		t.Fatalf("HostMeta after a host sample: %v, keys %v", err, bt.Keys)
+	}
+	if err := dev.SampleInto(ctx, bt, 2); err != nil {
+		t.Fatal(err)
+	}
+	kt := bt.KeyTensor
+	if err := bt.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if bt.KeyTensor != nil || kt.Shape().TotalSize() != 0 && kt.DataSize() != 0 {
+		t.Fatalf("Release left the key tensor %v (size %d)", bt.KeyTensor, kt.DataSize())
+	}
+}
