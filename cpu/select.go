@@ -45,30 +45,14 @@ func (*Backend) PatchItems(m kernels.Mirror, items []kernels.ItemPatch, live []k
 	if err != nil {
 		return err
 	}
-	if err := checkPatches(m.Slots, items, live); err != nil {
-		return err
+	if problem := kernels.BadPatch(m.Slots, items, live); problem != "" {
+		return fmt.Errorf("%w: %s", ErrBounds, problem)
 	}
 	for _, p := range items {
 		recs[p.Slot] = p.Rec
 	}
 	for _, p := range live {
 		lv[p.Pos] = int32(p.Slot)
-	}
-	return nil
-}
-
-// checkPatches checks every index of a patch against a mirror of slots
-// slots; the gpu backend runs the same check.
-func checkPatches(slots int64, items []kernels.ItemPatch, live []kernels.LivePatch) error {
-	for i, p := range items {
-		if p.Slot < 0 || p.Slot >= slots {
-			return fmt.Errorf("%w: item patch %d: slot %d of %d", ErrBounds, i, p.Slot, slots)
-		}
-	}
-	for i, p := range live {
-		if p.Pos < 0 || p.Pos >= slots || p.Slot < 0 || p.Slot >= slots {
-			return fmt.Errorf("%w: live patch %d: entry %d = slot %d of %d", ErrBounds, i, p.Pos, p.Slot, slots)
-		}
 	}
 	return nil
 }

@@ -66,8 +66,8 @@ type Backend struct {
 
 	// Scratch reused by every call so that the steady state of adding
 	// and sampling allocates nothing.
-	args          [8]uint64
-	params        [8]unsafe.Pointer
+	args          [16]uint64
+	params        [16]unsafe.Pointer
 	rings, outs   []*Arena
 	nexts         []*Arena
 	offs, padOffs []int64

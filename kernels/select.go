@@ -1,5 +1,7 @@
 package kernels
 
+import "fmt"
+
 // Device-resident table metadata (issue "Sampling on the device"). A
 // table that selects on its backend keeps a mirror of its items there:
 // one ItemRec per slot and the dense list of live slots (int32), patched
@@ -77,6 +79,23 @@ type UniformDraw struct {
 
 	Out                                Arena
 	WinOff, KeyOff, ProbOff, WeightOff int64
+}
+
+// BadPatch describes the first patch whose slot or position lies outside
+// a mirror of slots slots; empty when there is none. Backends check every
+// patch with it before writing anything.
+func BadPatch(slots int64, items []ItemPatch, live []LivePatch) string {
+	for i, p := range items {
+		if p.Slot < 0 || p.Slot >= slots {
+			return fmt.Sprintf("item patch %d: slot %d of %d", i, p.Slot, slots)
+		}
+	}
+	for i, p := range live {
+		if p.Pos < 0 || p.Pos >= slots || p.Slot < 0 || p.Slot >= slots {
+			return fmt.Sprintf("live patch %d: entry %d = slot %d of %d", i, p.Pos, p.Slot, slots)
+		}
+	}
+	return ""
 }
 
 // Arguments, in order, of the selection kernels (each 8 bytes wide):

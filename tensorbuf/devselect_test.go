@@ -111,6 +111,7 @@ func TestDeviceSelectionMatchesHost(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
+	t.Logf("device selection on the %s backend", def.Name())
 	for _, tc := range []struct {
 		seed            uint64
 		maxSize, rounds int

@@ -1,0 +1,238 @@
+//go:build cuda
+
+package gpu
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/trajring/trajring/kernels"
+)
+
+// mirror checks a table mirror's arenas and returns the device addresses
+// of its records and live list. It runs on the backend.
+func (b *Backend) mirror(m kernels.Mirror) (items, live uint64, err error) {
+	it, err := b.arena(m.Items)
+	if err != nil {
+		return 0, 0, fmt.Errorf("mirror items: %w", err)
+	}
+	lv, err := b.arena(m.Live)
+	if err != nil {
+		return 0, 0, fmt.Errorf("mirror live list: %w", err)
+	}
+	if m.Slots < 0 || m.ItemsOff%8 != 0 || m.LiveOff%4 != 0 ||
+		!kernels.Fits(m.ItemsOff, m.Slots, kernels.ItemRecSize, it.size) || !kernels.Fits(m.LiveOff, m.Slots, kernels.LiveSize, lv.size) {
+		return 0, 0, fmt.Errorf("%w: mirror of %d slots at %d/%d in %d/%d bytes", ErrBounds, m.Slots, m.ItemsOff, m.LiveOff, it.size, lv.size)
+	}
+	return uint64(it.ptr) + uint64(m.ItemsOff), uint64(lv.ptr) + uint64(m.LiveOff), nil
+}
+
+// PatchItems writes changed records and live entries into a table's
+// mirror in one launch (kernels/patch_items.cu; the loop is
+// cpu.Backend.PatchItems'): the patches are staged in pinned memory and
+// copied with the launch's parameter block, so items and live may be
+// reused at once. Every slot and position must lie in [0, m.Slots)
+// (ErrBounds otherwise, nothing queued), and each slot and each position
+// may appear once (threads write them in no particular order). No
+// patches means no launch. It is safe for concurrent use.
+func (b *Backend) PatchItems(m kernels.Mirror, items []kernels.ItemPatch, live []kernels.LivePatch) error {
+	r, err := b.enter()
+	if err != nil {
+		return err
+	}
+	defer b.exit(r)
+	ia, la, err := b.mirror(m)
+	if err != nil {
+		return err
+	}
+	if problem := kernels.BadPatch(m.Slots, items, live); problem != "" {
+		return fmt.Errorf("%w: %s", ErrBounds, problem)
+	}
+	ni, nl := int64(len(items)), int64(len(live))
+	if ni+nl == 0 {
+		return nil
+	}
+	var l layout
+	itemOff := l.add(ni * kernels.ItemPatchSize)
+	liveOff := l.add(nl * kernels.LivePatchSize)
+	st, err := b.slot(l.n)
+	if err != nil {
+		return err
+	}
+	buf := st.bytes(l.n)
+	if ni > 0 {
+		copy(unsafe.Slice((*kernels.ItemPatch)(unsafe.Pointer(&buf[itemOff])), ni), items)
+	}
+	if nl > 0 {
+		copy(unsafe.Slice((*kernels.LivePatch)(unsafe.Pointer(&buf[liveOff])), nl), live)
+	}
+	return b.launch(kernels.PatchItems, st, l.n, ni+nl, 1, 1,
+		ia, la, 0, uint64(st.dev)+uint64(itemOff), uint64(ni), uint64(st.dev)+uint64(liveOff), uint64(nl))
+}
+
+// DrawUniform selects d.N items uniformly from a table's mirror in one
+// launch (kernels/draw_uniform.cu; the loop is in kernels.UniformDraw and
+// cpu.Backend.DrawUniform, its reference): thread k draws
+// philox.Draw(d.Seed, 0, d.Call, k) and writes the drawn item's window,
+// key, probability and weight to d.Out. Every argument travels as a
+// kernel parameter: nothing is copied to the device and nothing waits.
+// The arguments are checked (ErrBounds, nothing queued) but the live
+// entries are not (they are in device memory): PatchItems checked them
+// when it wrote them, and a fresh mirror holds zeros. It is safe for
+// concurrent use.
+func (b *Backend) DrawUniform(d kernels.UniformDraw) error {
+	r, err := b.enter()
+	if err != nil {
+		return err
+	}
+	defer b.exit(r)
+	ia, la, err := b.mirror(d.Mirror)
+	if err != nil {
+		return err
+	}
+	o, err := b.arena(d.Out)
+	if err != nil {
+		return fmt.Errorf("draw output: %w", err)
+	}
+	if d.NLive <= 0 || d.NLive > d.Mirror.Slots || d.N < 0 || d.Capacity <= 0 || d.N > math.MaxUint32+1 {
+		return fmt.Errorf("%w: %d draws from %d live items of %d slots, capacity %d", ErrBounds, d.N, d.NLive, d.Mirror.Slots, d.Capacity)
+	}
+	if d.WinOff%8 != 0 || d.KeyOff%8 != 0 || d.ProbOff%8 != 0 || d.WeightOff%8 != 0 ||
+		!kernels.Fits(d.WinOff, d.N, kernels.WinDescSize, o.size) || !kernels.Fits(d.KeyOff, d.N, 8, o.size) ||
+		!kernels.Fits(d.ProbOff, d.N, 8, o.size) || !kernels.Fits(d.WeightOff, d.N, 8, o.size) {
+		return fmt.Errorf("%w: %d draws at %d/%d/%d/%d into %d bytes", ErrBounds, d.N, d.WinOff, d.KeyOff, d.ProbOff, d.WeightOff, o.size)
+	}
+	if d.N == 0 {
+		return nil
+	}
+	out := uint64(o.ptr)
+	return b.launchParams(kernels.DrawUniform, d.N,
+		ia, la, uint64(d.NLive), d.Seed, d.Call, math.Float64bits(d.Prob), uint64(d.Capacity), uint64(d.N),
+		out+uint64(d.WinOff), out+uint64(d.KeyOff), out+uint64(d.ProbOff), out+uint64(d.WeightOff))
+}
+
+// launchParams launches kernel k over n threads' work (one each, up to
+// the grid's limit) with arguments that all travel as kernel parameters:
+// no staging slot, no copy. It runs with the backend entered.
+func (b *Backend) launchParams(k kernels.Kernel, n int64, args ...uint64) error {
+	if len(args) != k.Args || len(args) > len(b.args) {
+		return fmt.Errorf("%w: %s takes %d arguments, got %d", ErrDriver, k.Entry, k.Args, len(args))
+	}
+	gx := min(max((n+blockSize-1)/blockSize, 1), int64(b.blocks))
+	copy(b.args[:], args)
+	if err := drv.fns[k.Entry].Launch(int(gx), 1, 1, blockSize, 1, 1, 0, b.stream, b.params[:len(args)]); err != nil {
+		return driverErr("cuLaunchKernel("+k.Entry+")", err)
+	}
+	b.launches.Add(1)
+	return nil
+}
+
+// GatherWindowsAt is GatherWindows with the windows read from device
+// memory: nwin kernels.WinDesc records (Start already the slot, as
+// DrawUniform writes them) from byte offset winOff of wins, a multiple
+// of 8. The column descriptors and pad steps are still staged and copied
+// with the launch (a few hundred bytes). Columns, outputs and mask are
+// checked as GatherWindows checks them; the windows cannot be (they are
+// in device memory, and reading them would wait for the work that writes
+// them): each must have 0 <= Row < the rings' rows, 0 <= Start <
+// capacity and 0 <= Len <= min(seqLen, capacity), as the draw kernels
+// write them from a table's items. It is safe for concurrent use.
+func (b *Backend) GatherWindowsAt(cols []kernels.Column, wins kernels.Arena, winOff, nwin, seqLen, capacity int64, mask kernels.Arena, maskOff int64) error {
+	r, err := b.enter()
+	if err != nil {
+		return err
+	}
+	defer b.exit(r)
+	w, err := b.arena(wins)
+	if err != nil {
+		return fmt.Errorf("windows: %w", err)
+	}
+	if nwin < 0 || winOff%8 != 0 || !kernels.Fits(winOff, nwin, kernels.WinDescSize, w.size) {
+		return fmt.Errorf("%w: %d windows at %d into %d bytes", ErrBounds, nwin, winOff, w.size)
+	}
+	if seqLen <= 0 || capacity <= 0 {
+		return fmt.Errorf("%w: sequence length %d, capacity %d", ErrBounds, seqLen, capacity)
+	}
+	if c, bad := kernels.WritesRing(cols); bad {
+		return fmt.Errorf("%w: column %d writes a ring arena", ErrBounds, c)
+	}
+	n, ok := kernels.Mul(nwin, seqLen)
+	if !ok {
+		return fmt.Errorf("%w: %d windows of %d steps", ErrBounds, nwin, seqLen)
+	}
+	rings := scratch(&b.rings, len(cols))
+	outs := scratch(&b.outs, len(cols))
+	for c := range cols {
+		col := &cols[c]
+		ring, err := b.arena(col.Ring)
+		if err != nil {
+			return fmt.Errorf("column %d ring: %w", c, err)
+		}
+		out, err := b.arena(col.Out)
+		if err != nil {
+			return fmt.Errorf("column %d output: %w", c, err)
+		}
+		s := col.StepBytes
+		steps, ok := col.RingSteps(ring.size)
+		if !ok || steps/capacity < 1 {
+			return fmt.Errorf("%w: column %d: step of %d bytes at offset %d of a stride of %d, capacity %d", ErrBounds, c, s, col.Offset, col.Stride, capacity)
+		}
+		if !kernels.Fits(col.OutOff, n, s, out.size) {
+			return fmt.Errorf("%w: column %d: %d steps of %d bytes at %d into %d", ErrBounds, c, n, s, col.OutOff, out.size)
+		}
+		if col.Pad != nil && int64(len(col.Pad)) != s {
+			return fmt.Errorf("%w: column %d: pad of %d bytes for steps of %d", ErrBounds, c, len(col.Pad), s)
+		}
+		rings[c], outs[c] = ring, out
+	}
+	var maskPtr uint64
+	if mask != nil {
+		m, err := b.arena(mask)
+		if err != nil {
+			return fmt.Errorf("mask: %w", err)
+		}
+		if maskOff < 0 || maskOff > m.size || n > m.size-maskOff {
+			return fmt.Errorf("%w: mask of %d at %d into %d", ErrBounds, n, maskOff, m.size)
+		}
+		maskPtr = uint64(m.ptr) + uint64(maskOff)
+	}
+	if n == 0 || (len(cols) == 0 && maskPtr == 0) {
+		return nil
+	}
+	var l layout
+	descOff := l.add(max(int64(len(cols)), 1) * kernels.ColDescSize)
+	padOff := scratch(&b.padOffs, len(cols))
+	for c := range cols {
+		if cols[c].Pad != nil {
+			padOff[c] = l.add(cols[c].StepBytes)
+		}
+	}
+	st, err := b.slot(l.n)
+	if err != nil {
+		return err
+	}
+	buf := st.bytes(l.n)
+	descs := descSlice(buf, descOff, len(cols))
+	for c := range cols {
+		d := kernels.ColDesc{
+			Ring:   ringAddr(rings[c], &cols[c]),
+			Out:    uint64(outs[c].ptr) + uint64(cols[c].OutOff),
+			Step:   cols[c].StepBytes,
+			Stride: cols[c].RingStride(),
+		}
+		if cols[c].Pad != nil {
+			copy(buf[padOff[c]:], cols[c].Pad)
+			d.Aux = uint64(st.dev) + uint64(padOff[c])
+		}
+		descs[c] = d
+	}
+	gy := int64(len(cols))
+	if maskPtr != 0 {
+		gy++
+	}
+	return b.launch(kernels.GatherWindows, st, l.n, n, maxWords(descs), gy,
+		uint64(st.dev)+uint64(descOff), uint64(len(cols)), uint64(w.ptr)+uint64(winOff), uint64(nwin),
+		uint64(seqLen), uint64(capacity), maskPtr)
+}
+
