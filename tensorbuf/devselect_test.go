@@ -234,3 +234,60 @@ func TestDeviceSelectionBatchReuse(t *testing.T) {
 		t.Fatalf("Release left the key tensor %v (size %d)", bt.KeyTensor, kt.DataSize())
 	}
 }
+
+// TestDeviceSelectionAllocatesNothing: once warmed up, a device-selected
+// sample, one after items changed (the mirror patch), and HostMeta
+// allocate nothing.
+func TestDeviceSelectionAllocatesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts are measured in the full run")
+	}
+	b := newBuffer(t, 4, 64)
+	m := newModel(4, 64)
+	var metas [][]rawStep
+	for i := range 100 {
+		metas = append(metas, mids(4, float32(i)))
+	}
+	fill(t, b, m, metas)
+	tbl, err := b.NewTable(tensorbuf.TableConfig{Name: "t", DeviceSelection: true, Seed: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := range 4 {
+		for s := range int64(60) {
+			if _, err := tbl.Insert(tensorbuf.Item{Row: r, Start: 40 + s%20, Len: 4}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ctx := context.Background()
+	bt := new(tensorbuf.Batch)
+	defer bt.Release()
+	calls := []struct {
+		name string
+		f    func() error
+	}{
+		{"SampleInto", func() error { return tbl.SampleInto(ctx, bt, 32) }},
+		{"SampleInto after an insert and a delete", func() error {
+			k, err := tbl.Insert(tensorbuf.Item{Row: 1, Start: 50, Len: 3, Pad: 1})
+			if err != nil {
+				return err
+			}
+			tbl.Delete(k)
+			return tbl.SampleInto(ctx, bt, 32)
+		}},
+		{"HostMeta", bt.HostMeta},
+	}
+	for _, c := range calls {
+		if err := c.f(); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if n := testing.AllocsPerRun(50, func() {
+			if err := c.f(); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+		}); n != 0 {
+			t.Errorf("%s: %v allocations per call", c.name, n)
+		}
+	}
+}
