@@ -71,6 +71,8 @@ type Backend struct {
 	rings, outs   []*Arena
 	nexts         []*Arena
 	offs, padOffs []int64
+	colCache      [colCacheSize]colBlock // GatherWindowsAt's column descriptors (select.go)
+	colTick       uint64
 }
 
 // New starts a Backend on device 0: on first use in the process it

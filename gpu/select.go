@@ -3,11 +3,13 @@
 package gpu
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"unsafe"
 
 	"github.com/trajring/trajring/kernels"
+	"gorgonia.org/cu"
 )
 
 // mirror checks a table mirror's arenas and returns the device addresses
@@ -107,32 +109,18 @@ func (b *Backend) DrawUniform(d kernels.UniformDraw) error {
 		return nil
 	}
 	out := uint64(o.ptr)
-	return b.launchParams(kernels.DrawUniform, d.N,
+	return b.launchGrid(kernels.DrawUniform, d.N, 1, 1,
 		ia, la, uint64(d.NLive), d.Seed, d.Call, math.Float64bits(d.Prob), uint64(d.Capacity), uint64(d.N),
 		out+uint64(d.WinOff), out+uint64(d.KeyOff), out+uint64(d.ProbOff), out+uint64(d.WeightOff))
-}
-
-// launchParams launches kernel k over n threads' work (one each, up to
-// the grid's limit) with arguments that all travel as kernel parameters:
-// no staging slot, no copy. It runs with the backend entered.
-func (b *Backend) launchParams(k kernels.Kernel, n int64, args ...uint64) error {
-	if len(args) != k.Args || len(args) > len(b.args) {
-		return fmt.Errorf("%w: %s takes %d arguments, got %d", ErrDriver, k.Entry, k.Args, len(args))
-	}
-	gx := min(max((n+blockSize-1)/blockSize, 1), int64(b.blocks))
-	copy(b.args[:], args)
-	if err := drv.fns[k.Entry].Launch(int(gx), 1, 1, blockSize, 1, 1, 0, b.stream, b.params[:len(args)]); err != nil {
-		return driverErr("cuLaunchKernel("+k.Entry+")", err)
-	}
-	b.launches.Add(1)
-	return nil
 }
 
 // GatherWindowsAt is GatherWindows with the windows read from device
 // memory: nwin kernels.WinDesc records (Start already the slot, as
 // DrawUniform writes them) from byte offset winOff of wins, a multiple
-// of 8. The column descriptors and pad steps are still staged and copied
-// with the launch (a few hundred bytes). Columns, outputs and mask are
+// of 8. The column descriptors and pad steps are kept on the device per
+// set of columns (the last 8 sets used): a batch sampled again and again
+// launches its gather with nothing copied to the device and no staging
+// slot to wait for; a new set costs one staged copy. Columns, outputs and mask are
 // checked as GatherWindows checks them; the windows cannot be (they are
 // in device memory, and reading them would wait for the work that writes
 // them): each must have 0 <= Row < the rings' rows, 0 <= Start <
@@ -200,6 +188,64 @@ func (b *Backend) GatherWindowsAt(cols []kernels.Column, wins kernels.Arena, win
 	if n == 0 || (len(cols) == 0 && maskPtr == 0) {
 		return nil
 	}
+	cb, err := b.colBlock(cols, rings, outs)
+	if err != nil {
+		return err
+	}
+	gy := int64(len(cols))
+	if maskPtr != 0 {
+		gy++
+	}
+	return b.launchGrid(kernels.GatherWindows, n, cb.words, gy,
+		uint64(cb.block.ptr), uint64(len(cols)), uint64(w.ptr)+uint64(winOff), uint64(nwin),
+		uint64(seqLen), uint64(capacity), maskPtr)
+}
+
+// colCacheSize is how many sets of column descriptors GatherWindowsAt
+// keeps on the device: one per batch sampled in turn, typically.
+const colCacheSize = 8
+
+// colBlock is one set of column descriptors (and pad steps) in device
+// memory, for the columns cols (copied, Pad included).
+type colBlock struct {
+	cols  []kernels.Column
+	block *Arena
+	words int64 // maxWords of the descriptors
+	used  uint64
+}
+
+func (c *colBlock) matches(cols []kernels.Column) bool {
+	if c.block == nil || len(c.cols) != len(cols) {
+		return false
+	}
+	for i := range cols {
+		a, b := &c.cols[i], &cols[i]
+		if a.Ring != b.Ring || a.Out != b.Out || a.OutOff != b.OutOff || a.StepBytes != b.StepBytes ||
+			a.Stride != b.Stride || a.Offset != b.Offset || (a.Pad == nil) != (b.Pad == nil) || !bytes.Equal(a.Pad, b.Pad) {
+			return false
+		}
+	}
+	return true
+}
+
+// colBlock returns the device descriptors of cols (already checked, their
+// arenas rings and outs), from the cache or, on a miss, written into a
+// new block by one staged copy that replaces the least recently used
+// entry. A batch sampled again and again thus launches its gather without
+// copying anything to the device. It runs with the backend entered.
+func (b *Backend) colBlock(cols []kernels.Column, rings, outs []*Arena) (*colBlock, error) {
+	b.colTick++
+	victim := &b.colCache[0]
+	for i := range b.colCache {
+		c := &b.colCache[i]
+		if c.matches(cols) && !c.block.freed {
+			c.used = b.colTick
+			return c, nil
+		}
+		if c.used < victim.used {
+			victim = c
+		}
+	}
 	var l layout
 	descOff := l.add(max(int64(len(cols)), 1) * kernels.ColDescSize)
 	padOff := scratch(&b.padOffs, len(cols))
@@ -208,9 +254,26 @@ func (b *Backend) GatherWindowsAt(cols []kernels.Column, wins kernels.Arena, win
 			padOff[c] = l.add(cols[c].StepBytes)
 		}
 	}
+	if victim.block != nil {
+		// Work queued earlier may still read it.
+		if err := driverErr("cuStreamSynchronize", b.stream.Synchronize()); err != nil {
+			return nil, err
+		}
+		if err := b.freeArena(victim.block); err != nil {
+			return nil, err
+		}
+		victim.block = nil
+	}
+	p, err := cu.MemAlloc(l.n)
+	if err != nil {
+		return nil, driverErr("cuMemAlloc (column descriptors)", err)
+	}
+	block := &Arena{ptr: p, size: l.n, owner: b}
+	b.arenas[block] = struct{}{} // freed by Close with the rest
 	st, err := b.slot(l.n)
 	if err != nil {
-		return err
+		_ = b.freeArena(block)
+		return nil, err
 	}
 	buf := st.bytes(l.n)
 	descs := descSlice(buf, descOff, len(cols))
@@ -223,16 +286,42 @@ func (b *Backend) GatherWindowsAt(cols []kernels.Column, wins kernels.Arena, win
 		}
 		if cols[c].Pad != nil {
 			copy(buf[padOff[c]:], cols[c].Pad)
-			d.Aux = uint64(st.dev) + uint64(padOff[c])
+			d.Aux = uint64(p) + uint64(padOff[c])
 		}
 		descs[c] = d
 	}
-	gy := int64(len(cols))
-	if maskPtr != 0 {
-		gy++
+	if err := cu.MemcpyHtoDAsync(p, st.host, l.n, b.stream); err != nil {
+		_ = b.freeArena(block)
+		return nil, driverErr("cuMemcpyHtoDAsync", err)
 	}
-	return b.launch(kernels.GatherWindows, st, l.n, n, maxWords(descs), gy,
-		uint64(st.dev)+uint64(descOff), uint64(len(cols)), uint64(w.ptr)+uint64(winOff), uint64(nwin),
-		uint64(seqLen), uint64(capacity), maskPtr)
+	if err := st.record(b.stream); err != nil {
+		return nil, err
+	}
+	victim.cols = victim.cols[:0]
+	for _, c := range cols {
+		if c.Pad != nil {
+			c.Pad = bytes.Clone(c.Pad)
+		}
+		victim.cols = append(victim.cols, c)
+	}
+	victim.block, victim.words, victim.used = block, maxWords(descs), b.colTick
+	return victim, nil
+}
+
+// launchGrid launches kernel k over n steps of up to words words in gy
+// columns, as launch does, with arguments that all travel as kernel
+// parameters (no staging slot). It runs with the backend entered.
+func (b *Backend) launchGrid(k kernels.Kernel, n, words, gy int64, args ...uint64) error {
+	if len(args) != k.Args || len(args) > len(b.args) {
+		return fmt.Errorf("%w: %s takes %d arguments, got %d", ErrDriver, k.Entry, k.Args, len(args))
+	}
+	lanes := kernels.Lanes(max(1, words))
+	gx := min(max((n*lanes+blockSize-1)/blockSize, 1), int64(b.blocks))
+	copy(b.args[:], args)
+	if err := drv.fns[k.Entry].Launch(int(gx), int(min(gy, 65535)), 1, blockSize, 1, 1, 0, b.stream, b.params[:len(args)]); err != nil {
+		return driverErr("cuLaunchKernel("+k.Entry+")", err)
+	}
+	b.launches.Add(1)
+	return nil
 }
 

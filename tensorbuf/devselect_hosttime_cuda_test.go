@@ -1,0 +1,151 @@
+//go:build cuda
+
+package tensorbuf_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/trajring/trajring/cpu"
+	"github.com/trajring/trajring/gpu"
+	"github.com/trajring/trajring/tensorbuf"
+)
+
+// TestDeviceSelectionHostTime measures the host time of a uniform
+// Table.SampleInto at B=256 on the gpu backend with DeviceSelection (draw
+// and gather queued, nothing waited for), and with host selection, next to
+// the cpu backend's whole sample of the same table (same rows, items and
+// seed), in the same run. Times are the calling thread's CPU time per
+// call (CLOCK_THREAD_CPUTIME_ID, the clock the stand-in times its device
+// work with: getrusage's thread times are too coarse for calls of a
+// microsecond) less the stand-in's device time (see TestHostTime). Set
+// TRAJRING_HOSTTIME=1 to run it; TRAJRING_HOSTTIME_OUT=file also writes
+// the table there.
+func TestDeviceSelectionHostTime(t *testing.T) {
+	if os.Getenv("TRAJRING_HOSTTIME") == "" {
+		t.Skip("set TRAJRING_HOSTTIME=1 to measure host time")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	const B, calls = 256, 2000
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%-30s %14s %14s %14s %9s %9s\n", "SampleInto B=256 uniform", "gpu dev-sel µs", "gpu host-sel µs", "cpu whole µs", "dev/cpu", "launches")
+	for _, c := range []struct {
+		rows                   string
+		envs, capacity, perRow int
+	}{
+		{"low-dim", 256, 64, 32},
+		{"3KB", 256, 64, 32},
+		{"low-dim", 1024, 512, 256},
+	} {
+		name := fmt.Sprintf("%s, %d items", c.rows, c.envs*c.perRow)
+		var devT, hostT, cpuT time.Duration
+		var launches float64
+		for _, mode := range []string{"dev", "host", "cpu"} {
+			var be tensorbuf.Backend
+			var g *gpu.Backend
+			if mode == "cpu" {
+				be = cpu.New()
+			} else {
+				var err error
+				if g, err = gpu.New(); err != nil {
+					t.Fatal(err)
+				}
+				be = g
+			}
+			fields := hostTimeFields[c.rows]
+			buf, err := tensorbuf.New(tensorbuf.Config{NumEnvs: c.envs, Capacity: c.capacity, Fields: fields, Seed: 1, Backend: be})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := buf.NewWriter()
+			if err != nil {
+				t.Fatal(err)
+			}
+			step := fullStep(fields, c.envs)
+			for range c.capacity {
+				if err := w.Add(step); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tbl, err := buf.NewTable(tensorbuf.TableConfig{Name: "t", Seed: 5, DeviceSelection: mode == "dev"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r := range c.envs {
+				for s := range int64(c.perRow) {
+					if _, err := tbl.Insert(tensorbuf.Item{Row: r, Start: s * int64(c.capacity/c.perRow), Len: 1}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			ctx := context.Background()
+			bt := new(tensorbuf.Batch)
+			for range 20 {
+				if err := tbl.SampleInto(ctx, bt, B); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := be.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			var l0 int64
+			if g != nil {
+				l0 = g.Launches()
+			}
+			dev0, _ := gpu.StandinDeviceTime()
+			cpu0 := threadClock(t)
+			for range calls {
+				if err := tbl.SampleInto(ctx, bt, B); err != nil {
+					t.Fatal(err)
+				}
+			}
+			used := threadClock(t) - cpu0
+			dev1, _ := gpu.StandinDeviceTime()
+			switch mode {
+			case "dev":
+				devT = (used - (dev1 - dev0)) / calls
+				t.Logf("%s: device selection: thread CPU %v per call, of which stand-in device time %v", name, used/calls, (dev1-dev0)/calls)
+				launches = float64(g.Launches()-l0) / calls
+			case "host":
+				hostT = (used - (dev1 - dev0)) / calls
+			default:
+				cpuT = used / calls
+			}
+			if err := be.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			_ = bt.Release()
+			_ = buf.Close()
+			if g != nil {
+				_ = g.Close()
+			}
+		}
+		us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+		fmt.Fprintf(&sb, "%-30s %14.1f %14.1f %14.1f %8.3fx %9.1f\n", name, us(devT), us(hostT), us(cpuT), float64(devT)/float64(cpuT), launches)
+	}
+	t.Log("\n" + sb.String())
+	if out := os.Getenv("TRAJRING_HOSTTIME_OUT"); out != "" {
+		if err := os.WriteFile(out, []byte(sb.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// threadClock returns the calling thread's CPU time from
+// clock_gettime(CLOCK_THREAD_CPUTIME_ID).
+func threadClock(t *testing.T) time.Duration {
+	var ts syscall.Timespec
+	const clockThreadCPUTime = 3
+	if _, _, e := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTime, uintptr(unsafe.Pointer(&ts)), 0); e != 0 {
+		t.Fatal(e)
+	}
+	return time.Duration(ts.Nano())
+}
