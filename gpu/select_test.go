@@ -3,9 +3,11 @@
 package gpu
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"testing"
+	"unsafe"
 
 	"github.com/trajring/trajring/kernels"
 )
@@ -171,4 +173,56 @@ func TestDeviceSelectionRefusals(t *testing.T) {
 	if got := b.Launches(); got != before {
 		t.Errorf("%d launches after refused calls", got-before)
 	}
+}
+
+// TestGatherWindowsAtColumnCache: GatherWindowsAt's device copy of the
+// column descriptors follows every change of the columns (a pad changed
+// in place, another output offset, more sets of columns than the cache
+// holds) and is reused when they do not change.
+func TestGatherWindowsAtColumnCache(t *testing.T) {
+	b := newBackend(t)
+	ring, _ := b.Alloc(8)
+	if err := b.Upload(ring, 0, []byte{10, 11, 12, 13, 20, 21, 22, 23}); err != nil {
+		t.Fatal(err)
+	}
+	wins, _ := b.Alloc(2 * kernels.WinDescSize)
+	wd := []kernels.WinDesc{{Row: 1, Start: 2, Len: 2}, {Row: 0, Start: 3, Len: 1}}
+	if err := b.Upload(wins, 0, unsafe.Slice((*byte)(unsafe.Pointer(&wd[0])), 2*kernels.WinDescSize)); err != nil {
+		t.Fatal(err)
+	}
+	var outs []kernels.Arena
+	for range colCacheSize + 2 {
+		o, _ := b.Alloc(16)
+		outs = append(outs, o)
+	}
+	pad := []byte{99}
+	gather := func(out kernels.Arena, off int64, want []byte) {
+		t.Helper()
+		cols := []kernels.Column{{Ring: ring, StepBytes: 1, Out: out, OutOff: off, Pad: pad}}
+		if err := b.GatherWindowsAt(cols, wins, 0, 2, 3, 4, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, 16)
+		if err := b.Download(got, out, 0); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got[off:off+6], want) {
+			t.Fatalf("out %v, want %v at %d", got, want, off)
+		}
+	}
+	gather(outs[0], 0, []byte{22, 23, 99, 13, 99, 99})
+	tick := b.colTick
+	gather(outs[0], 0, []byte{22, 23, 99, 13, 99, 99})
+	if c := b.colCache; c[0].used != tick+1 || c[1].block != nil {
+		t.Fatalf("second call did not reuse the cached descriptors: %+v", c[:2])
+	}
+	pad[0] = 77 // changed in place: the cache compares the bytes
+	gather(outs[0], 0, []byte{22, 23, 77, 13, 77, 77})
+	gather(outs[0], 5, []byte{22, 23, 77, 13, 77, 77})
+	for i, o := range outs {
+		pad[0] = byte(i)
+		gather(o, 1, []byte{22, 23, byte(i), 13, byte(i), byte(i)})
+	}
+	pad[0] = 5
+	gather(outs[0], 1, []byte{22, 23, 5, 13, 5, 5})
 }
