@@ -37,9 +37,10 @@ func mirror(m kernels.Mirror) ([]kernels.ItemRec, []int32, error) {
 //	for _, p := range live { live[p.Pos] = int32(p.Slot) }
 //
 // Every Slot, Pos and live Slot must lie in [0, m.Slots), or it returns an
-// error wrapping ErrBounds and writes nothing. (The cpu mirror keeps no
-// sum tree: Weight is ignored.) It is safe for concurrent use on distinct
-// mirrors.
+// error wrapping ErrBounds and writes nothing. With a sum tree
+// (m.TreeN > 0) it also writes each patch's Weight to its slot's leaf
+// (slots must then lie below TreeN); the tree's sums are repaired by
+// RepairTree. It is safe for concurrent use on distinct mirrors.
 func (*Backend) PatchItems(m kernels.Mirror, items []kernels.ItemPatch, live []kernels.LivePatch) error {
 	recs, lv, err := mirror(m)
 	if err != nil {
@@ -48,8 +49,22 @@ func (*Backend) PatchItems(m kernels.Mirror, items []kernels.ItemPatch, live []k
 	if problem := kernels.BadPatch(m.Slots, items, live); problem != "" {
 		return fmt.Errorf("%w: %s", ErrBounds, problem)
 	}
+	leaves, err := treeOf(m)
+	if err != nil {
+		return err
+	}
+	if leaves != nil {
+		for _, p := range items {
+			if p.Slot >= m.TreeN {
+				return fmt.Errorf("%w: item patch of slot %d past the tree's %d leaves", ErrBounds, p.Slot, m.TreeN)
+			}
+		}
+	}
 	for _, p := range items {
 		recs[p.Slot] = p.Rec
+		if leaves != nil {
+			leaves[p.Slot] = p.Weight
+		}
 	}
 	for _, p := range live {
 		lv[p.Pos] = int32(p.Slot)

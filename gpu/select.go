@@ -34,7 +34,8 @@ func (b *Backend) mirror(m kernels.Mirror) (items, live uint64, err error) {
 // mirror in one launch (kernels/patch_items.cu; the loop is
 // cpu.Backend.PatchItems'): the patches are staged in pinned memory and
 // copied with the launch's parameter block, so items and live may be
-// reused at once. Every slot and position must lie in [0, m.Slots)
+// reused at once. With a sum tree (m.TreeN > 0) each patch's Weight goes
+// to its slot's leaf too (slots below TreeN). Every slot and position must lie in [0, m.Slots)
 // (ErrBounds otherwise, nothing queued), and each slot and each position
 // may appear once (threads write them in no particular order). No
 // patches means no launch. It is safe for concurrent use.
@@ -50,6 +51,17 @@ func (b *Backend) PatchItems(m kernels.Mirror, items []kernels.ItemPatch, live [
 	}
 	if problem := kernels.BadPatch(m.Slots, items, live); problem != "" {
 		return fmt.Errorf("%w: %s", ErrBounds, problem)
+	}
+	var leaves uint64
+	if m.TreeN > 0 {
+		if leaves, err = b.tree(m); err != nil {
+			return err
+		}
+		for _, p := range items {
+			if p.Slot >= m.TreeN {
+				return fmt.Errorf("%w: item patch of slot %d past the tree's %d leaves", ErrBounds, p.Slot, m.TreeN)
+			}
+		}
 	}
 	ni, nl := int64(len(items)), int64(len(live))
 	if ni+nl == 0 {
@@ -70,7 +82,7 @@ func (b *Backend) PatchItems(m kernels.Mirror, items []kernels.ItemPatch, live [
 		copy(unsafe.Slice((*kernels.LivePatch)(unsafe.Pointer(&buf[liveOff])), nl), live)
 	}
 	return b.launch(kernels.PatchItems, st, l.n, ni+nl, 1, 1,
-		ia, la, 0, uint64(st.dev)+uint64(itemOff), uint64(ni), uint64(st.dev)+uint64(liveOff), uint64(nl))
+		ia, la, leaves, uint64(st.dev)+uint64(itemOff), uint64(ni), uint64(st.dev)+uint64(liveOff), uint64(nl))
 }
 
 // DrawUniform selects d.N items uniformly from a table's mirror in one
@@ -324,4 +336,3 @@ func (b *Backend) launchGrid(k kernels.Kernel, n, words, gy int64, args ...uint6
 	b.launches.Add(1)
 	return nil
 }
-

@@ -48,12 +48,79 @@ const (
 // Mirror names the arenas of a table's device mirror: Items holds Slots
 // ItemRecs from byte ItemsOff, Live Slots int32 entries from byte LiveOff
 // (the first NLive of a draw are the live slots, in the table's order).
+// A prioritized table's mirror also has a sum tree of TreeN leaves
+// (TreeN <= Slots, a power of two >= 8; 0 for none) of TreeDoubles(TreeN)
+// float64s from byte TreeOff of Tree (kernels/host/tree.h gives the
+// layout, the host tree's), and Slots uint64 update claims from byte
+// WinnersOff of Winners (UpdatePriorities).
 type Mirror struct {
 	Items    Arena
 	ItemsOff int64
 	Live     Arena
 	LiveOff  int64
 	Slots    int64
+
+	Tree       Arena
+	TreeOff    int64
+	TreeN      int64
+	Winners    Arena
+	WinnersOff int64
+}
+
+// TreeLayout is the layout of a sum tree of n leaves in float64s (see
+// kernels/host/tree.h, tr_tree_layout): level l's running sums start at
+// Sum[l] (level 0's are the leaves' groups; the weights are at 0), the
+// minima of level l >= 1 at Min[l] (Min[Levels] is the root's), Doubles
+// in all.
+type TreeLayout struct {
+	Levels  int
+	Size    []int64
+	Sum     []int64
+	Min     []int64
+	Doubles int64
+}
+
+// Tree returns the layout of a tree of n leaves (a power of two >= 8),
+// exactly as tensorbuf's host tree sizes its levels.
+func Tree(n int64) TreeLayout {
+	var t TreeLayout
+	for s := n; ; {
+		t.Size = append(t.Size, s)
+		if s <= 8 || len(t.Size) == 12 {
+			break
+		}
+		s = (s + 7) / 8
+		s = (s + 7) / 8 * 8
+	}
+	t.Levels = len(t.Size)
+	off := n
+	for _, s := range t.Size {
+		t.Sum = append(t.Sum, off)
+		off += s
+	}
+	t.Min = append(t.Min, -1)
+	for l := 1; l < t.Levels; l++ {
+		t.Min = append(t.Min, off)
+		off += t.Size[l]
+	}
+	t.Min = append(t.Min, off)
+	t.Doubles = off + 1
+	return t
+}
+
+// TreeLeaves reports whether n is a valid tree size: a power of two of
+// at least 8 whose tree fits the kernels' 12 levels.
+func TreeLeaves(n int64) bool { return n >= 8 && n&(n-1) == 0 && n <= 1<<33 }
+
+// PrioritizedDraw describes one prioritized device selection
+// (kernels/draw_prioritized.cu): as UniformDraw, but thread k descends the
+// mirror's sum tree with u = philox.Float64(x) * total exactly as the host
+// tree's find does, writing prob w/total and importance weight
+// min(1, (w/wMin)^-Beta); with total 0 it selects uniformly from the live
+// list, prob 1/NLive, weight 1, as the host does. Prob is unused.
+type PrioritizedDraw struct {
+	UniformDraw
+	Beta float64
 }
 
 // UniformDraw describes one uniform device selection of N items from a
@@ -102,6 +169,18 @@ func BadPatch(slots int64, items []ItemPatch, live []LivePatch) string {
 //
 //	trajring_patch_items(items, live, leaves, patches, npatch, lives, nlive)
 //	trajring_draw_uniform(items, live, nlive, seed, call, prob, capacity, n, wins, keys, probs, weights)
+//	trajring_tree_pull(tree, n, level)
+//	trajring_draw_prioritized(items, live, nlive, tree, n, seed, call, beta, capacity, ndraw, wins, keys, probs, weights)
+//	trajring_update_claim(items, slots, keys, n, winners, epoch)
+//	trajring_update_apply(items, slots, keys, prios, n, winners, epoch, tree, a)
+//
+// (beta and a are the 8 bytes of math.Float64bits; prios are float32.)
+// trajring_tree_pull recomputes one level of the tree (one thread per
+// group; a repair launches it for every level, leaves first);
+// trajring_update_claim makes the last update of each slot its winner with
+// a 64-bit atomic max of epoch<<32 | i+1 (the only atomic of the kernels:
+// tr_atomic_max_u64 in tree.h), trajring_update_apply then sets the
+// winners' leaves.
 //
 // (leaves is the address of the sum tree's leaf weights, 0 for a mirror
 // without a tree; prob is the 8 bytes of math.Float64bits.) One thread per

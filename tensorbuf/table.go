@@ -364,6 +364,7 @@ func (t *Table) remove(s int32) {
 	t.live = t.live[:len(t.live)-1]
 	if t.dev != nil {
 		t.dev.noteLive(it.pos)
+		t.dev.noteItem(s) // key 0 and weight 0 in the mirror: stale keys no longer match
 	}
 	if it.prev >= 0 {
 		t.items[it.prev].next = it.next

@@ -4,6 +4,7 @@ package host
 
 /*
 #cgo CFLAGS: -O2
+#cgo LDFLAGS: -lm
 #include <stdlib.h>
 #include "host.h"
 

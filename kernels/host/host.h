@@ -19,6 +19,7 @@
 #include "window_gather.h"
 #include "scatter.h"
 #include "select.h"
+#include "tree.h"
 
 #define TR_ARG_U64(p, i) (*(const tr_u64 *)(p)[i])
 #define TR_ARG_I64(p, i) (*(const tr_i64 *)(p)[i])
@@ -135,6 +136,68 @@ static void tr_host_draw_uniform(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx)
 			tr_draw_uniform_run(items, live, nlive, seed, call, prob, capacity, n, wins, keys, probs, weights, tid, nt);
 }
 
+static void tr_host_tree_pull(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx)
+{
+	double *tree = TR_ARG_PTR(double *, p, 0);
+	tr_i64 n = TR_ARG_I64(p, 1), level = TR_ARG_I64(p, 2);
+	tr_i64 nt = gx * bx, y, tid;
+	for (y = 0; y < gy; y++)
+		for (tid = 0; tid < nt; tid++)
+			tr_tree_pull_run(tree, n, level, tid, nt);
+}
+
+static void tr_host_draw_prioritized(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx)
+{
+	const tr_item *items = TR_ARG_PTR(const tr_item *, p, 0);
+	const tr_u32 *live = TR_ARG_PTR(const tr_u32 *, p, 1);
+	tr_i64 nlive = TR_ARG_I64(p, 2);
+	const double *tree = TR_ARG_PTR(const double *, p, 3);
+	tr_i64 n = TR_ARG_I64(p, 4);
+	tr_u64 seed = TR_ARG_U64(p, 5), call = TR_ARG_U64(p, 6);
+	double beta = *(const double *)p[7];
+	tr_i64 capacity = TR_ARG_I64(p, 8), ndraw = TR_ARG_I64(p, 9);
+	tr_win *wins = TR_ARG_PTR(tr_win *, p, 10);
+	tr_u64 *keys = TR_ARG_PTR(tr_u64 *, p, 11);
+	double *probs = TR_ARG_PTR(double *, p, 12);
+	double *weights = TR_ARG_PTR(double *, p, 13);
+	tr_i64 nt = gx * bx, y, tid;
+	for (y = 0; y < gy; y++)
+		for (tid = 0; tid < nt; tid++)
+			tr_draw_prioritized_run(items, live, nlive, tree, n, seed, call, beta, capacity, ndraw, wins, keys, probs,
+						weights, tid, nt);
+}
+
+static void tr_host_update_claim(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx)
+{
+	const tr_item *items = TR_ARG_PTR(const tr_item *, p, 0);
+	tr_i64 slots = TR_ARG_I64(p, 1);
+	const tr_u64 *keys = TR_ARG_PTR(const tr_u64 *, p, 2);
+	tr_i64 n = TR_ARG_I64(p, 3);
+	tr_u64 *winners = TR_ARG_PTR(tr_u64 *, p, 4);
+	tr_u64 epoch = TR_ARG_U64(p, 5);
+	tr_i64 nt = gx * bx, y, tid;
+	for (y = 0; y < gy; y++)
+		for (tid = 0; tid < nt; tid++)
+			tr_update_claim_run(items, slots, keys, n, winners, epoch, tid, nt);
+}
+
+static void tr_host_update_apply(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx)
+{
+	const tr_item *items = TR_ARG_PTR(const tr_item *, p, 0);
+	tr_i64 slots = TR_ARG_I64(p, 1);
+	const tr_u64 *keys = TR_ARG_PTR(const tr_u64 *, p, 2);
+	const float *prios = TR_ARG_PTR(const float *, p, 3);
+	tr_i64 n = TR_ARG_I64(p, 4);
+	const tr_u64 *winners = TR_ARG_PTR(const tr_u64 *, p, 5);
+	tr_u64 epoch = TR_ARG_U64(p, 6);
+	double *tree = TR_ARG_PTR(double *, p, 7);
+	double a = *(const double *)p[8];
+	tr_i64 nt = gx * bx, y, tid;
+	for (y = 0; y < gy; y++)
+		for (tid = 0; tid < nt; tid++)
+			tr_update_apply_run(items, slots, keys, prios, n, winners, epoch, tree, a, tid, nt);
+}
+
 typedef void (*tr_host_fn)(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx);
 
 /* tr_host_lookup returns the host build of the kernel with the given entry
@@ -153,6 +216,10 @@ static tr_host_fn tr_host_lookup(const char *name, int *nargs)
 		{"trajring_nstep_reward", tr_host_nstep_reward, 7},
 		{"trajring_patch_items", tr_host_patch_items, 7},
 		{"trajring_draw_uniform", tr_host_draw_uniform, 12},
+		{"trajring_tree_pull", tr_host_tree_pull, 3},
+		{"trajring_draw_prioritized", tr_host_draw_prioritized, 14},
+		{"trajring_update_claim", tr_host_update_claim, 6},
+		{"trajring_update_apply", tr_host_update_apply, 9},
 	};
 	size_t i;
 	for (i = 0; i < sizeof table / sizeof table[0]; i++) {
