@@ -74,10 +74,13 @@ func (*Backend) RepairTree(m kernels.Mirror) error {
 						mv = s
 					}
 				} else {
+					// Nodes past the groups of the level below are
+					// padding: sum 0 and minimum +Inf, as the host
+					// tree stores them.
+					mv = inf
 					if c := x*8 + 7; c < lay.Size[l-1] {
-						s = tree[lay.Sum[l-1]+c]
+						s, mv = tree[lay.Sum[l-1]+c], tree[lay.Min[l]+x]
 					}
-					mv = tree[lay.Min[l]+x]
 				}
 				acc += s
 				tree[lay.Sum[l]+x] = acc

@@ -35,7 +35,30 @@ type ItemSelector interface {
 	GatherWindowsAt(cols []Column, wins Arena, winOff, nwin, seqLen, capacity int64, mask Arena, maskOff int64) error
 }
 
-var _ ItemSelector = (*cpu.Backend)(nil)
+// PrioritySelector is implemented by backends that also keep a
+// prioritized table's sum tree in their memory (the host tree's layout,
+// kernels.Tree): patched leaves repaired level by level, prioritized
+// draws that descend it exactly as the host tree does, and priority
+// updates from tensors in backend memory (Table.UpdatePrioritiesDevice).
+// See kernels.PrioritizedDraw and cpu.Backend's methods, the reference.
+// Implementations must be safe for concurrent use on distinct mirrors and
+// outputs.
+type PrioritySelector interface {
+	ItemSelector
+	// RepairTree recomputes the tree's sums and minima from its leaves.
+	RepairTree(m kernels.Mirror) error
+	// DrawPrioritized selects d.N items from the tree.
+	DrawPrioritized(d kernels.PrioritizedDraw) error
+	// UpdatePriorities sets leaves from keys (uint64) and priorities
+	// (float32) in backend memory: last update of a slot wins, unknown
+	// keys and invalid priorities are skipped.
+	UpdatePriorities(m kernels.Mirror, keys, priorities *tensor.Dense, epoch uint64, a float64) error
+}
+
+var (
+	_ ItemSelector     = (*cpu.Backend)(nil)
+	_ PrioritySelector = (*cpu.Backend)(nil)
+)
 
 // devMirror is a table's mirror of its items in backend memory (see
 // TableConfig.DeviceSelection): per slot an ItemRec, and the live list,
@@ -45,7 +68,13 @@ var _ ItemSelector = (*cpu.Backend)(nil)
 // launch. Guarded by the table's mutex.
 type devMirror struct {
 	sel      ItemSelector
+	prio     PrioritySelector // prioritized tables
 	arena    outArena
+	treeN    int64  // leaves of the device tree's layout (0: none yet)
+	dirty    bool   // leaves patched since the last repair
+	devSet   bool   // leaves set by UpdatePrioritiesDevice the host tree lacks
+	epoch    uint64 // UpdatePrioritiesDevice calls
+	leaves   []float64
 	slots    int64 // slots the arena holds (0 before the first sample)
 	full     bool  // patch every slot and position (new arena, failed patch)
 	itemMark []bool
@@ -60,6 +89,14 @@ var mirrorSpecs = []outSpec{
 	{name: "items", dtype: Int64, stepBytes: kernels.ItemRecSize},
 	{name: "live", dtype: Int32, stepBytes: kernels.LiveSize},
 }
+
+// treeSpecs add a prioritized mirror's sum tree (at most 6 float64s per
+// slot for a tree of at most as many leaves as slots, 64 or more: see
+// kernels.Tree) and its update claims.
+var treeSpecs = append(append([]outSpec(nil), mirrorSpecs...),
+	outSpec{name: "tree", dtype: Float64, stepBytes: 48},
+	outSpec{name: "claims", dtype: Int64, stepBytes: 8},
+)
 
 // metaSpecs lays out a device-selected batch's metadata, one "step" per
 // item: the windows the gather reads, then keys, probabilities and
@@ -83,8 +120,8 @@ const (
 // removes items as they are drawn: both need the host to know, between
 // two draws of one call, what was drawn, so such tables select on the host.
 func newDevMirror(b *Buffer, cfg TableConfig) (*devMirror, error) {
-	if cfg.Selector != Uniform {
-		return nil, fmt.Errorf("%w: table %q: DeviceSelection needs a Uniform selector, not %v (FIFO and LIFO select by insertion order on the host)", ErrConfig, cfg.Name, cfg.Selector)
+	if cfg.Selector != Uniform && cfg.Selector != Prioritized {
+		return nil, fmt.Errorf("%w: table %q: DeviceSelection needs a Uniform or Prioritized selector, not %v (FIFO and LIFO select by insertion order on the host)", ErrConfig, cfg.Name, cfg.Selector)
 	}
 	if cfg.MaxTimesSampled > 0 {
 		return nil, fmt.Errorf("%w: table %q: DeviceSelection with MaxTimesSampled (items leave as they are drawn, which the host must see)", ErrConfig, cfg.Name)
@@ -93,7 +130,13 @@ func newDevMirror(b *Buffer, cfg TableConfig) (*devMirror, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: table %q: DeviceSelection on backend %q, which cannot select items (no ItemSelector)", ErrConfig, cfg.Name, b.be.Name())
 	}
-	return &devMirror{sel: sel, arena: outArena{kind: "table mirror"}}, nil
+	m := &devMirror{sel: sel, arena: outArena{kind: "table mirror"}}
+	if cfg.Selector == Prioritized {
+		if m.prio, ok = b.be.(PrioritySelector); !ok {
+			return nil, fmt.Errorf("%w: table %q: prioritized DeviceSelection on backend %q, which keeps no sum tree (no PrioritySelector)", ErrConfig, cfg.Name, b.be.Name())
+		}
+	}
+	return m, nil
 }
 
 // noteItem marks slot s's record changed.
@@ -120,40 +163,76 @@ func (m *devMirror) noteLive(pos int) {
 
 // mirror describes the mirror's arenas.
 func (m *devMirror) mirror() kernels.Mirror {
-	return kernels.Mirror{Items: m.arena.arena, ItemsOff: m.arena.offs[0], Live: m.arena.arena, LiveOff: m.arena.offs[1], Slots: m.slots}
+	a := m.arena.arena
+	k := kernels.Mirror{Items: a, ItemsOff: m.arena.offs[0], Live: a, LiveOff: m.arena.offs[1], Slots: m.slots}
+	if m.prio != nil {
+		k.Tree, k.TreeOff, k.TreeN, k.Winners, k.WinnersOff = a, m.arena.offs[2], m.treeN, a, m.arena.offs[3]
+	}
+	return k
 }
 
 // flushMirrorLocked brings the mirror up to date with the table: it grows
-// the arena to hold every slot (doubling; a new arena is patched whole)
-// and patches the current record of every changed slot and the current
-// entry of every changed live position in one call. The caller holds t.mu.
+// the arena to hold every slot (doubling; a new arena is patched whole),
+// lays the device tree out for the host tree's leaves, patches the
+// current record (and leaf weight) of every changed slot and the current
+// entry of every changed live position in one call, and repairs the tree
+// when leaves changed. Dead slots get a zero record (key 0: their old
+// keys no longer match) and weight 0. The caller holds t.mu.
 func (t *Table) flushMirrorLocked() error {
 	m := t.dev
-	if need := int64(len(t.items)); need > m.slots || m.arena.arena == nil {
+	specs := mirrorSpecs
+	need := int64(len(t.items))
+	if m.prio != nil {
+		specs = treeSpecs
+		need = max(need, int64(t.tree.n))
+	}
+	if need > m.slots || m.arena.arena == nil {
+		if m.devSet && m.arena.arena != nil {
+			if err := t.learnLeavesLocked(); err != nil {
+				return err
+			}
+		}
 		slots := max(m.slots, 64)
 		for slots < need {
 			slots *= 2
 		}
-		if _, err := m.arena.ensure(t.b.be, mirrorSpecs, slots); err != nil {
+		if _, err := m.arena.ensure(t.b.be, specs, slots); err != nil {
 			return err
 		}
-		m.slots, m.full = slots, true
+		m.slots, m.full, m.treeN = slots, true, 0
 	}
 	if m.full {
 		for s := range t.items {
-			if t.items[s].live {
-				m.noteItem(int32(s))
-			}
+			m.noteItem(int32(s))
 		}
 		for pos := range t.live {
 			m.noteLive(pos)
 		}
 	}
+	if n := int64(t.tree.n); m.prio != nil && n != m.treeN {
+		// The weights come first in every layout: leaves below the old
+		// size keep their place (and any device-set weights); the new
+		// ones overlay the old sums and are patched.
+		if kernels.Tree(n).Doubles > 6*m.slots {
+			return fmt.Errorf("%w: a tree of %d leaves does not fit a mirror of %d slots", ErrBackend, n, m.slots)
+		}
+		for s := m.treeN; s < n; s++ {
+			m.noteItem(int32(s))
+		}
+		m.treeN, m.dirty = n, true
+	}
 	ip, lp := m.ip[:0], m.lp[:0]
 	for _, s := range m.items {
 		m.itemMark[s] = false
-		it := &t.items[s]
-		ip = append(ip, kernels.ItemPatch{Slot: int64(s), Rec: kernels.ItemRec{Row: int64(it.Row), Start: it.Start, Len: int64(it.Len), Key: it.key}})
+		p := kernels.ItemPatch{Slot: int64(s)}
+		if int(s) < len(t.items) && t.items[s].live {
+			it := &t.items[s]
+			p.Rec = kernels.ItemRec{Row: int64(it.Row), Start: it.Start, Len: int64(it.Len), Key: it.key}
+			if m.prio != nil {
+				p.Weight = t.tree.get(int(s))
+			}
+		}
+		ip = append(ip, p)
 	}
 	for _, pos := range m.lives {
 		m.liveMark[pos] = false
@@ -162,15 +241,47 @@ func (t *Table) flushMirrorLocked() error {
 		}
 	}
 	m.items, m.lives, m.ip, m.lp = m.items[:0], m.lives[:0], ip, lp
-	if len(ip)+len(lp) == 0 {
-		m.full = false
-		return nil
-	}
-	if err := m.sel.PatchItems(m.mirror(), ip, lp); err != nil {
-		m.full = true // what reached the mirror is unknown: patch it whole next time
-		return fmt.Errorf("%w: patching the item mirror: %w", ErrBackend, err)
+	if len(ip)+len(lp) > 0 {
+		if err := m.sel.PatchItems(m.mirror(), ip, lp); err != nil {
+			m.full = true // what reached the mirror is unknown: patch it whole next time
+			return fmt.Errorf("%w: patching the item mirror: %w", ErrBackend, err)
+		}
+		m.dirty = m.dirty || m.prio != nil && len(ip) > 0
 	}
 	m.full = false
+	if m.dirty {
+		if err := m.prio.RepairTree(m.mirror()); err != nil {
+			m.full = true
+			return fmt.Errorf("%w: repairing the device sum tree: %w", ErrBackend, err)
+		}
+		m.dirty = false
+	}
+	return nil
+}
+
+// learnLeavesLocked copies the device tree's leaves into the host tree
+// (waiting for the backend) before the mirror moves to a new arena, so
+// that the weights UpdatePrioritiesDevice set survive; with PriorityExponent
+// 1 the items' priorities follow. The caller holds t.mu.
+func (t *Table) learnLeavesLocked() error {
+	m := t.dev
+	be := t.b.be
+	if err := be.Sync(); err != nil {
+		return fmt.Errorf("%w: sync: %w", ErrBackend, err)
+	}
+	ws := grow(&m.leaves, int(m.treeN))
+	if err := be.Download(f64Bytes(ws), m.arena.arena, m.arena.offs[2]); err != nil {
+		return fmt.Errorf("%w: download: %w", ErrBackend, err)
+	}
+	for s := range min(len(ws), len(t.items)) {
+		if it := &t.items[s]; it.live && ws[s] != t.tree.get(s) {
+			t.tree.set(s, ws[s])
+			if t.a == 1 {
+				it.Priority = ws[s]
+			}
+		}
+	}
+	m.devSet = false
 	return nil
 }
 
@@ -210,7 +321,12 @@ func (t *Table) sampleDevLocked(bt *Batch, n int) error {
 		Prob: 1 / float64(len(t.live)), Capacity: b.capacity, N: int64(n),
 		Out: bt.meta.arena, WinOff: offs[metaWins], KeyOff: offs[metaKeys], ProbOff: offs[metaProbs], WeightOff: offs[metaWeights],
 	}
-	if err := t.dev.sel.DrawUniform(d); err != nil {
+	if t.dev.prio != nil {
+		err = t.dev.prio.DrawPrioritized(kernels.PrioritizedDraw{UniformDraw: d, Beta: t.cfg.Beta})
+	} else {
+		err = t.dev.sel.DrawUniform(d)
+	}
+	if err != nil {
 		t.mu.Unlock()
 		return fmt.Errorf("%w: device selection: %w", ErrBackend, err)
 	}

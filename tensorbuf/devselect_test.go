@@ -2,12 +2,14 @@ package tensorbuf_test
 
 import (
 	"bytes"
+	"math"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/trajring/trajring/cpu"
 	"github.com/trajring/trajring/tensorbuf"
@@ -31,6 +33,26 @@ type devSample struct {
 // inserted).
 func devScenario(t *testing.T, be tensorbuf.Backend, dev bool, seed uint64, maxSize, rounds, n int) []devSample {
 	t.Helper()
+	return devScenarioOf(t, be, dev, devOpts{cfg: tensorbuf.TableConfig{Seed: seed, MaxSize: maxSize}, rounds: rounds, n: n})
+}
+
+// devOpts configure devScenarioOf: the table (Name and DeviceSelection
+// are set by it), the rounds and the batch size, and for prioritized
+// tables whether priorities are updated after each sample (on the host,
+// or with UpdatePrioritiesDevice from tensors in backend memory when
+// selecting on the backend, plus a stale key the host would refuse).
+type devOpts struct {
+	cfg     tensorbuf.TableConfig
+	rounds  int
+	n       int
+	updates bool
+}
+
+// devScenarioOf is devScenario for any table; prioritized items get
+// random priorities (some 0).
+func devScenarioOf(t *testing.T, be tensorbuf.Backend, dev bool, o devOpts) []devSample {
+	t.Helper()
+	seed, rounds, n := o.cfg.Seed, o.rounds, o.n
 	const envs, capacity, span = 3, 16, 4
 	b, err := tensorbuf.New(tensorbuf.Config{NumEnvs: envs, Capacity: capacity, Fields: testFields, Seed: 1, Backend: be})
 	if err != nil {
@@ -41,7 +63,9 @@ func devScenario(t *testing.T, be tensorbuf.Backend, dev bool, seed uint64, maxS
 	if err != nil {
 		t.Fatal(err)
 	}
-	tbl, err := b.NewTable(tensorbuf.TableConfig{Name: "t", Seed: seed, MaxSize: maxSize, DeviceSelection: dev})
+	cfg := o.cfg
+	cfg.Name, cfg.DeviceSelection = "t", dev
+	tbl, err := b.NewTable(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +86,11 @@ func devScenario(t *testing.T, be tensorbuf.Backend, dev bool, seed uint64, maxS
 			if hi < lo {
 				continue
 			}
-			k, err := tbl.Insert(tensorbuf.Item{Row: r, Start: lo + rng.Int64N(hi-lo+1), Len: ln, Pad: span - ln, Priority: 1})
+			prio := 1.0
+			if cfg.Selector == tensorbuf.Prioritized && rng.IntN(6) > 0 {
+				prio = float64(rng.IntN(4)) + rng.Float64()
+			}
+			k, err := tbl.Insert(tensorbuf.Item{Row: r, Start: lo + rng.Int64N(hi-lo+1), Len: ln, Pad: span - ln, Priority: prio})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,8 +119,50 @@ func devScenario(t *testing.T, be tensorbuf.Backend, dev bool, seed uint64, maxS
 		}
 		_ = hb.Release()
 		out = append(out, s)
+		if o.updates {
+			ps := make([]float32, len(s.keys))
+			for i := range ps {
+				ps[i] = float32(rng.IntN(5)) * 0.75
+			}
+			if !dev {
+				if err := tbl.UpdatePriorities32(s.keys, ps); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			// The batch's own key tensor, and a copy with a stale key
+			// (deleted, or of a slot's older generation) appended.
+			keys, prios := bt.KeyTensor, backendTensor(t, be, tensor.Float32, ps)
+			if round%2 == 1 {
+				keys = backendTensor(t, be, tensor.Uint64, append(s.keys, s.keys[0]+1<<32))
+				prios = backendTensor(t, be, tensor.Float32, append(ps, 3))
+			}
+			if err := tbl.UpdatePrioritiesDevice(keys, prios); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	return out
+}
+
+// backendTensor returns a tensor of backend memory holding vals (the
+// arena is freed when the test ends).
+func backendTensor[T uint64 | float32](t *testing.T, be tensorbuf.Backend, dt tensor.Dtype, vals []T) *tensor.Dense {
+	t.Helper()
+	n := len(vals) * int(dt.Size())
+	a, err := be.Alloc(int64(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = be.Free(a) })
+	if err := be.Upload(a, 0, unsafe.Slice((*byte)(unsafe.Pointer(&vals[0])), n)); err != nil {
+		t.Fatal(err)
+	}
+	d, err := be.Tensor(a, 0, dt, len(vals))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // rawBytes returns a copy of a host tensor's bytes.
@@ -146,6 +216,67 @@ func TestDeviceSelectionMatchesHost(t *testing.T) {
 	}
 }
 
+// TestDevicePrioritizedMatchesHost: a prioritized DeviceSelection table
+// on the default backend selects exactly the items of the same table
+// selecting on the host of a cpu backend (keys, probabilities, every
+// field), with random priorities (zeros among them), priority exponents,
+// inserts into a full table, deletes and evictions, through priority
+// updates after every sample: on the host with UpdatePriorities32, on the
+// device with UpdatePrioritiesDevice from the batch's KeyTensor (and from
+// tensors with a stale key, which it skips). Importance weights (Beta >
+// 0) agree exactly on the cpu backend and within a relative 1e-13 on the
+// gpu backend (the device's pow). Device updates with an exponent other
+// than 1 compute p^a on the device: checked on the cpu backend only.
+func TestDevicePrioritizedMatchesHost(t *testing.T) {
+	def, err := tensorbuf.DefaultBackend()
+	if err != nil {
+		t.Skip(err)
+	}
+	p := tensorbuf.Prioritized
+	for _, tc := range []struct {
+		name string
+		o    devOpts
+	}{
+		{"beta 0", devOpts{cfg: tensorbuf.TableConfig{Selector: p, Seed: 1}, rounds: 40, n: 9}},
+		{"beta 0.4 full", devOpts{cfg: tensorbuf.TableConfig{Selector: p, Seed: 2, Beta: 0.4, MaxSize: 9}, rounds: 40, n: 16}},
+		{"a 0.6", devOpts{cfg: tensorbuf.TableConfig{Selector: p, Seed: 3, PriorityExponent: 0.6, Beta: 1}, rounds: 50, n: 5}},
+		{"device updates", devOpts{cfg: tensorbuf.TableConfig{Selector: p, Seed: 4, Beta: 0.5}, rounds: 60, n: 8, updates: true}},
+		{"device updates full", devOpts{cfg: tensorbuf.TableConfig{Selector: p, Seed: 5, MaxSize: 6}, rounds: 60, n: 3, updates: true}},
+		{"device updates a 2", devOpts{cfg: tensorbuf.TableConfig{Selector: p, Seed: 6, PriorityExponent: 2}, rounds: 40, n: 8, updates: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			exactPow := def.Name() == "cpu"
+			if tc.o.updates && tc.o.cfg.PriorityExponent != 0 && tc.o.cfg.PriorityExponent != 1 && !exactPow {
+				t.Skip("p^a computed on the device may differ from math.Pow in the last bits")
+			}
+			want := devScenarioOf(t, cpu.New(), false, tc.o)
+			got := devScenarioOf(t, def, true, tc.o)
+			if len(got) != len(want) || len(want) < tc.o.rounds/2 {
+				t.Fatalf("%d samples, want %d", len(got), len(want))
+			}
+			for i := range want {
+				g, w := got[i], want[i]
+				wts := reflect.DeepEqual(g.wts, w.wts)
+				if !wts && !exactPow && len(g.wts) == len(w.wts) {
+					wts = true
+					for k := range g.wts {
+						wts = wts && math.Abs(g.wts[k]-w.wts[k]) <= 1e-13*w.wts[k]
+					}
+				}
+				if g.n != w.n || g.l != w.l || g.size != w.size || !reflect.DeepEqual(g.keys, w.keys) || !reflect.DeepEqual(g.probs, w.probs) || !wts {
+					t.Fatalf("sample %d: n %d l %d size %d keys %v probs %v weights %v\nwant n %d l %d size %d keys %v probs %v weights %v",
+						i, g.n, g.l, g.size, g.keys, g.probs, g.wts, w.n, w.l, w.size, w.keys, w.probs, w.wts)
+				}
+				for name, wb := range w.fields {
+					if !bytes.Equal(g.fields[name], wb) {
+						t.Fatalf("sample %d: field %s differs", i, name)
+					}
+				}
+			}
+		})
+	}
+}
+
 // TestDeviceSelectionConfig: DeviceSelection is refused with ErrConfig
 // where the host must see each draw (FIFO, LIFO, MaxTimesSampled) and on
 // a backend without ItemSelector, and a refused table is not added.
@@ -156,6 +287,7 @@ func TestDeviceSelectionConfig(t *testing.T) {
 		be   tensorbuf.Backend
 	}{
 		{"fifo", tensorbuf.TableConfig{Selector: tensorbuf.FIFO}, nil},
+		{"prioritized max times sampled", tensorbuf.TableConfig{Selector: tensorbuf.Prioritized, MaxTimesSampled: 1}, nil},
 		{"lifo", tensorbuf.TableConfig{Selector: tensorbuf.LIFO}, nil},
 		{"max times sampled", tensorbuf.TableConfig{MaxTimesSampled: 2}, nil},
 		{"backend without ItemSelector", tensorbuf.TableConfig{}, plainBackend{cpu.New()}},

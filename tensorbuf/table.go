@@ -77,10 +77,16 @@ type TableConfig struct {
 	// rather than the longest drawn, and keys, probabilities and weights
 	// come back as tensors in backend memory (Batch.KeyTensor; HostMeta
 	// copies them). Items sampled this way are not counted in
-	// times-sampled. Only Uniform tables without MaxTimesSampled can
-	// select on the backend: FIFO, LIFO and MaxTimesSampled need the
-	// host to see each draw before the next. NewTable refuses other
-	// tables, and backends without ItemSelector, with ErrConfig. Rate
+	// times-sampled. Only Uniform and Prioritized tables without
+	// MaxTimesSampled can select on the backend: FIFO, LIFO and
+	// MaxTimesSampled need the host to see each draw before the next.
+	// NewTable refuses other tables, and backends without ItemSelector
+	// (PrioritySelector for Prioritized), with ErrConfig. A Prioritized
+	// table keeps a copy of its sum tree on the backend, fed with the
+	// weights the host computes on insert and UpdatePriorities, and also
+	// by UpdatePrioritiesDevice; its importance weights (Beta > 0) are
+	// computed there, with the device's pow on the gpu backend (it may
+	// differ from Go's math.Pow in the last bits). Rate
 	// limits, canSample checks and batch shapes stay on the host.
 	// SampleTransitionsInto still selects on the host (same draws). A
 	// checkpoint does not record it: a loaded table selects on the host.

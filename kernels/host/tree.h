@@ -108,9 +108,12 @@ TR_HD void tr_tree_pull_run(double *tree, tr_i64 n, tr_i64 level, tr_i64 tid, tr
 				s = tree[x];
 				m = s > 0 ? s : TR_INF;
 			} else {
-				tr_i64 c = x * 8 + 7;
-				s = c < t.size[level - 1] ? tree[t.sum[level - 1] + c] : 0;
-				m = tree[t.min[level] + x];
+				/* Nodes past the groups of the level below are
+				 * padding: sum 0 and minimum +Inf, as the host
+				 * tree stores them. */
+				int real = x * 8 + 7 < t.size[level - 1];
+				s = real ? tree[t.sum[level - 1] + x * 8 + 7] : 0;
+				m = real ? tree[t.min[level] + x] : TR_INF;
 			}
 			acc += s;
 			tree[t.sum[level] + x] = acc;
