@@ -249,7 +249,7 @@ func (t *Table) flushMirrorLocked() error {
 		m.dirty = m.dirty || m.prio != nil && len(ip) > 0
 	}
 	m.full = false
-	if m.dirty {
+	if m.dirty && m.treeN > 0 {
 		if err := m.prio.RepairTree(m.mirror()); err != nil {
 			m.full = true
 			return fmt.Errorf("%w: repairing the device sum tree: %w", ErrBackend, err)

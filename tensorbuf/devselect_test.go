@@ -2,10 +2,10 @@ package tensorbuf_test
 
 import (
 	"bytes"
-	"math"
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"testing"
