@@ -212,9 +212,14 @@ func (*Backend) UpdatePriorities(m kernels.Mirror, keys, prios *tensor.Dense, ep
 	if err != nil {
 		return err
 	}
-	ks, ok1 := keys.Data().([]uint64)
-	ps, ok2 := prios.Data().([]float32)
-	if tree == nil || !ok1 || !ok2 || len(ks) != len(ps) || !(a >= 0) || math.IsInf(a, 0) || epoch >= 1<<32 {
+	if keys == nil || prios == nil || keys.Dtype() != tensor.Uint64 || prios.Dtype() != tensor.Float32 || !keys.IsNativelyAccessible() || !prios.IsNativelyAccessible() {
+		return fmt.Errorf("%w: keys and priorities must be uint64 and float32 host tensors", ErrBounds)
+	}
+	// The tensors' bytes (Data would allocate an interface per call).
+	kr, pr := keys.Header.Raw, prios.Header.Raw
+	ks := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(kr))), len(kr)/8)[:keys.DataSize()]
+	ps := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(pr))), len(pr)/4)[:prios.DataSize()]
+	if tree == nil || len(ks) != len(ps) || !(a >= 0) || math.IsInf(a, 0) || epoch >= 1<<32 {
 		return fmt.Errorf("%w: %v keys (%v), %v priorities (%v), a %v, epoch %d", ErrBounds, keys.Shape(), keys.Dtype(), prios.Shape(), prios.Dtype(), a, epoch)
 	}
 	slot := func(k uint64) int64 {

@@ -74,36 +74,41 @@ type Mirror struct {
 // in all.
 type TreeLayout struct {
 	Levels  int
-	Size    []int64
-	Sum     []int64
-	Min     []int64
+	Size    [TreeMaxLevels]int64
+	Sum     [TreeMaxLevels]int64
+	Min     [TreeMaxLevels + 1]int64
 	Doubles int64
 }
 
+// TreeMaxLevels is the most levels of a device sum tree (TR_TREE_MAXLEV):
+// 2^33 leaves.
+const TreeMaxLevels = 12
+
 // Tree returns the layout of a tree of n leaves (a power of two >= 8),
-// exactly as tensorbuf's host tree sizes its levels.
+// exactly as tensorbuf's host tree sizes its levels. It allocates
+// nothing.
 func Tree(n int64) TreeLayout {
 	var t TreeLayout
 	for s := n; ; {
-		t.Size = append(t.Size, s)
-		if s <= 8 || len(t.Size) == 12 {
+		t.Size[t.Levels] = s
+		t.Levels++
+		if s <= 8 || t.Levels == TreeMaxLevels {
 			break
 		}
 		s = (s + 7) / 8
 		s = (s + 7) / 8 * 8
 	}
-	t.Levels = len(t.Size)
 	off := n
-	for _, s := range t.Size {
-		t.Sum = append(t.Sum, off)
-		off += s
-	}
-	t.Min = append(t.Min, -1)
-	for l := 1; l < t.Levels; l++ {
-		t.Min = append(t.Min, off)
+	for l := range t.Levels {
+		t.Sum[l] = off
 		off += t.Size[l]
 	}
-	t.Min = append(t.Min, off)
+	t.Min[0] = -1
+	for l := 1; l < t.Levels; l++ {
+		t.Min[l] = off
+		off += t.Size[l]
+	}
+	t.Min[t.Levels] = off
 	t.Doubles = off + 1
 	return t
 }

@@ -367,9 +367,10 @@ func TestDeviceSelectionBatchReuse(t *testing.T) {
 	}
 }
 
-// TestDeviceSelectionAllocatesNothing: once warmed up, a device-selected
-// sample, one after items changed (the mirror patch), and HostMeta
-// allocate nothing.
+// TestDeviceSelectionAllocatesNothing: once warmed up, device-selected
+// samples (uniform and prioritized), ones after items changed (the mirror
+// patch and tree repair), HostMeta and UpdatePrioritiesDevice allocate
+// nothing.
 func TestDeviceSelectionAllocatesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocation counts are measured in the full run")
@@ -392,9 +393,27 @@ func TestDeviceSelectionAllocatesNothing(t *testing.T) {
 			}
 		}
 	}
+	ptbl, err := b.NewTable(tensorbuf.TableConfig{Name: "p", Selector: tensorbuf.Prioritized, Beta: 0.5, DeviceSelection: true, Seed: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		if _, err := ptbl.Insert(tensorbuf.Item{Row: i % 4, Start: 40 + int64(i%20), Len: 4, Priority: float64(i%7) + 0.5}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ctx := context.Background()
-	bt := new(tensorbuf.Batch)
+	bt, pbt := new(tensorbuf.Batch), new(tensorbuf.Batch)
 	defer bt.Release()
+	defer pbt.Release()
+	if err := ptbl.SampleInto(ctx, pbt, 32); err != nil {
+		t.Fatal(err)
+	}
+	ps := make([]float32, 32)
+	for i := range ps {
+		ps[i] = float32(i%5) + 1
+	}
+	prios := backendTensor(t, b.Backend(), tensor.Float32, ps)
 	calls := []struct {
 		name string
 		f    func() error
@@ -409,6 +428,16 @@ func TestDeviceSelectionAllocatesNothing(t *testing.T) {
 			return tbl.SampleInto(ctx, bt, 32)
 		}},
 		{"HostMeta", bt.HostMeta},
+		{"prioritized SampleInto", func() error { return ptbl.SampleInto(ctx, pbt, 32) }},
+		{"UpdatePrioritiesDevice", func() error { return ptbl.UpdatePrioritiesDevice(pbt.KeyTensor, prios) }},
+		{"prioritized SampleInto after an insert", func() error {
+			k, err := ptbl.Insert(tensorbuf.Item{Row: 2, Start: 50, Len: 4, Priority: 3})
+			if err != nil {
+				return err
+			}
+			ptbl.Delete(k)
+			return ptbl.SampleInto(ctx, pbt, 32)
+		}},
 	}
 	for _, c := range calls {
 		if err := c.f(); err != nil {
