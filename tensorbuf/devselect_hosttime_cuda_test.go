@@ -18,8 +18,8 @@ import (
 	"github.com/trajring/trajring/tensorbuf"
 )
 
-// TestDeviceSelectionHostTime measures the host time of a uniform
-// Table.SampleInto at B=256 on the gpu backend with DeviceSelection (draw
+// TestDeviceSelectionHostTime measures the host time of a uniform and a
+// prioritized (Beta 0.4) Table.SampleInto at B=256 on the gpu backend with DeviceSelection (draw
 // and gather queued, nothing waited for), and with host selection, next to
 // the cpu backend's whole sample of the same table (same rows, items and
 // seed), in the same run. Times are the calling thread's CPU time per
@@ -36,16 +36,20 @@ func TestDeviceSelectionHostTime(t *testing.T) {
 	defer runtime.UnlockOSThread()
 	const B, calls = 256, 2000
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "%-30s %14s %14s %14s %9s %9s\n", "SampleInto B=256 uniform", "gpu dev-sel µs", "gpu host-sel µs", "cpu whole µs", "dev/cpu", "launches")
+	fmt.Fprintf(&sb, "%-38s %14s %14s %14s %9s %9s\n", "SampleInto B=256", "gpu dev-sel µs", "gpu host-sel µs", "cpu whole µs", "dev/cpu", "launches")
 	for _, c := range []struct {
+		sel                    tensorbuf.Selector
 		rows                   string
 		envs, capacity, perRow int
 	}{
-		{"low-dim", 256, 64, 32},
-		{"3KB", 256, 64, 32},
-		{"low-dim", 1024, 512, 256},
+		{tensorbuf.Uniform, "low-dim", 256, 64, 32},
+		{tensorbuf.Uniform, "3KB", 256, 64, 32},
+		{tensorbuf.Uniform, "low-dim", 1024, 512, 256},
+		{tensorbuf.Prioritized, "low-dim", 256, 64, 32},
+		{tensorbuf.Prioritized, "3KB", 256, 64, 32},
+		{tensorbuf.Prioritized, "low-dim", 1024, 512, 256},
 	} {
-		name := fmt.Sprintf("%s, %d items", c.rows, c.envs*c.perRow)
+		name := fmt.Sprintf("%v %s, %d items", c.sel, c.rows, c.envs*c.perRow)
 		var devT, hostT, cpuT time.Duration
 		var launches float64
 		for _, mode := range []string{"dev", "host", "cpu"} {
@@ -75,13 +79,13 @@ func TestDeviceSelectionHostTime(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			tbl, err := buf.NewTable(tensorbuf.TableConfig{Name: "t", Seed: 5, DeviceSelection: mode == "dev"})
+			tbl, err := buf.NewTable(tensorbuf.TableConfig{Name: "t", Selector: c.sel, Beta: 0.4, Seed: 5, DeviceSelection: mode == "dev"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			for r := range c.envs {
 				for s := range int64(c.perRow) {
-					if _, err := tbl.Insert(tensorbuf.Item{Row: r, Start: s * int64(c.capacity/c.perRow), Len: 1}); err != nil {
+					if _, err := tbl.Insert(tensorbuf.Item{Row: r, Start: s * int64(c.capacity/c.perRow), Len: 1, Priority: float64(1 + (r+int(s))%9)}); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -129,7 +133,7 @@ func TestDeviceSelectionHostTime(t *testing.T) {
 			}
 		}
 		us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
-		fmt.Fprintf(&sb, "%-30s %14.1f %14.1f %14.1f %8.3fx %9.1f\n", name, us(devT), us(hostT), us(cpuT), float64(devT)/float64(cpuT), launches)
+		fmt.Fprintf(&sb, "%-38s %14.1f %14.1f %14.1f %8.3fx %9.1f\n", name, us(devT), us(hostT), us(cpuT), float64(devT)/float64(cpuT), launches)
 	}
 	t.Log("\n" + sb.String())
 	if out := os.Getenv("TRAJRING_HOSTTIME_OUT"); out != "" {
