@@ -190,4 +190,6 @@ func testSumTreeMatchesCPU(t *testing.T, b *Backend) {
 }
 
 // near reports whether x and y agree within a relative 1e-13.
-func near(x, y float64) bool { return x == y || math.Abs(x-y) <= 1e-13*math.Max(math.Abs(x), math.Abs(y)) }
+func near(x, y float64) bool {
+	return x == y || math.Abs(x-y) <= 1e-13*math.Max(math.Abs(x), math.Abs(y))
+}
