@@ -93,10 +93,8 @@ func (*Backend) DrawUniform(d kernels.UniformDraw) error {
 	if !drawOut(o, d) {
 		return fmt.Errorf("%w: %d draws at %d/%d/%d/%d into %d bytes", ErrBounds, d.N, d.WinOff, d.KeyOff, d.ProbOff, d.WeightOff, o.Size())
 	}
-	for _, s := range live[:d.NLive] {
-		if s < 0 || int64(s) >= d.Mirror.Slots {
-			return fmt.Errorf("%w: live slot %d of %d", ErrBounds, s, d.Mirror.Slots)
-		}
+	if err := checkDrawn(d.Seed, d.Call, d.N, live[:d.NLive], d.Mirror.Slots); err != nil {
+		return err
 	}
 	if d.N == 0 {
 		return nil
@@ -110,6 +108,18 @@ func (*Backend) DrawUniform(d kernels.UniformDraw) error {
 		r := &recs[live[philox.Index(x, uint64(d.NLive))]]
 		wins[k] = kernels.WinDesc{Row: r.Row, Start: r.Start % d.Capacity, Len: r.Len}
 		keys[k], probs[k], weights[k] = r.Key, d.Prob, 1
+	}
+	return nil
+}
+
+// checkDrawn checks the live entries that n uniform draws will read (a
+// first pass over the draws: Philox is cheap, and checking the whole live
+// list would cost as much as a host selection).
+func checkDrawn(seed, call uint64, n int64, live []int32, slots int64) error {
+	for k := range n {
+		if s := live[philox.Index(philox.Draw(seed, 0, call, uint32(k)), uint64(len(live)))]; s < 0 || int64(s) >= slots {
+			return fmt.Errorf("%w: live slot %d of %d", ErrBounds, s, slots)
+		}
 	}
 	return nil
 }

@@ -145,17 +145,17 @@ func (*Backend) DrawPrioritized(d kernels.PrioritizedDraw) error {
 	if !drawOut(o, d.UniformDraw) {
 		return fmt.Errorf("%w: %d draws at %d/%d/%d/%d into %d bytes", ErrBounds, d.N, d.WinOff, d.KeyOff, d.ProbOff, d.WeightOff, o.Size())
 	}
-	for _, s := range live[:d.NLive] {
-		if s < 0 || int64(s) >= d.Mirror.Slots {
-			return fmt.Errorf("%w: live slot %d of %d", ErrBounds, s, d.Mirror.Slots)
+	lay := kernels.Tree(d.Mirror.TreeN)
+	total := tree[lay.Sum[lay.Levels-1]+7]
+	wMin := tree[lay.Min[lay.Levels]]
+	if !(total > 0) { // the draws read the live list (the tree's descents stay below TreeN)
+		if err := checkDrawn(d.Seed, d.Call, d.N, live[:d.NLive], d.Mirror.Slots); err != nil {
+			return err
 		}
 	}
 	if d.N == 0 {
 		return nil
 	}
-	lay := kernels.Tree(d.Mirror.TreeN)
-	total := tree[lay.Sum[lay.Levels-1]+7]
-	wMin := tree[lay.Min[lay.Levels]]
 	wins := unsafe.Slice((*kernels.WinDesc)(unsafe.Pointer(&o.b[d.WinOff])), d.N)
 	keys := unsafe.Slice((*uint64)(unsafe.Pointer(&o.b[d.KeyOff])), d.N)
 	probs := unsafe.Slice((*float64)(unsafe.Pointer(&o.b[d.ProbOff])), d.N)
@@ -178,9 +178,6 @@ func (*Backend) DrawPrioritized(d kernels.PrioritizedDraw) error {
 			}
 		} else {
 			slot = int64(live[philox.Index(x, uint64(d.NLive))])
-		}
-		if slot >= d.Mirror.Slots {
-			return fmt.Errorf("%w: the tree drew slot %d of %d", ErrBounds, slot, d.Mirror.Slots)
 		}
 		r := &recs[slot]
 		wins[k] = kernels.WinDesc{Row: r.Row, Start: r.Start % d.Capacity, Len: r.Len}
