@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/trajring/trajring/cpu"
 	"github.com/trajring/trajring/gpu"
 	"github.com/trajring/trajring/tensorbuf"
+	"gorgonia.org/tensor"
 )
 
 // TestDeviceSelectionHostTime measures the host time of a uniform and a
@@ -152,4 +154,142 @@ func threadClock(t *testing.T) time.Duration {
 		t.Fatal(e)
 	}
 	return time.Duration(ts.Nano())
+}
+
+// BenchmarkDeviceSelection times SampleInto of a DeviceSelection table on
+// the gpu backend (L=1, low-dim steps, 256 rows of 1024 steps, 262,144
+// items), uniform and prioritized (Beta 0.4), at B=256 and B=65,536, and
+// UpdatePrioritiesDevice of the batch's keys. It reports:
+//
+//	us/op        µs per call, calls queued back to back (one Sync at the end)
+//	p50_us       latency of one call waited for on its own (call + Sync)
+//	host_us      the calling thread's CPU time per call, calls queued back
+//	             to back, less the stand-in's device time (on a GPU: all of
+//	             it host time)
+//	launches/op  kernel launches per call
+//
+// bench/gpu-check.sh runs it on a GPU; on the stand-in only host_us and
+// launches/op mean anything.
+func BenchmarkDeviceSelection(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		sel    tensorbuf.Selector
+		n      int
+		update bool
+	}{
+		{"uniform/B256", tensorbuf.Uniform, 256, false},
+		{"uniform/B65536", tensorbuf.Uniform, 65536, false},
+		{"prioritized/B256", tensorbuf.Prioritized, 256, false},
+		{"prioritized/B65536", tensorbuf.Prioritized, 65536, false},
+		{"update/B256", tensorbuf.Prioritized, 256, true},
+		{"update/B65536", tensorbuf.Prioritized, 65536, true},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			g, err := gpu.New()
+			if err != nil {
+				b.Skipf("no gpu backend: %v", err)
+			}
+			defer g.Close()
+			const envs, capacity = 256, 1024
+			fields := hostTimeFields["low-dim"]
+			buf, err := tensorbuf.New(tensorbuf.Config{NumEnvs: envs, Capacity: capacity, Fields: fields, Seed: 1, Backend: g})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer buf.Close()
+			w, err := buf.NewWriter()
+			if err != nil {
+				b.Fatal(err)
+			}
+			step := fullStep(fields, envs)
+			for range capacity {
+				if err := w.Add(step); err != nil {
+					b.Fatal(err)
+				}
+			}
+			tbl, err := buf.NewTable(tensorbuf.TableConfig{Name: "t", Selector: bc.sel, Beta: 0.4, Seed: 5, DeviceSelection: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for r := range envs {
+				for s := range int64(capacity) {
+					if _, err := tbl.Insert(tensorbuf.Item{Row: r, Start: s, Len: 1, Priority: float64(1 + (r+int(s))%9)}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			ctx := context.Background()
+			bt := new(tensorbuf.Batch)
+			defer bt.Release()
+			if err := tbl.SampleInto(ctx, bt, bc.n); err != nil {
+				b.Fatal(err)
+			}
+			op := func() error { return tbl.SampleInto(ctx, bt, bc.n) }
+			if bc.update {
+				a, err := g.Alloc(int64(4 * bc.n))
+				if err != nil {
+					b.Fatal(err)
+				}
+				prios, err := g.Tensor(a, 0, tensor.Float32, bc.n)
+				if err != nil {
+					b.Fatal(err)
+				}
+				op = func() error { return tbl.UpdatePrioritiesDevice(bt.KeyTensor, prios) }
+			}
+			run := func(k int) (time.Duration, error) {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				d0, _ := gpu.StandinDeviceTime()
+				var ts0 syscall.Timespec
+				clockThread(&ts0)
+				for range k {
+					if err := op(); err != nil {
+						return 0, err
+					}
+				}
+				var ts1 syscall.Timespec
+				clockThread(&ts1)
+				d1, _ := gpu.StandinDeviceTime()
+				return (time.Duration(ts1.Nano()-ts0.Nano()) - (d1 - d0)) / time.Duration(k), g.Sync()
+			}
+			host, err := run(100)
+			if err != nil {
+				b.Fatal(err)
+			}
+			l0 := g.Launches()
+			lat := make([]time.Duration, 0, 64)
+			for range 64 {
+				t0 := time.Now()
+				if err := op(); err != nil {
+					b.Fatal(err)
+				}
+				if err := g.Sync(); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			launches := float64(g.Launches()-l0) / 64
+			slices.Sort(lat)
+			b.ResetTimer()
+			for range b.N {
+				if err := op(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := g.Sync(); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N), "us/op")
+			b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50_us")
+			b.ReportMetric(float64(host.Nanoseconds())/1e3, "host_us")
+			b.ReportMetric(launches, "launches/op")
+		})
+	}
+}
+
+// clockThread reads clock_gettime(CLOCK_THREAD_CPUTIME_ID) into ts.
+func clockThread(ts *syscall.Timespec) {
+	const clockThreadCPUTime = 3
+	_, _, _ = syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTime, uintptr(unsafe.Pointer(ts)), 0)
 }
