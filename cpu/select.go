@@ -39,8 +39,10 @@ func mirror(m kernels.Mirror) ([]kernels.ItemRec, []int32, error) {
 // Every Slot, Pos and live Slot must lie in [0, m.Slots), or it returns an
 // error wrapping ErrBounds and writes nothing. With a sum tree
 // (m.TreeN > 0) it also writes each patch's Weight to its slot's leaf
-// (slots must then lie below TreeN); the tree's sums are repaired by
-// RepairTree. It is safe for concurrent use on distinct mirrors.
+// (slots must then lie below TreeN) and repairs the groups above the
+// patched leaves, so that a tree consistent before stays consistent
+// (RepairTree repairs one whole). It is safe for concurrent use on
+// distinct mirrors.
 func (*Backend) PatchItems(m kernels.Mirror, items []kernels.ItemPatch, live []kernels.LivePatch) error {
 	recs, lv, err := mirror(m)
 	if err != nil {
@@ -68,6 +70,9 @@ func (*Backend) PatchItems(m kernels.Mirror, items []kernels.ItemPatch, live []k
 	}
 	for _, p := range live {
 		lv[p.Pos] = int32(p.Slot)
+	}
+	if leaves != nil {
+		repairAbove(leaves, m.TreeN, items)
 	}
 	return nil
 }

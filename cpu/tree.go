@@ -60,38 +60,54 @@ func (*Backend) RepairTree(m kernels.Mirror) error {
 		return fmt.Errorf("%w: mirror without a tree", ErrBounds)
 	}
 	lay := kernels.Tree(m.TreeN)
-	inf := math.Inf(1)
-	for l := range lay.Levels {
+	for l := range int64(lay.Levels) {
 		for g := range lay.Size[l] / 8 {
-			acc, mn := 0.0, inf
-			for j := range int64(8) {
-				x := g*8 + j
-				var s, mv float64
-				if l == 0 {
-					s = tree[x]
-					mv = inf
-					if s > 0 {
-						mv = s
-					}
-				} else {
-					// Nodes past the groups of the level below are
-					// padding: sum 0 and minimum +Inf, as the host
-					// tree stores them.
-					mv = inf
-					if c := x*8 + 7; c < lay.Size[l-1] {
-						s, mv = tree[lay.Sum[l-1]+c], tree[lay.Min[l]+x]
-					}
-				}
-				acc += s
-				tree[lay.Sum[l]+x] = acc
-				if mv < mn {
-					mn = mv
-				}
-			}
-			tree[lay.Min[l+1]+g] = mn
+			pullGroup(tree, &lay, l, g)
 		}
 	}
 	return nil
+}
+
+// pullGroup recomputes group g of level l of a tree (kernels/host/tree.h,
+// tr_tree_pull_group): the running sums of its 8 nodes' sums, left to
+// right, and their minimum, the minimum of node g one level up.
+func pullGroup(tree []float64, lay *kernels.TreeLayout, l, g int64) {
+	acc, mn := 0.0, math.Inf(1)
+	for j := range int64(8) {
+		x := g*8 + j
+		var s float64
+		mv := math.Inf(1)
+		if l == 0 {
+			if s = tree[x]; s > 0 {
+				mv = s
+			}
+		} else if c := x*8 + 7; c < lay.Size[l-1] {
+			// Nodes past the groups of the level below are padding:
+			// sum 0 and minimum +Inf, as the host tree stores them.
+			s, mv = tree[lay.Sum[l-1]+c], tree[lay.Min[l]+x]
+		}
+		acc += s
+		tree[lay.Sum[l]+x] = acc
+		if mv < mn {
+			mn = mv
+		}
+	}
+	tree[lay.Min[l+1]+g] = mn
+}
+
+// repairAbove recomputes the groups above the given slots' leaves, each
+// slot's from the leaves up, after all the leaves were written: the last
+// pull of every group then sees its children's final sums, so the tree
+// equals the one RepairTree computes (given a consistent tree before).
+func repairAbove(tree []float64, treeN int64, items []kernels.ItemPatch) {
+	lay := kernels.Tree(treeN)
+	for _, p := range items {
+		g := p.Slot
+		for l := range int64(lay.Levels) {
+			g /= 8
+			pullGroup(tree, &lay, l, g)
+		}
+	}
 }
 
 // child is the host tree's child and childPast (tensorbuf/sumtree.go).

@@ -73,6 +73,8 @@ type Backend struct {
 	offs, padOffs []int64
 	colCache      [colCacheSize]colBlock // GatherWindowsAt's column descriptors (select.go)
 	colTick       uint64
+	groupScratch  []int64 // PatchItems' tree groups (select.go)
+	groupOut      []int64
 }
 
 // New starts a Backend on device 0: on first use in the process it

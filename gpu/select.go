@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/trajring/trajring/kernels"
@@ -35,7 +36,10 @@ func (b *Backend) mirror(m kernels.Mirror) (items, live uint64, err error) {
 // cpu.Backend.PatchItems'): the patches are staged in pinned memory and
 // copied with the launch's parameter block, so items and live may be
 // reused at once. With a sum tree (m.TreeN > 0) each patch's Weight goes
-// to its slot's leaf too (slots below TreeN). Every slot and position must lie in [0, m.Slots)
+// to its slot's leaf too (slots below TreeN), and the tree is repaired
+// above the patched leaves: in the same launch, run as one block that
+// repairs the listed groups level by level, for up to patchRepairMax
+// patches; with more, by a repair of every level (one launch each). Every slot and position must lie in [0, m.Slots)
 // (ErrBounds otherwise, nothing queued), and each slot and each position
 // may appear once (threads write them in no particular order). No
 // patches means no launch. It is safe for concurrent use.
@@ -67,9 +71,18 @@ func (b *Backend) PatchItems(m kernels.Mirror, items []kernels.ItemPatch, live [
 	if ni+nl == 0 {
 		return nil
 	}
+	// With a tree and few patches, the same launch repairs the groups
+	// above the patched leaves as one block; with many, a grid patches
+	// and a repair of every level follows.
+	repairIn := leaves != 0 && ni > 0 && ni <= patchRepairMax
+	var groups []int64
+	if repairIn {
+		groups = b.treeGroups(items, m.TreeN)
+	}
 	var l layout
 	itemOff := l.add(ni * kernels.ItemPatchSize)
 	liveOff := l.add(nl * kernels.LivePatchSize)
+	groupOff := l.add(int64(len(groups)) * 8)
 	st, err := b.slot(l.n)
 	if err != nil {
 		return err
@@ -81,8 +94,66 @@ func (b *Backend) PatchItems(m kernels.Mirror, items []kernels.ItemPatch, live [
 	if nl > 0 {
 		copy(unsafe.Slice((*kernels.LivePatch)(unsafe.Pointer(&buf[liveOff])), nl), live)
 	}
-	return b.launch(kernels.PatchItems, st, l.n, ni+nl, 1, 1,
-		ia, la, leaves, uint64(st.dev)+uint64(itemOff), uint64(ni), uint64(st.dev)+uint64(liveOff), uint64(nl))
+	var ga uint64
+	threads := ni + nl
+	if repairIn {
+		copy(int64Slice(buf, groupOff, int64(len(groups))), groups)
+		ga = uint64(st.dev) + uint64(groupOff)
+		threads = 1 // one block
+	}
+	if err := b.launch(kernels.PatchItems, st, l.n, threads, 1, 1,
+		ia, la, leaves, uint64(st.dev)+uint64(itemOff), uint64(ni), uint64(st.dev)+uint64(liveOff), uint64(nl),
+		uint64(m.TreeN), ga); err != nil {
+		return err
+	}
+	if leaves == 0 || ni == 0 || repairIn {
+		return nil
+	}
+	lay := kernels.Tree(m.TreeN)
+	for l := range lay.Levels {
+		if err := b.launchGrid(kernels.TreePull, lay.Size[l]/8, 1, 1, leaves, uint64(m.TreeN), uint64(l)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// patchRepairMax is the most item patches whose tree repair PatchItems
+// folds into its launch (one block of blockSize threads); more patch with
+// a grid and repair every level in launches of their own.
+var patchRepairMax int64 = 4096
+
+// treeGroups lists the groups above the patched slots, level by level,
+// each once, in the layout tr_repair_groups_run reads: the number of
+// levels, the groups per level, then the groups of level 0, 1, ... It
+// reuses backend scratch (no allocation once grown). It runs with the
+// backend entered.
+func (b *Backend) treeGroups(items []kernels.ItemPatch, treeN int64) []int64 {
+	lay := kernels.Tree(treeN)
+	lv := lay.Levels
+	cur := b.groupScratch[:0]
+	for _, p := range items {
+		cur = append(cur, p.Slot/8)
+	}
+	slices.Sort(cur)
+	cur = slices.Compact(cur)
+	out := append(b.groupOut[:0], int64(lv))
+	for range lv {
+		out = append(out, 0)
+	}
+	for l := range lv {
+		out[1+l] = int64(len(cur))
+		out = append(out, cur...)
+		next := cur[:0] // in place: parents of a sorted list, sorted
+		for i, g := range cur {
+			if p := g / 8; i == 0 || p != next[len(next)-1] {
+				next = append(next, p)
+			}
+		}
+		cur = next
+	}
+	b.groupScratch, b.groupOut = cur[:0], out
+	return out
 }
 
 // DrawUniform selects d.N items uniformly from a table's mirror in one

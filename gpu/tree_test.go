@@ -88,6 +88,29 @@ func testSumTreeMatchesCPU(t *testing.T, b *Backend) {
 			p.same(fmt.Sprintf("trial %d %s", trial, what), mir)
 		}
 		repair("repaired tree")
+		// A few leaves patched on a consistent tree: PatchItems repairs
+		// the groups above them (in its own launch, or in launches of
+		// their own past patchRepairMax), giving the tree a whole repair
+		// gives.
+		for _, limit := range []int64{4096, 3} {
+			patchRepairMax = limit
+			var some []kernels.ItemPatch
+			for _, s := range p.rng.Perm(int(treeN))[:1+p.rng.IntN(min(int(treeN), 40))] {
+				some = append(some, kernels.ItemPatch{Slot: int64(s), Rec: items[s].Rec, Weight: float64(p.rng.IntN(3)) * p.rng.Float64()})
+			}
+			if err := b.PatchItems(gm, some, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.c.PatchItems(cm, some, nil); err != nil {
+				t.Fatal(err)
+			}
+			p.same(fmt.Sprintf("trial %d tree after %d patches (limit %d)", trial, len(some), limit), mir)
+			if err := p.c.RepairTree(cm); err != nil {
+				t.Fatal(err)
+			}
+			p.same(fmt.Sprintf("trial %d tree after %d patches (limit %d), whole repair on the cpu", trial, len(some), limit), mir)
+		}
+		patchRepairMax = 4096
 		draw := func(what string, beta float64) {
 			t.Helper()
 			n := p.rng.Int64N(300)

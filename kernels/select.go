@@ -172,14 +172,17 @@ func BadPatch(slots int64, items []ItemPatch, live []LivePatch) string {
 
 // Arguments, in order, of the selection kernels (each 8 bytes wide):
 //
-//	trajring_patch_items(items, live, leaves, patches, npatch, lives, nlive)
+//	trajring_patch_items(items, live, leaves, patches, npatch, lives, nlive, treen, groups)
 //	trajring_draw_uniform(items, live, nlive, seed, call, prob, capacity, n, wins, keys, probs, weights)
 //	trajring_tree_pull(tree, n, level)
 //	trajring_draw_prioritized(items, live, nlive, tree, n, seed, call, beta, capacity, ndraw, wins, keys, probs, weights)
 //	trajring_update_claim(items, slots, keys, n, winners, epoch)
 //	trajring_update_apply(items, slots, keys, prios, n, winners, epoch, tree, a)
 //
-// (beta and a are the 8 bytes of math.Float64bits; prios are float32.)
+// (beta and a are the 8 bytes of math.Float64bits; prios are float32;
+// groups, when not 0, lists the tree's groups above the patched leaves,
+// level by level: trajring_patch_items then repairs them in the same
+// launch, as one block whose levels are separated by __syncthreads.)
 // trajring_tree_pull recomputes one level of the tree (one thread per
 // group; a repair launches it for every level, leaves first);
 // trajring_update_claim makes the last update of each slot its winner with

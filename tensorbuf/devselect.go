@@ -22,8 +22,9 @@ import (
 // outputs.
 type ItemSelector interface {
 	// PatchItems writes changed item records and live-list entries
-	// into a table's mirror. Every slot and position of one call is
-	// distinct.
+	// into a table's mirror (with a sum tree, also the patched leaves,
+	// and it repairs the tree above them). Every slot and position of
+	// one call is distinct.
 	PatchItems(m kernels.Mirror, items []kernels.ItemPatch, live []kernels.LivePatch) error
 	// DrawUniform selects d.N items uniformly from a mirror and writes
 	// their windows, keys, probabilities and weights (see
@@ -173,11 +174,13 @@ func (m *devMirror) mirror() kernels.Mirror {
 
 // flushMirrorLocked brings the mirror up to date with the table: it grows
 // the arena to hold every slot (doubling; a new arena is patched whole),
-// lays the device tree out for the host tree's leaves, patches the
+// lays the device tree out for the host tree's leaves, and patches the
 // current record (and leaf weight) of every changed slot and the current
-// entry of every changed live position in one call, and repairs the tree
-// when leaves changed. Dead slots get a zero record (key 0: their old
-// keys no longer match) and weight 0. The caller holds t.mu.
+// entry of every changed live position in one call, which also repairs
+// the tree above the changed leaves (one launch on the gpu backend for up
+// to a few thousand patches); a new tree layout is repaired whole. Dead
+// slots get a zero record (key 0: their old keys no longer match) and
+// weight 0. The caller holds t.mu.
 func (t *Table) flushMirrorLocked() error {
 	m := t.dev
 	specs := mirrorSpecs
@@ -246,7 +249,6 @@ func (t *Table) flushMirrorLocked() error {
 			m.full = true // what reached the mirror is unknown: patch it whole next time
 			return fmt.Errorf("%w: patching the item mirror: %w", ErrBackend, err)
 		}
-		m.dirty = m.dirty || m.prio != nil && len(ip) > 0
 	}
 	m.full = false
 	if m.dirty && m.treeN > 0 {

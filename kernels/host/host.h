@@ -110,10 +110,18 @@ static void tr_host_patch_items(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx)
 	tr_i64 npatch = TR_ARG_I64(p, 4);
 	const tr_live_patch *lives = TR_ARG_PTR(const tr_live_patch *, p, 5);
 	tr_i64 nlive = TR_ARG_I64(p, 6);
-	tr_i64 nt = gx * bx, y, tid;
-	for (y = 0; y < gy; y++) /* every y-block runs the same patches, as on the device */
+	tr_i64 treen = TR_ARG_I64(p, 7);
+	const tr_i64 *groups = TR_ARG_PTR(const tr_i64 *, p, 8);
+	tr_i64 nt = gx * bx, y, tid, l;
+	for (y = 0; y < gy; y++) { /* every y-block runs the same patches, as on the device */
 		for (tid = 0; tid < nt; tid++)
 			tr_patch_items_run(items, live, leaves, patches, npatch, lives, nlive, tid, nt);
+		/* The phases the device separates with __syncthreads: each
+		 * runs for every thread before the next. */
+		for (l = 0; groups != NULL && l < groups[0]; l++)
+			for (tid = 0; tid < nt; tid++)
+				tr_repair_groups_run(leaves, treen, groups, l, tid, nt);
+	}
 }
 
 static void tr_host_draw_uniform(void **p, tr_i64 gx, tr_i64 gy, tr_i64 bx)
@@ -214,7 +222,7 @@ static tr_host_fn tr_host_lookup(const char *name, int *nargs)
 		{"trajring_concat", tr_host_concat, 5},
 		{"trajring_gather_windows", tr_host_gather_windows, 7},
 		{"trajring_nstep_reward", tr_host_nstep_reward, 7},
-		{"trajring_patch_items", tr_host_patch_items, 7},
+		{"trajring_patch_items", tr_host_patch_items, 9},
 		{"trajring_draw_uniform", tr_host_draw_uniform, 12},
 		{"trajring_tree_pull", tr_host_tree_pull, 3},
 		{"trajring_draw_prioritized", tr_host_draw_prioritized, 14},

@@ -63,7 +63,7 @@ func TestSelectMatchesCPU(t *testing.T) {
 		}
 		pi, pl := e.patches(items), e.lives(live)
 		if err := Launch(kernels.PatchItems, grid[0], grid[1], grid[2],
-			mir.addr(), mir.addr()+uint64(liveOff), 0, pi.Addr(0), uint64(len(items)), pl.Addr(0), uint64(len(live))); err != nil {
+			mir.addr(), mir.addr()+uint64(liveOff), 0, pi.Addr(0), uint64(len(items)), pl.Addr(0), uint64(len(live)), 0, 0); err != nil {
 			t.Fatal(err)
 		}
 		e.check(fmt.Sprintf("trial %d mirror", trial), mir)

@@ -90,40 +90,59 @@ TR_HD void tr_tree_layout(tr_i64 n, tr_tree *t)
 	t->doubles = off + 1;
 }
 
+/* tr_tree_pull_group recomputes group g of level `level`. */
+TR_HD void tr_tree_pull_group(double *tree, const tr_tree *t, tr_i64 level, tr_i64 g)
+{
+	double acc = 0, mn = TR_INF;
+	int j;
+	for (j = 0; j < 8; j++) {
+		tr_i64 x = g * 8 + j;
+		double s, m;
+		if (level == 0) {
+			s = tree[x];
+			m = s > 0 ? s : TR_INF;
+		} else {
+			/* Nodes past the groups of the level below are padding:
+			 * sum 0 and minimum +Inf, as the host tree stores them. */
+			int real = x * 8 + 7 < t->size[level - 1];
+			s = real ? tree[t->sum[level - 1] + x * 8 + 7] : 0;
+			m = real ? tree[t->min[level] + x] : TR_INF;
+		}
+		acc += s;
+		tree[t->sum[level] + x] = acc;
+		if (m < mn)
+			mn = m;
+	}
+	tree[t->min[level + 1] + g] = mn;
+}
+
 /* tr_tree_pull_run recomputes the groups of level `level`: thread tid
  * takes groups tid, tid+nthreads, ... */
 TR_HD void tr_tree_pull_run(double *tree, tr_i64 n, tr_i64 level, tr_i64 tid, tr_i64 nthreads)
 {
 	tr_tree t;
-	tr_i64 g, ngroups;
+	tr_i64 g;
 	tr_tree_layout(n, &t);
-	ngroups = t.size[level] / 8;
-	for (g = tid; g < ngroups; g += nthreads) {
-		double acc = 0, mn = TR_INF;
-		int j;
-		for (j = 0; j < 8; j++) {
-			tr_i64 x = g * 8 + j;
-			double s, m;
-			if (level == 0) {
-				s = tree[x];
-				m = s > 0 ? s : TR_INF;
-			} else {
-				/* Nodes past the groups of the level below are
-				 * padding: sum 0 and minimum +Inf, as the host
-				 * tree stores them. */
-				int real = x * 8 + 7 < t.size[level - 1];
-				s = real ? tree[t.sum[level - 1] + x * 8 + 7] : 0;
-				m = real ? tree[t.min[level] + x] : TR_INF;
-			}
-			acc += s;
-			tree[t.sum[level] + x] = acc;
-			if (m < mn)
-				mn = m;
-		}
-		tree[t.min[level + 1] + g] = mn;
-	}
+	for (g = tid; g < t.size[level] / 8; g += nthreads)
+		tr_tree_pull_group(tree, &t, level, g);
 }
 
+/* tr_repair_groups_run recomputes the listed groups of one level.
+ * groups is an int64 list: the number of levels L, the number of groups
+ * listed per level, then the groups of level 0, of level 1, ... (each
+ * group once). Run for level 0, 1, ... in turn, each after the previous
+ * one has finished (the leaves patched first), it repairs the tree above
+ * changed leaves. */
+TR_HD void tr_repair_groups_run(double *tree, tr_i64 n, const tr_i64 *groups, tr_i64 level, tr_i64 tid, tr_i64 nthreads)
+{
+	tr_tree t;
+	tr_i64 off = 1 + groups[0], i;
+	tr_tree_layout(n, &t);
+	for (i = 0; i < level; i++)
+		off += groups[1 + i];
+	for (i = tid; i < groups[1 + level]; i += nthreads)
+		tr_tree_pull_group(tree, &t, level, groups[off + i]);
+}
 /* tr_child is the host's child/childPast: the node j of a group of
  * running sums ps whose range holds u, and u made relative to it. The
  * comparisons are on the bits (non-negative doubles order as their bits). */
