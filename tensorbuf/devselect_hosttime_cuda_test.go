@@ -158,8 +158,9 @@ func threadClock(t *testing.T) time.Duration {
 
 // BenchmarkDeviceSelection times SampleInto of a DeviceSelection table on
 // the gpu backend (L=1, low-dim steps, 256 rows of 1024 steps, 262,144
-// items), uniform and prioritized (Beta 0.4), at B=256 and B=65,536, and
-// UpdatePrioritiesDevice of the batch's keys. It reports:
+// items), uniform and prioritized (Beta 0.4), at B=256 and B=65,536, a
+// prioritized one after an insert and a delete (the mirror patch and tree
+// repair), and UpdatePrioritiesDevice of the batch's keys. It reports:
 //
 //	us/op        µs per call, calls queued back to back (one Sync at the end)
 //	p50_us       latency of one call waited for on its own (call + Sync)
@@ -176,13 +177,15 @@ func BenchmarkDeviceSelection(b *testing.B) {
 		sel    tensorbuf.Selector
 		n      int
 		update bool
+		insert bool // an insert and a delete before each sample
 	}{
-		{"uniform/B256", tensorbuf.Uniform, 256, false},
-		{"uniform/B65536", tensorbuf.Uniform, 65536, false},
-		{"prioritized/B256", tensorbuf.Prioritized, 256, false},
-		{"prioritized/B65536", tensorbuf.Prioritized, 65536, false},
-		{"update/B256", tensorbuf.Prioritized, 256, true},
-		{"update/B65536", tensorbuf.Prioritized, 65536, true},
+		{"uniform/B256", tensorbuf.Uniform, 256, false, false},
+		{"uniform/B65536", tensorbuf.Uniform, 65536, false, false},
+		{"prioritized/B256", tensorbuf.Prioritized, 256, false, false},
+		{"prioritized/B65536", tensorbuf.Prioritized, 65536, false, false},
+		{"prioritized+insert/B256", tensorbuf.Prioritized, 256, false, true},
+		{"update/B256", tensorbuf.Prioritized, 256, true, false},
+		{"update/B65536", tensorbuf.Prioritized, 65536, true, false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			g, err := gpu.New()
@@ -225,6 +228,16 @@ func BenchmarkDeviceSelection(b *testing.B) {
 				b.Fatal(err)
 			}
 			op := func() error { return tbl.SampleInto(ctx, bt, bc.n) }
+			if bc.insert {
+				op = func() error {
+					k, err := tbl.Insert(tensorbuf.Item{Row: 3, Start: 500, Len: 1, Priority: 2.5})
+					if err != nil {
+						return err
+					}
+					tbl.Delete(k)
+					return tbl.SampleInto(ctx, bt, bc.n)
+				}
+			}
 			if bc.update {
 				a, err := g.Alloc(int64(4 * bc.n))
 				if err != nil {
@@ -235,6 +248,12 @@ func BenchmarkDeviceSelection(b *testing.B) {
 					b.Fatal(err)
 				}
 				op = func() error { return tbl.UpdatePrioritiesDevice(bt.KeyTensor, prios) }
+			}
+			if err := op(); err != nil { // warm up (the first insert grows the tree)
+				b.Fatal(err)
+			}
+			if err := g.Sync(); err != nil {
+				b.Fatal(err)
 			}
 			run := func(k int) (time.Duration, error) {
 				runtime.LockOSThread()
