@@ -72,7 +72,7 @@ type devMirror struct {
 	prio     PrioritySelector // prioritized tables
 	arena    outArena
 	treeN    int64  // leaves of the device tree's layout (0: none yet)
-	dirty    bool   // leaves patched since the last repair
+	dirty    bool   // a new tree layout: repair it whole
 	devSet   bool   // leaves set by UpdatePrioritiesDevice the host tree lacks
 	epoch    uint64 // UpdatePrioritiesDevice calls
 	leaves   []float64
