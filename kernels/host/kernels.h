@@ -9,7 +9,10 @@
  * (blockIdx.y on the device). The __global__ wrappers in the .cu files call
  * it with the CUDA thread index; the host build calls it for every tid in
  * turn. There is no block-level synchronisation anywhere, so running the
- * threads one after another on the host computes the same bytes.
+ * threads one after another on the host computes the same bytes; the one
+ * exception, trajring_patch_items repairing a sum tree as one block
+ * (tree.h), separates its phases with __syncthreads, and its host build
+ * runs each phase for every thread before the next.
  *
  * All addresses are carried as 64-bit integers and all sizes as int64, so
  * the same layout is read by Go (package kernels, desc.go), by the device
