@@ -66,13 +66,14 @@ CUDA_STUBS ?= /usr/lib/x86_64-linux-gnu/stubs
 # kernels compiles every kernels/*.cu to PTX for $(CUDA_ARCH), JIT-able on
 # sm_80 and later (sm_90: H100/H200), and to a fatbin (FATBIN_GENCODE),
 # which the gpu backend loads; both are committed and checked by CI. Comment lines (nvcc's version banner)
-# are stripped so the output depends only on the sources and the compiler.
+# and trailing comments (nvcc's call-sequence notes) are stripped so the output
+# depends only on the sources and the compiler.
 kernels: $(KERNEL_PTX) $(KERNEL_FATBIN)
 
 kernels/ptx/%.ptx: kernels/%.cu $(KERNEL_HDRS)
 	@mkdir -p kernels/ptx
 	$(NVCC) -ptx -arch=$(CUDA_ARCH) -O3 -o $@.tmp $<
-	sed -e '/^[[:space:]]*\/\//d' $@.tmp | cat -s | sed -e '/./,$$!d' > $@
+	sed -e '/^[[:space:]]*\/\//d' -e 's|[[:space:]]*//.*$$||' $@.tmp | cat -s | sed -e '/./,$$!d' > $@
 	@rm -f $@.tmp
 
 kernels/fatbin/%.fatbin: kernels/%.cu $(KERNEL_HDRS)
@@ -106,7 +107,7 @@ $(STANDIN): gpu/standin/standin.c gpu/standin/gen-stubs.sh $(KERNEL_HDRS)
 	@mkdir -p $(STANDIN_DIR)
 	sh gpu/standin/gen-stubs.sh > $(STANDIN_DIR)/stubs.c
 	$(CC) -O2 -fPIC -shared -Wall -Wextra -Wno-unused-parameter -Wno-unused-function \
-		-Ikernels/host -o $@ gpu/standin/standin.c $(STANDIN_DIR)/stubs.c -Wl,-soname,libcuda.so.1 -lpthread
+		-Ikernels/host -o $@ gpu/standin/standin.c $(STANDIN_DIR)/stubs.c -Wl,-soname,libcuda.so.1 -lpthread -lm
 
 # test-cuda runs every package's tests in the cuda build against the
 # stand-in driver: no GPU needed. A second pass runs the kernel-level

@@ -26,6 +26,9 @@
 #      SampleInto L=1/8 low-dim and 3 KB, transitions, n-step, Add
 #      W=256/1024, a 1M-step export): per op µs, p50/p99 and the fraction of a same-run
 #      device-to-device copy of the same bytes; n-step kernel vs fallback
+#      and device selection (BenchmarkDeviceSelection: uniform and
+#      prioritized SampleInto and UpdatePrioritiesDevice at B=256 and
+#      65,536: µs per call, host µs per call, launches per call)
 #   5. compute-sanitizer memcheck and initcheck on a short subset
 #   6. the sticky-fault probe (an illegal address in a real kernel must
 #      surface as gpu.ErrDeviceLost, and later calls must fail fast)
@@ -88,6 +91,12 @@ run() {
 			awk '/^BenchmarkDevice\// { n=$1; sub(/^BenchmarkDevice\//,"",n); sub(/-[0-9]+$/,"",n); us=p50=p99=mb=f="-"
 				for (i=2;i<NF;i++) { u=$(i+1); if(u=="ns/op")us=sprintf("%.1f",$i/1000); if(u=="out_MB")mb=$i; if(u=="of_d2d")f=$i; if(u=="p50_us")p50=$i; if(u=="p99_us")p99=$i }
 				printf "%-30s %9s %9s %9s %9s %8s\n", n, us, p50, p99, mb, f }' "$out/logs/bench-buffer.log" 2>/dev/null
+			echo
+			echo "== device selection (SampleInto of a DeviceSelection table, 262,144 items; update: UpdatePrioritiesDevice)"
+			printf '%-30s %9s %9s %9s %9s\n' call us/op p50_us host_us launches
+			awk '/^BenchmarkDeviceSelection\// { n=$1; sub(/^BenchmarkDeviceSelection\//,"",n); sub(/-[0-9]+$/,"",n); us=p50=h=l="-"
+				for (i=2;i<NF;i++) { u=$(i+1); if(u=="us/op")us=$i; if(u=="p50_us")p50=$i; if(u=="host_us")h=$i; if(u=="launches/op")l=$i }
+				printf "%-30s %9s %9s %9s %9s\n", n, us, p50, h, l }' "$out/logs/bench-devsel.log" 2>/dev/null
 			grep -h 'sticky-fault probe\|fault seen after' "$out/logs/fault-probe.log" 2>/dev/null | sed 's/^ */   /'
 			for k in "${order[@]}"; do
 				case ${status[$k]} in FAIL*)
@@ -149,10 +158,11 @@ run() {
 	step hosttime 60 env TRAJRING_HOSTTIME=1 bin/tensorbuf.test -test.run '^TestHostTime$' -test.v -test.count=1
 	step bench-gpu 120 bin/gpu.test -test.run '^$' -test.bench . -test.benchtime 0.3s -test.count=1
 	step bench-buffer 150 bin/tensorbuf.test -test.run '^$' -test.bench '^BenchmarkDevice$' -test.benchtime 0.3s -test.count=1
+	step bench-devsel 90 bin/tensorbuf.test -test.run '^$' -test.bench '^BenchmarkDeviceSelection$' -test.benchtime 200x -test.count=1
 	local san
 	san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
 	if [ -n "$san" ]; then
-		local subset='^(TestGatherRows|TestScatter|TestConcat|TestGatherWindows|TestNStepReward)'
+		local subset='^(TestGatherRows|TestScatter|TestConcat|TestGatherWindows|TestNStepReward|TestDeviceSelection|TestSumTree)'
 		step memcheck 90 "$san" --tool memcheck --report-api-errors no --error-exitcode 3 bin/gpu.test -test.run "$subset" -test.short -test.count=1
 		step initcheck 90 "$san" --tool initcheck --error-exitcode 3 bin/gpu.test -test.run "$subset" -test.short -test.count=1
 	else

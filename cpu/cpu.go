@@ -357,6 +357,8 @@ func (*Backend) Tensor(a kernels.Arena, off int64, dt tensor.Dtype, shape ...int
 		backing = unsafe.Slice((*int32)(p), n)
 	case tensor.Int64:
 		backing = unsafe.Slice((*int64)(p), n)
+	case tensor.Uint64:
+		backing = unsafe.Slice((*uint64)(p), n)
 	case tensor.Uint8:
 		backing = unsafe.Slice((*uint8)(p), n)
 	case tensor.Bool:

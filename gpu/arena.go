@@ -228,7 +228,7 @@ func (b *Backend) tensorOf(a kernels.Arena, off int64, dt tensor.Dtype, shape []
 		return nil, err
 	}
 	switch dt {
-	case tensor.Float32, tensor.Float64, tensor.Int32, tensor.Int64, tensor.Uint8, tensor.Bool:
+	case tensor.Float32, tensor.Float64, tensor.Int32, tensor.Int64, tensor.Uint64, tensor.Uint8, tensor.Bool:
 	default:
 		return nil, fmt.Errorf("%w: unsupported dtype %v", ErrBounds, dt)
 	}

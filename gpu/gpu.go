@@ -66,11 +66,15 @@ type Backend struct {
 
 	// Scratch reused by every call so that the steady state of adding
 	// and sampling allocates nothing.
-	args          [8]uint64
-	params        [8]unsafe.Pointer
+	args          [16]uint64
+	params        [16]unsafe.Pointer
 	rings, outs   []*Arena
 	nexts         []*Arena
 	offs, padOffs []int64
+	colCache      [colCacheSize]colBlock // GatherWindowsAt's column descriptors (select.go)
+	colTick       uint64
+	groupScratch  []int64 // PatchItems' tree groups (select.go)
+	groupOut      []int64
 }
 
 // New starts a Backend on device 0: on first use in the process it

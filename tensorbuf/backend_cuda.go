@@ -32,3 +32,5 @@ func DefaultBackend() (Backend, error) {
 	}
 	return gpuBackend, nil
 }
+
+var _ ItemSelector = (*gpu.Backend)(nil)

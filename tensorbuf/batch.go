@@ -177,6 +177,14 @@ type Batch struct {
 	Weights       []float64
 	// TableSize is the number of items in the table when sampled.
 	TableSize int
+	// KeyTensor (uint64), ProbabilityTensor and WeightTensor (float64),
+	// each shaped [n], hold the keys, probabilities and weights of a
+	// sample selected on the backend (TableConfig.DeviceSelection), in
+	// its memory (device memory in cuda builds), freed with the batch.
+	// Such a sample leaves Items, Keys, Probabilities and Weights empty
+	// until HostMeta copies the last three to the host. They are nil
+	// for samples selected on the host.
+	KeyTensor, ProbabilityTensor, WeightTensor *tensor.Dense
 
 	owner  *Buffer // the buffer whose layout out and specs follow
 	out    outArena
@@ -186,6 +194,8 @@ type Batch struct {
 	wins   []Window
 	prefix []int64
 	draws  []uint64 // scratch of a direct sample's draws
+	meta   outArena // KeyTensor & co. and the drawn windows (devselect.go)
+	metaN  int
 }
 
 // Len returns the batch's n (items) and L (steps per item).
@@ -202,7 +212,12 @@ func (bt *Batch) Len() (n, l int) { return bt.n, bt.l }
 func (bt *Batch) Release() error {
 	bt.Fields, bt.StepType, bt.NextStepType, bt.Reward, bt.Discount, bt.Mask = nil, nil, nil, nil, nil, nil
 	bt.n, bt.l = 0, 0
-	return bt.out.release()
+	bt.retireMeta()
+	merr := bt.meta.release()
+	if err := bt.out.release(); err != nil {
+		return err
+	}
+	return merr
 }
 
 // batchSpecs returns the output specs of a batch of the buffer: user
@@ -240,14 +255,25 @@ func (b *Buffer) prepare(bt *Batch, n, maxL int) (realloc bool, err error) {
 // gather reads bt.wins (n windows of L steps) into bt and sets its
 // tensors; rebuild forces new tensor views.
 func (b *Buffer) gather(bt *Batch, n, l int, rebuild bool) error {
+	b.batchCols(bt)
+	if err := b.be.GatherWindows(bt.cols, bt.wins, int64(l), b.capacity, bt.out.arena, bt.out.offs[len(b.cols)]); err != nil {
+		return fmt.Errorf("%w: gather windows: %w", ErrBackend, err)
+	}
+	return b.views(bt, n, l, rebuild)
+}
+
+// batchCols points bt.cols at the buffer's rings and the batch's outputs.
+func (b *Buffer) batchCols(bt *Batch) {
 	for i := range b.cols {
 		col := b.ring[i]
 		col.Out, col.OutOff, col.Pad = bt.out.arena, bt.out.offs[i], b.cols[i].pad
 		bt.cols[i] = col
 	}
-	if err := b.be.GatherWindows(bt.cols, bt.wins, int64(l), b.capacity, bt.out.arena, bt.out.offs[len(b.cols)]); err != nil {
-		return fmt.Errorf("%w: gather windows: %w", ErrBackend, err)
-	}
+}
+
+// views sets the batch's tensors over its memory for n items of l steps,
+// anew when rebuild is set or the shape changed.
+func (b *Buffer) views(bt *Batch, n, l int, rebuild bool) error {
 	if !rebuild && bt.n == n && bt.l == l && bt.Mask != nil {
 		return nil
 	}
@@ -272,6 +298,9 @@ func (b *Buffer) gather(bt *Batch, n, l int, rebuild bool) error {
 func (bt *Batch) Host() (*Batch, error) {
 	if bt.Mask == nil {
 		return nil, fmt.Errorf("%w: empty batch", ErrInvalidArg)
+	}
+	if err := bt.HostMeta(); err != nil {
+		return nil, err
 	}
 	ho, h, err := bt.out.hostCopy(bt.specs, 0, int64(bt.n)*int64(bt.l))
 	if err != nil {

@@ -342,6 +342,9 @@ func (b *Buffer) Close() error {
 	b.mu.Unlock()
 	for _, t := range tables {
 		t.mu.Lock()
+		if t.dev != nil {
+			t.dev.release()
+		}
 		t.notifyLocked()
 		t.mu.Unlock()
 	}

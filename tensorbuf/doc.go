@@ -54,6 +54,16 @@
 // the SampleInto-style calls reuse a result's memory and allocate nothing
 // in steady state.
 //
+// A Uniform or Prioritized table with TableConfig.DeviceSelection selects
+// on its backend (ItemSelector, PrioritySelector): it mirrors its items,
+// live list and sum tree in backend memory, patched before a sample when
+// items changed, and a sample draws and gathers there (two launches on
+// the gpu backend, nothing copied to the device and nothing waited for),
+// with the same draws as the host. Keys, probabilities and weights then
+// come back as tensors (Batch.KeyTensor; Batch.HostMeta copies them), and
+// Table.UpdatePrioritiesDevice takes a learner's priorities from device
+// tensors. FIFO, LIFO, MaxTimesSampled and rate limits stay on the host.
+//
 // # Errors and concurrency
 //
 // Every error wraps one of the package's sentinel errors (errors.Is), and

@@ -78,11 +78,15 @@ func (t *Table) sampleOnce(bt *Batch, n int) (done bool, err error) {
 		t.mu.Unlock()
 		return true, err
 	}
+	if t.dev != nil {
+		return true, t.sampleDevLocked(bt, n)
+	}
 	realloc, err := b.prepare(bt, n, t.maxLen)
 	if err != nil {
 		t.mu.Unlock()
 		return true, err
 	}
+	bt.retireMeta()
 	bt.TableSize = len(t.live)
 	l := t.selectLocked(n, selection{items: &bt.Items, keys: &bt.Keys, probs: &bt.Probabilities, weights: &bt.Weights, wins: &bt.wins})
 	t.mu.Unlock()

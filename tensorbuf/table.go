@@ -68,6 +68,29 @@ type TableConfig struct {
 	// come from Philox4x32-10 (package internal/philox) keyed by Seed:
 	// the same seed selects the same items on every backend.
 	Seed uint64
+	// DeviceSelection makes SampleInto select items on the buffer's
+	// backend (on the device in cuda builds), from a mirror of the
+	// table's items kept in backend memory, so that a sample queues its
+	// work without waiting for the device: see ItemSelector. The draws
+	// are the same as on the host (same seed, same items), but the
+	// batch's L is the table's longest item ever inserted (Len+Pad)
+	// rather than the longest drawn, and keys, probabilities and weights
+	// come back as tensors in backend memory (Batch.KeyTensor; HostMeta
+	// copies them). Items sampled this way are not counted in
+	// times-sampled. Only Uniform and Prioritized tables without
+	// MaxTimesSampled can select on the backend: FIFO, LIFO and
+	// MaxTimesSampled need the host to see each draw before the next.
+	// NewTable refuses other tables, and backends without ItemSelector
+	// (PrioritySelector for Prioritized), with ErrConfig. A Prioritized
+	// table keeps a copy of its sum tree on the backend, fed with the
+	// weights the host computes on insert and UpdatePriorities, and also
+	// by UpdatePrioritiesDevice; its importance weights (Beta > 0) are
+	// computed there, with the device's pow on the gpu backend (it may
+	// differ from Go's math.Pow in the last bits). Rate
+	// limits, canSample checks and batch shapes stay on the host.
+	// SampleTransitionsInto still selects on the host (same draws). A
+	// checkpoint does not record it: a loaded table selects on the host.
+	DeviceSelection bool
 }
 
 // Item (a plain value) is a sequence of steps of one env row: Len real steps from
@@ -119,8 +142,9 @@ type Table struct {
 	// philox.Draw(cfg.Seed, 0, c, k), so a table's draws are a function
 	// of its seed and call count alone, the same on every backend.
 	calls uint64
-	xs    []uint64  // scratch of batched draws
-	us    []float64 // scratch of batched prioritized draws
+	xs    []uint64   // scratch of batched draws
+	dev   *devMirror // DeviceSelection's mirror, else nil
+	us    []float64  // scratch of batched prioritized draws
 	slots []int32
 	ws    []float64 // scratch of UpdatePriorities' weights
 
@@ -165,6 +189,13 @@ func (b *Buffer) NewTable(cfg TableConfig) (*Table, error) {
 	}
 	if t.a == 0 {
 		t.a = 1
+	}
+	if cfg.DeviceSelection {
+		m, err := newDevMirror(b, cfg)
+		if err != nil {
+			return nil, err
+		}
+		t.dev = m
 	}
 	b.tables[cfg.Name] = t
 	b.tableList = append(b.tableList, t)
@@ -282,6 +313,10 @@ func (t *Table) insert(it Item) (key uint64, again bool, err error) {
 	t.gens[s]++
 	key = uint64(t.gens[s])<<32 | uint64(s)
 	t.items[s] = item{Item: it, key: key, live: true, pos: len(t.live), prev: t.tail, next: -1}
+	if t.dev != nil {
+		t.dev.noteItem(s)
+		t.dev.noteLive(len(t.live))
+	}
 	t.live = append(t.live, s)
 	if t.tail >= 0 {
 		t.items[t.tail].next = s
@@ -334,6 +369,10 @@ func (t *Table) remove(s int32) {
 	t.live[it.pos] = last
 	t.items[last].pos = it.pos
 	t.live = t.live[:len(t.live)-1]
+	if t.dev != nil {
+		t.dev.noteLive(it.pos)
+		t.dev.noteItem(s) // key 0 and weight 0 in the mirror: stale keys no longer match
+	}
 	if it.prev >= 0 {
 		t.items[it.prev].next = it.next
 	} else {

@@ -97,6 +97,9 @@ func updatePriorities[F float32 | float64](t *Table, keys []uint64, priorities [
 		p := float64(priorities[i])
 		t.notePriorityLocked(p)
 		t.items[s].Priority = p
+		if t.dev != nil {
+			t.dev.noteItem(s)
+		}
 	}
 	return nil
 }

@@ -4,7 +4,7 @@ package host
 
 /*
 #cgo CFLAGS: -O2
-#cgo LDFLAGS: -lpthread
+#cgo LDFLAGS: -lpthread -lm
 #include <stdlib.h>
 #include "host.h"
 

@@ -22,6 +22,8 @@
 #include "nstep_reward.h"
 #include "window_gather.h"
 #include "scatter.h"
+#include "select.h"
+#include "tree.h"
 
 #define TR_ARG_U64(p, i) (*(const tr_u64 *)(p)[i])
 #define TR_ARG_I64(p, i) (*(const tr_i64 *)(p)[i])
@@ -101,6 +103,117 @@ static void tr_host_nstep_reward(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i6
 		tr_nstep_reward_run(ring, out, wins, n, capacity, gamma, stride, tid, nt);
 }
 
+static void tr_host_patch_items(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
+{
+	tr_item *items = TR_ARG_PTR(tr_item *, p, 0);
+	tr_u32 *live = TR_ARG_PTR(tr_u32 *, p, 1);
+	double *leaves = TR_ARG_PTR(double *, p, 2);
+	const tr_item_patch *patches = TR_ARG_PTR(const tr_item_patch *, p, 3);
+	tr_i64 npatch = TR_ARG_I64(p, 4);
+	const tr_live_patch *lives = TR_ARG_PTR(const tr_live_patch *, p, 5);
+	tr_i64 nlive = TR_ARG_I64(p, 6);
+	tr_i64 treen = TR_ARG_I64(p, 7);
+	const tr_i64 *groups = TR_ARG_PTR(const tr_i64 *, p, 8);
+	tr_i64 tid, l;
+	/* One block whose phases the device separates with __syncthreads:
+	 * the first unit of the block runs every phase for every thread
+	 * before the next (units of other threads do nothing), so the
+	 * race-exposure mode keeps the block whole. Every y-block runs the
+	 * same patches, as on the device. */
+	(void)gy;
+	if (t0 != 0)
+		return;
+	(void)t1;
+	for (tid = 0; tid < nt; tid++)
+		tr_patch_items_run(items, live, leaves, patches, npatch, lives, nlive, tid, nt);
+	for (l = 0; groups != NULL && l < groups[0]; l++)
+		for (tid = 0; tid < nt; tid++)
+			tr_repair_groups_run(leaves, treen, groups, l, tid, nt);
+	(void)y;
+}
+
+static void tr_host_draw_uniform(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
+{
+	const tr_item *items = TR_ARG_PTR(const tr_item *, p, 0);
+	const tr_u32 *live = TR_ARG_PTR(const tr_u32 *, p, 1);
+	tr_i64 nlive = TR_ARG_I64(p, 2);
+	tr_u64 seed = TR_ARG_U64(p, 3);
+	tr_u64 call = TR_ARG_U64(p, 4);
+	double prob = *(const double *)p[5];
+	tr_i64 capacity = TR_ARG_I64(p, 6);
+	tr_i64 n = TR_ARG_I64(p, 7);
+	tr_win *wins = TR_ARG_PTR(tr_win *, p, 8);
+	tr_u64 *keys = TR_ARG_PTR(tr_u64 *, p, 9);
+	double *probs = TR_ARG_PTR(double *, p, 10);
+	double *weights = TR_ARG_PTR(double *, p, 11);
+	tr_i64 tid;
+	(void)y, (void)gy;
+	for (tid = t0; tid < t1; tid++)
+		tr_draw_uniform_run(items, live, nlive, seed, call, prob, capacity, n, wins, keys, probs, weights, tid, nt);
+}
+
+static void tr_host_tree_pull(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
+{
+	double *tree = TR_ARG_PTR(double *, p, 0);
+	tr_i64 n = TR_ARG_I64(p, 1), level = TR_ARG_I64(p, 2);
+	tr_i64 tid;
+	(void)y, (void)gy;
+	for (tid = t0; tid < t1; tid++)
+		tr_tree_pull_run(tree, n, level, tid, nt);
+}
+
+static void tr_host_draw_prioritized(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
+{
+	const tr_item *items = TR_ARG_PTR(const tr_item *, p, 0);
+	const tr_u32 *live = TR_ARG_PTR(const tr_u32 *, p, 1);
+	tr_i64 nlive = TR_ARG_I64(p, 2);
+	const double *tree = TR_ARG_PTR(const double *, p, 3);
+	tr_i64 n = TR_ARG_I64(p, 4);
+	tr_u64 seed = TR_ARG_U64(p, 5), call = TR_ARG_U64(p, 6);
+	double beta = *(const double *)p[7];
+	tr_i64 capacity = TR_ARG_I64(p, 8), ndraw = TR_ARG_I64(p, 9);
+	tr_win *wins = TR_ARG_PTR(tr_win *, p, 10);
+	tr_u64 *keys = TR_ARG_PTR(tr_u64 *, p, 11);
+	double *probs = TR_ARG_PTR(double *, p, 12);
+	double *weights = TR_ARG_PTR(double *, p, 13);
+	tr_i64 tid;
+	(void)y, (void)gy;
+	for (tid = t0; tid < t1; tid++)
+		tr_draw_prioritized_run(items, live, nlive, tree, n, seed, call, beta, capacity, ndraw, wins, keys, probs,
+					 weights, tid, nt);
+}
+
+static void tr_host_update_claim(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
+{
+	const tr_item *items = TR_ARG_PTR(const tr_item *, p, 0);
+	tr_i64 slots = TR_ARG_I64(p, 1);
+	const tr_u64 *keys = TR_ARG_PTR(const tr_u64 *, p, 2);
+	tr_i64 n = TR_ARG_I64(p, 3);
+	tr_u64 *winners = TR_ARG_PTR(tr_u64 *, p, 4);
+	tr_u64 epoch = TR_ARG_U64(p, 5);
+	tr_i64 tid;
+	(void)y, (void)gy;
+	for (tid = t0; tid < t1; tid++)
+		tr_update_claim_run(items, slots, keys, n, winners, epoch, tid, nt);
+}
+
+static void tr_host_update_apply(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
+{
+	const tr_item *items = TR_ARG_PTR(const tr_item *, p, 0);
+	tr_i64 slots = TR_ARG_I64(p, 1);
+	const tr_u64 *keys = TR_ARG_PTR(const tr_u64 *, p, 2);
+	const float *prios = TR_ARG_PTR(const float *, p, 3);
+	tr_i64 n = TR_ARG_I64(p, 4);
+	const tr_u64 *winners = TR_ARG_PTR(const tr_u64 *, p, 5);
+	tr_u64 epoch = TR_ARG_U64(p, 6);
+	double *tree = TR_ARG_PTR(double *, p, 7);
+	double a = *(const double *)p[8];
+	tr_i64 tid;
+	(void)y, (void)gy;
+	for (tid = t0; tid < t1; tid++)
+		tr_update_apply_run(items, slots, keys, prios, n, winners, epoch, tree, a, tid, nt);
+}
+
 /* tr_host_lookup returns the host build of the kernel with the given entry
  * name and its number of arguments, or NULL. The trajring_test_* entries
  * (testkernels.h) exist only here: no .cu file, no PTX. */
@@ -116,6 +229,12 @@ static tr_host_fn tr_host_lookup(const char *name, int *nargs)
 		{"trajring_concat", tr_host_concat, 5},
 		{"trajring_gather_windows", tr_host_gather_windows, 7},
 		{"trajring_nstep_reward", tr_host_nstep_reward, 7},
+		{"trajring_patch_items", tr_host_patch_items, 9},
+		{"trajring_draw_uniform", tr_host_draw_uniform, 12},
+		{"trajring_tree_pull", tr_host_tree_pull, 3},
+		{"trajring_draw_prioritized", tr_host_draw_prioritized, 14},
+		{"trajring_update_claim", tr_host_update_claim, 6},
+		{"trajring_update_apply", tr_host_update_apply, 9},
 		TR_TEST_KERNELS
 	};
 	size_t i;

@@ -1,0 +1,141 @@
+//go:build cuda
+
+package gpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/trajring/trajring/kernels"
+	"gorgonia.org/tensor"
+)
+
+// tree checks a mirror's sum tree and returns its device address.
+func (b *Backend) tree(m kernels.Mirror) (uint64, error) {
+	t, err := b.arena(m.Tree)
+	if err != nil {
+		return 0, fmt.Errorf("mirror tree: %w", err)
+	}
+	if !kernels.TreeLeaves(m.TreeN) || m.TreeN > m.Slots || m.TreeOff%8 != 0 ||
+		!kernels.Fits(m.TreeOff, kernels.Tree(m.TreeN).Doubles, 8, t.size) {
+		return 0, fmt.Errorf("%w: tree of %d leaves at %d in %d bytes (%d slots)", ErrBounds, m.TreeN, m.TreeOff, t.size, m.Slots)
+	}
+	return uint64(t.ptr) + uint64(m.TreeOff), nil
+}
+
+// RepairTree recomputes a mirror's sum tree from its leaves, one launch
+// per level, leaves first (kernels/tree_pull.cu, one thread per group;
+// cpu.Backend.RepairTree is the reference): the same running sums and
+// minima as the host tree, bit for bit. It queues the launches and
+// returns. It is safe for concurrent use.
+func (b *Backend) RepairTree(m kernels.Mirror) error {
+	r, err := b.enter()
+	if err != nil {
+		return err
+	}
+	defer b.exit(r)
+	if _, _, err := b.mirror(m); err != nil {
+		return err
+	}
+	ta, err := b.tree(m)
+	if err != nil {
+		return err
+	}
+	lay := kernels.Tree(m.TreeN)
+	for l := range lay.Levels {
+		if err := b.launchGrid(kernels.TreePull, lay.Size[l]/8, 1, 1, ta, uint64(m.TreeN), uint64(l)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DrawPrioritized selects d.N items from a mirror's sum tree in one
+// launch (kernels/draw_prioritized.cu; cpu.Backend.DrawPrioritized is the
+// reference), every argument a kernel parameter: the same slots, keys,
+// windows and probabilities as the host tree's descent, bit for bit; the
+// importance weights use the device's pow, which may differ from Go's
+// math.Pow in the last bit (exact when Beta is 0). It is safe for
+// concurrent use.
+func (b *Backend) DrawPrioritized(d kernels.PrioritizedDraw) error {
+	r, err := b.enter()
+	if err != nil {
+		return err
+	}
+	defer b.exit(r)
+	ia, la, err := b.mirror(d.Mirror)
+	if err != nil {
+		return err
+	}
+	ta, err := b.tree(d.Mirror)
+	if err != nil {
+		return err
+	}
+	o, err := b.arena(d.Out)
+	if err != nil {
+		return fmt.Errorf("draw output: %w", err)
+	}
+	if d.NLive <= 0 || d.NLive > d.Mirror.Slots || d.N < 0 || d.Capacity <= 0 || d.N > math.MaxUint32+1 || !(d.Beta >= 0) || math.IsInf(d.Beta, 0) {
+		return fmt.Errorf("%w: %d draws from %d live items of %d slots, capacity %d, beta %v", ErrBounds, d.N, d.NLive, d.Mirror.Slots, d.Capacity, d.Beta)
+	}
+	if d.WinOff%8 != 0 || d.KeyOff%8 != 0 || d.ProbOff%8 != 0 || d.WeightOff%8 != 0 ||
+		!kernels.Fits(d.WinOff, d.N, kernels.WinDescSize, o.size) || !kernels.Fits(d.KeyOff, d.N, 8, o.size) ||
+		!kernels.Fits(d.ProbOff, d.N, 8, o.size) || !kernels.Fits(d.WeightOff, d.N, 8, o.size) {
+		return fmt.Errorf("%w: %d draws at %d/%d/%d/%d into %d bytes", ErrBounds, d.N, d.WinOff, d.KeyOff, d.ProbOff, d.WeightOff, o.size)
+	}
+	if d.N == 0 {
+		return nil
+	}
+	out := uint64(o.ptr)
+	return b.launchGrid(kernels.DrawPrio, d.N, 1, 1,
+		ia, la, uint64(d.NLive), ta, uint64(d.Mirror.TreeN), d.Seed, d.Call, math.Float64bits(d.Beta), uint64(d.Capacity), uint64(d.N),
+		out+uint64(d.WinOff), out+uint64(d.KeyOff), out+uint64(d.ProbOff), out+uint64(d.WeightOff))
+}
+
+// UpdatePriorities sets the leaf weights of a mirror's sum tree from
+// device tensors of keys (uint64) and priorities (float32) of the same
+// length, in two launches and without copying them to the host
+// (kernels/update_claim.cu, update_apply.cu; cpu.Backend.UpdatePriorities
+// is the reference and gives the rules: last update of a slot wins, keys
+// of no live item skipped, invalid priorities ignored). The tensors'
+// memory must be device memory of this backend's context (their Uintptr
+// is handed to the kernels; it cannot be checked); epoch must exceed every
+// epoch used on the mirror before and stay below 2^32. p^a uses the
+// device's pow (exact when a is 1). RepairTree then repairs the sums. It
+// is safe for concurrent use.
+func (b *Backend) UpdatePriorities(m kernels.Mirror, keys, prios *tensor.Dense, epoch uint64, a float64) error {
+	r, err := b.enter()
+	if err != nil {
+		return err
+	}
+	defer b.exit(r)
+	ia, _, err := b.mirror(m)
+	if err != nil {
+		return err
+	}
+	ta, err := b.tree(m)
+	if err != nil {
+		return err
+	}
+	w, err := b.arena(m.Winners)
+	if err != nil {
+		return fmt.Errorf("mirror claims: %w", err)
+	}
+	if m.WinnersOff%8 != 0 || !kernels.Fits(m.WinnersOff, m.Slots, 8, w.size) {
+		return fmt.Errorf("%w: %d claims at %d in %d bytes", ErrBounds, m.Slots, m.WinnersOff, w.size)
+	}
+	if keys == nil || prios == nil || keys.Dtype() != tensor.Uint64 || prios.Dtype() != tensor.Float32 ||
+		keys.DataSize() != prios.DataSize() || !(a >= 0) || math.IsInf(a, 0) || epoch >= 1<<32 {
+		return fmt.Errorf("%w: keys and priorities must be uint64 and float32 tensors of one length (never printed: device memory), a %v, epoch %d", ErrBounds, a, epoch)
+	}
+	n := int64(keys.DataSize())
+	if n == 0 {
+		return nil
+	}
+	wa := uint64(w.ptr) + uint64(m.WinnersOff)
+	ka, pa := uint64(keys.Uintptr()), uint64(prios.Uintptr())
+	if err := b.launchGrid(kernels.UpdateClaim, n, 1, 1, ia, uint64(m.TreeN), ka, uint64(n), wa, epoch); err != nil {
+		return err
+	}
+	return b.launchGrid(kernels.UpdateApply, n, 1, 1, ia, uint64(m.TreeN), ka, pa, uint64(n), wa, epoch, ta, math.Float64bits(a))
+}

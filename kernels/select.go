@@ -1,0 +1,195 @@
+package kernels
+
+import "fmt"
+
+// Device-resident table metadata (issue "Sampling on the device"). A
+// table that selects on its backend keeps a mirror of its items there:
+// one ItemRec per slot and the dense list of live slots (int32), patched
+// before each device selection with the records and live entries that
+// changed since the last one. A draw kernel then selects items from the
+// mirror with the tables' Philox draws and writes each item's window, key,
+// probability and importance weight to backend memory, where the window
+// gather reads the windows.
+
+// ItemRec is the mirror's record of one table slot, laid out as tr_item
+// in kernels/host/select.h: four 8-byte words. Start is the item's
+// absolute first step (the draw kernel reduces it modulo the capacity).
+type ItemRec struct {
+	Row   int64
+	Start int64
+	Len   int64
+	Key   uint64
+}
+
+// ItemPatch writes Rec to slot Slot of a mirror, and Weight to the slot's
+// leaf of the mirror's sum tree when it has one (tr_item_patch).
+type ItemPatch struct {
+	Slot   int64
+	Rec    ItemRec
+	Weight float64
+}
+
+// LivePatch sets entry Pos of a mirror's live list to Slot
+// (tr_live_patch).
+type LivePatch struct {
+	Pos  int64
+	Slot int64
+}
+
+// Sizes in bytes of the mirror's records and patches, and of one live
+// entry (an int32 slot).
+const (
+	ItemRecSize   = 32
+	ItemPatchSize = 48
+	LivePatchSize = 16
+	LiveSize      = 4
+)
+
+// Mirror names the arenas of a table's device mirror: Items holds Slots
+// ItemRecs from byte ItemsOff, Live Slots int32 entries from byte LiveOff
+// (the first NLive of a draw are the live slots, in the table's order).
+// A prioritized table's mirror also has a sum tree of TreeN leaves
+// (TreeN <= Slots, a power of two >= 8; 0 for none) of TreeDoubles(TreeN)
+// float64s from byte TreeOff of Tree (kernels/host/tree.h gives the
+// layout, the host tree's), and Slots uint64 update claims from byte
+// WinnersOff of Winners (UpdatePriorities).
+type Mirror struct {
+	Items    Arena
+	ItemsOff int64
+	Live     Arena
+	LiveOff  int64
+	Slots    int64
+
+	Tree       Arena
+	TreeOff    int64
+	TreeN      int64
+	Winners    Arena
+	WinnersOff int64
+}
+
+// TreeLayout is the layout of a sum tree of n leaves in float64s (see
+// kernels/host/tree.h, tr_tree_layout): level l's running sums start at
+// Sum[l] (level 0's are the leaves' groups; the weights are at 0), the
+// minima of level l >= 1 at Min[l] (Min[Levels] is the root's), Doubles
+// in all.
+type TreeLayout struct {
+	Levels  int
+	Size    [TreeMaxLevels]int64
+	Sum     [TreeMaxLevels]int64
+	Min     [TreeMaxLevels + 1]int64
+	Doubles int64
+}
+
+// TreeMaxLevels is the most levels of a device sum tree (TR_TREE_MAXLEV):
+// 2^33 leaves.
+const TreeMaxLevels = 12
+
+// Tree returns the layout of a tree of n leaves (a power of two >= 8),
+// exactly as tensorbuf's host tree sizes its levels. It allocates
+// nothing.
+func Tree(n int64) TreeLayout {
+	var t TreeLayout
+	for s := n; ; {
+		t.Size[t.Levels] = s
+		t.Levels++
+		if s <= 8 || t.Levels == TreeMaxLevels {
+			break
+		}
+		s = (s + 7) / 8
+		s = (s + 7) / 8 * 8
+	}
+	off := n
+	for l := range t.Levels {
+		t.Sum[l] = off
+		off += t.Size[l]
+	}
+	t.Min[0] = -1
+	for l := 1; l < t.Levels; l++ {
+		t.Min[l] = off
+		off += t.Size[l]
+	}
+	t.Min[t.Levels] = off
+	t.Doubles = off + 1
+	return t
+}
+
+// TreeLeaves reports whether n is a valid tree size: a power of two of
+// at least 8 whose tree fits the kernels' 12 levels.
+func TreeLeaves(n int64) bool { return n >= 8 && n&(n-1) == 0 && n <= 1<<33 }
+
+// PrioritizedDraw describes one prioritized device selection
+// (kernels/draw_prioritized.cu): as UniformDraw, but thread k descends the
+// mirror's sum tree with u = philox.Float64(x) * total exactly as the host
+// tree's find does, writing prob w/total and importance weight
+// min(1, (w/wMin)^-Beta); with total 0 it selects uniformly from the live
+// list, prob 1/NLive, weight 1, as the host does. Prob is unused.
+type PrioritizedDraw struct {
+	UniformDraw
+	Beta float64
+}
+
+// UniformDraw describes one uniform device selection of N items from a
+// mirror (kernels/draw_uniform.cu), thread k of which computes
+//
+//	x := philox.Draw(Seed, 0, Call, k)
+//	slot := live[philox.Index(x, NLive)]
+//	r := items[slot]
+//	wins[k] = WinDesc{r.Row, r.Start % Capacity, r.Len}
+//	keys[k], probs[k], weights[k] = r.Key, Prob, 1
+//
+// Out receives the N windows (WinDesc, 24 bytes each) from byte WinOff,
+// the keys (uint64) from KeyOff, probabilities and weights (float64) from
+// ProbOff and WeightOff, each offset a multiple of 8.
+type UniformDraw struct {
+	Mirror   Mirror
+	NLive    int64
+	Seed     uint64
+	Call     uint64
+	Prob     float64
+	Capacity int64
+	N        int64
+
+	Out                                Arena
+	WinOff, KeyOff, ProbOff, WeightOff int64
+}
+
+// BadPatch describes the first patch whose slot or position lies outside
+// a mirror of slots slots; empty when there is none. Backends check every
+// patch with it before writing anything.
+func BadPatch(slots int64, items []ItemPatch, live []LivePatch) string {
+	for i, p := range items {
+		if p.Slot < 0 || p.Slot >= slots {
+			return fmt.Sprintf("item patch %d: slot %d of %d", i, p.Slot, slots)
+		}
+	}
+	for i, p := range live {
+		if p.Pos < 0 || p.Pos >= slots || p.Slot < 0 || p.Slot >= slots {
+			return fmt.Sprintf("live patch %d: entry %d = slot %d of %d", i, p.Pos, p.Slot, slots)
+		}
+	}
+	return ""
+}
+
+// Arguments, in order, of the selection kernels (each 8 bytes wide):
+//
+//	trajring_patch_items(items, live, leaves, patches, npatch, lives, nlive, treen, groups)
+//	trajring_draw_uniform(items, live, nlive, seed, call, prob, capacity, n, wins, keys, probs, weights)
+//	trajring_tree_pull(tree, n, level)
+//	trajring_draw_prioritized(items, live, nlive, tree, n, seed, call, beta, capacity, ndraw, wins, keys, probs, weights)
+//	trajring_update_claim(items, slots, keys, n, winners, epoch)
+//	trajring_update_apply(items, slots, keys, prios, n, winners, epoch, tree, a)
+//
+// (beta and a are the 8 bytes of math.Float64bits; prios are float32;
+// groups, when not 0, lists the tree's groups above the patched leaves,
+// level by level: trajring_patch_items then repairs them in the same
+// launch, as one block whose levels are separated by __syncthreads.)
+// trajring_tree_pull recomputes one level of the tree (one thread per
+// group; a repair launches it for every level, leaves first);
+// trajring_update_claim makes the last update of each slot its winner with
+// a 64-bit atomic max of epoch<<32 | i+1 (the only atomic of the kernels:
+// tr_atomic_max_u64 in tree.h), trajring_update_apply then sets the
+// winners' leaves.
+//
+// (leaves is the address of the sum tree's leaf weights, 0 for a mirror
+// without a tree; prob is the 8 bytes of math.Float64bits.) One thread per
+// patch or draw, grid-stride; y is unused (1).

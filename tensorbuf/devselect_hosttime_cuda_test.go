@@ -1,0 +1,314 @@
+//go:build cuda
+
+package tensorbuf_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/trajring/trajring/cpu"
+	"github.com/trajring/trajring/gpu"
+	"github.com/trajring/trajring/tensorbuf"
+	"gorgonia.org/tensor"
+)
+
+// TestDeviceSelectionHostTime measures the host time of a uniform and a
+// prioritized (Beta 0.4) Table.SampleInto at B=256 on the gpu backend with DeviceSelection (draw
+// and gather queued, nothing waited for), and with host selection, next to
+// the cpu backend's whole sample of the same table (same rows, items and
+// seed), in the same run. Times are the calling thread's CPU time per
+// call (CLOCK_THREAD_CPUTIME_ID, the clock the stand-in times its device
+// work with: getrusage's thread times are too coarse for calls of a
+// microsecond) less the stand-in's device time (see TestHostTime). Set
+// TRAJRING_HOSTTIME=1 to run it; TRAJRING_HOSTTIME_OUT=file also writes
+// the table there.
+func TestDeviceSelectionHostTime(t *testing.T) {
+	if os.Getenv("TRAJRING_HOSTTIME") == "" {
+		t.Skip("set TRAJRING_HOSTTIME=1 to measure host time")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	const B, calls = 256, 2000
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%-38s %14s %14s %14s %9s %9s\n", "SampleInto B=256", "gpu dev-sel µs", "gpu host-sel µs", "cpu whole µs", "dev/cpu", "launches")
+	for _, c := range []struct {
+		sel                    tensorbuf.Selector
+		rows                   string
+		envs, capacity, perRow int
+	}{
+		{tensorbuf.Uniform, "low-dim", 256, 64, 32},
+		{tensorbuf.Uniform, "3KB", 256, 64, 32},
+		{tensorbuf.Uniform, "low-dim", 1024, 512, 256},
+		{tensorbuf.Prioritized, "low-dim", 256, 64, 32},
+		{tensorbuf.Prioritized, "3KB", 256, 64, 32},
+		{tensorbuf.Prioritized, "low-dim", 1024, 512, 256},
+	} {
+		name := fmt.Sprintf("%v %s, %d items", c.sel, c.rows, c.envs*c.perRow)
+		var devT, hostT, cpuT time.Duration
+		var launches float64
+		for _, mode := range []string{"dev", "host", "cpu"} {
+			var be tensorbuf.Backend
+			var g *gpu.Backend
+			if mode == "cpu" {
+				be = cpu.New()
+			} else {
+				var err error
+				if g, err = gpu.New(); err != nil {
+					t.Fatal(err)
+				}
+				be = g
+			}
+			fields := hostTimeFields[c.rows]
+			buf, err := tensorbuf.New(tensorbuf.Config{NumEnvs: c.envs, Capacity: c.capacity, Fields: fields, Seed: 1, Backend: be})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := buf.NewWriter()
+			if err != nil {
+				t.Fatal(err)
+			}
+			step := fullStep(fields, c.envs)
+			for range c.capacity {
+				if err := w.Add(step); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tbl, err := buf.NewTable(tensorbuf.TableConfig{Name: "t", Selector: c.sel, Beta: 0.4, Seed: 5, DeviceSelection: mode == "dev"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r := range c.envs {
+				for s := range int64(c.perRow) {
+					if _, err := tbl.Insert(tensorbuf.Item{Row: r, Start: s * int64(c.capacity/c.perRow), Len: 1, Priority: float64(1 + (r+int(s))%9)}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			ctx := context.Background()
+			bt := new(tensorbuf.Batch)
+			for range 20 {
+				if err := tbl.SampleInto(ctx, bt, B); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := be.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			var l0 int64
+			if g != nil {
+				l0 = g.Launches()
+			}
+			dev0, _ := gpu.StandinDeviceTime()
+			cpu0 := threadClock(t)
+			for range calls {
+				if err := tbl.SampleInto(ctx, bt, B); err != nil {
+					t.Fatal(err)
+				}
+			}
+			used := threadClock(t) - cpu0
+			dev1, _ := gpu.StandinDeviceTime()
+			switch mode {
+			case "dev":
+				devT = (used - (dev1 - dev0)) / calls
+				t.Logf("%s: device selection: thread CPU %v per call, of which stand-in device time %v", name, used/calls, (dev1-dev0)/calls)
+				launches = float64(g.Launches()-l0) / calls
+			case "host":
+				hostT = (used - (dev1 - dev0)) / calls
+			default:
+				cpuT = used / calls
+			}
+			if err := be.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			_ = bt.Release()
+			_ = buf.Close()
+			if g != nil {
+				_ = g.Close()
+			}
+		}
+		us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+		fmt.Fprintf(&sb, "%-38s %14.1f %14.1f %14.1f %8.3fx %9.1f\n", name, us(devT), us(hostT), us(cpuT), float64(devT)/float64(cpuT), launches)
+	}
+	t.Log("\n" + sb.String())
+	if out := os.Getenv("TRAJRING_HOSTTIME_OUT"); out != "" {
+		if err := os.WriteFile(out, []byte(sb.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// threadClock returns the calling thread's CPU time from
+// clock_gettime(CLOCK_THREAD_CPUTIME_ID).
+func threadClock(t *testing.T) time.Duration {
+	var ts syscall.Timespec
+	const clockThreadCPUTime = 3
+	if _, _, e := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTime, uintptr(unsafe.Pointer(&ts)), 0); e != 0 {
+		t.Fatal(e)
+	}
+	return time.Duration(ts.Nano())
+}
+
+// BenchmarkDeviceSelection times SampleInto of a DeviceSelection table on
+// the gpu backend (L=1, low-dim steps, 256 rows of 1024 steps, 262,144
+// items), uniform and prioritized (Beta 0.4), at B=256 and B=65,536, a
+// prioritized one after an insert and a delete (the mirror patch and tree
+// repair), and UpdatePrioritiesDevice of the batch's keys. It reports:
+//
+//	us/op        µs per call, calls queued back to back (one Sync at the end)
+//	p50_us       latency of one call waited for on its own (call + Sync)
+//	host_us      the calling thread's CPU time per call, calls queued back
+//	             to back, less the stand-in's device time (on a GPU: all of
+//	             it host time)
+//	launches/op  kernel launches per call
+//
+// bench/gpu-check.sh runs it on a GPU; on the stand-in only host_us and
+// launches/op mean anything.
+func BenchmarkDeviceSelection(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		sel    tensorbuf.Selector
+		n      int
+		update bool
+		insert bool // an insert and a delete before each sample
+	}{
+		{"uniform/B256", tensorbuf.Uniform, 256, false, false},
+		{"uniform/B65536", tensorbuf.Uniform, 65536, false, false},
+		{"prioritized/B256", tensorbuf.Prioritized, 256, false, false},
+		{"prioritized/B65536", tensorbuf.Prioritized, 65536, false, false},
+		{"prioritized+insert/B256", tensorbuf.Prioritized, 256, false, true},
+		{"update/B256", tensorbuf.Prioritized, 256, true, false},
+		{"update/B65536", tensorbuf.Prioritized, 65536, true, false},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			g, err := gpu.New()
+			if err != nil {
+				b.Skipf("no gpu backend: %v", err)
+			}
+			defer g.Close()
+			const envs, capacity = 256, 1024
+			fields := hostTimeFields["low-dim"]
+			buf, err := tensorbuf.New(tensorbuf.Config{NumEnvs: envs, Capacity: capacity, Fields: fields, Seed: 1, Backend: g})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer buf.Close()
+			w, err := buf.NewWriter()
+			if err != nil {
+				b.Fatal(err)
+			}
+			step := fullStep(fields, envs)
+			for range capacity {
+				if err := w.Add(step); err != nil {
+					b.Fatal(err)
+				}
+			}
+			tbl, err := buf.NewTable(tensorbuf.TableConfig{Name: "t", Selector: bc.sel, Beta: 0.4, Seed: 5, DeviceSelection: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for r := range envs {
+				for s := range int64(capacity) {
+					if _, err := tbl.Insert(tensorbuf.Item{Row: r, Start: s, Len: 1, Priority: float64(1 + (r+int(s))%9)}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			ctx := context.Background()
+			bt := new(tensorbuf.Batch)
+			defer bt.Release()
+			if err := tbl.SampleInto(ctx, bt, bc.n); err != nil {
+				b.Fatal(err)
+			}
+			op := func() error { return tbl.SampleInto(ctx, bt, bc.n) }
+			if bc.insert {
+				op = func() error {
+					k, err := tbl.Insert(tensorbuf.Item{Row: 3, Start: 500, Len: 1, Priority: 2.5})
+					if err != nil {
+						return err
+					}
+					tbl.Delete(k)
+					return tbl.SampleInto(ctx, bt, bc.n)
+				}
+			}
+			if bc.update {
+				a, err := g.Alloc(int64(4 * bc.n))
+				if err != nil {
+					b.Fatal(err)
+				}
+				prios, err := g.Tensor(a, 0, tensor.Float32, bc.n)
+				if err != nil {
+					b.Fatal(err)
+				}
+				op = func() error { return tbl.UpdatePrioritiesDevice(bt.KeyTensor, prios) }
+			}
+			if err := op(); err != nil { // warm up (the first insert grows the tree)
+				b.Fatal(err)
+			}
+			if err := g.Sync(); err != nil {
+				b.Fatal(err)
+			}
+			run := func(k int) (time.Duration, error) {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				d0, _ := gpu.StandinDeviceTime()
+				var ts0 syscall.Timespec
+				clockThread(&ts0)
+				for range k {
+					if err := op(); err != nil {
+						return 0, err
+					}
+				}
+				var ts1 syscall.Timespec
+				clockThread(&ts1)
+				d1, _ := gpu.StandinDeviceTime()
+				return (time.Duration(ts1.Nano()-ts0.Nano()) - (d1 - d0)) / time.Duration(k), g.Sync()
+			}
+			host, err := run(100)
+			if err != nil {
+				b.Fatal(err)
+			}
+			l0 := g.Launches()
+			lat := make([]time.Duration, 0, 64)
+			for range 64 {
+				t0 := time.Now()
+				if err := op(); err != nil {
+					b.Fatal(err)
+				}
+				if err := g.Sync(); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			launches := float64(g.Launches()-l0) / 64
+			slices.Sort(lat)
+			b.ResetTimer()
+			for range b.N {
+				if err := op(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := g.Sync(); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N), "us/op")
+			b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50_us")
+			b.ReportMetric(float64(host.Nanoseconds())/1e3, "host_us")
+			b.ReportMetric(launches, "launches/op")
+		})
+	}
+}
+
+// clockThread reads clock_gettime(CLOCK_THREAD_CPUTIME_ID) into ts.
+func clockThread(ts *syscall.Timespec) {
+	const clockThreadCPUTime = 3
+	_, _, _ = syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTime, uintptr(unsafe.Pointer(ts)), 0)
+}
