@@ -144,7 +144,10 @@ type Ingester struct {
 	floor  uint64              // every frame up to this stream sequence is done
 	naked  map[uint64]struct{} // stream sequences handed back or held, not yet done
 	back   map[uint64]uint64   // stream sequences handed back: their actor
-	out    map[uint64]int      // frames handed back per actor (it is not idle meanwhile)
+	// out holds, per actor, the frames handed back and not yet done
+	// (stream sequence -> frame sequence): they will come again, so the
+	// actor is not idle and no gap before them is given up.
+	out map[uint64]map[uint64]uint64
 	frame  Frame
 	sel    []bool
 
@@ -158,6 +161,7 @@ type Ingester struct {
 	pending   uint64    // consumer's pending count at the last delivery
 	lastMsg   time.Time // wall time the last message was handled
 	full      time.Time // wall time a frame was last refused a hold (bounds reached)
+	dbg       dbgCounters
 }
 
 // NewIngester creates (or, when resuming, recreates) the durable consumer
@@ -208,7 +212,7 @@ func NewIngester(ctx context.Context, cfg IngesterConfig) (*Ingester, error) {
 			cfg.Rows = append(cfg.Rows, r)
 		}
 	}
-	in := &Ingester{cfg: cfg, schema: s, actors: map[uint64]*actorState{}, free: make([]bool, len(cfg.Rows)), naked: map[uint64]struct{}{}, back: map[uint64]uint64{}, out: map[uint64]int{},
+	in := &Ingester{cfg: cfg, schema: s, actors: map[uint64]*actorState{}, free: make([]bool, len(cfg.Rows)), naked: map[uint64]struct{}{}, back: map[uint64]uint64{}, out: map[uint64]map[uint64]uint64{},
 		held: map[uint64]*heldFrame{}, maxHeld: 64 * cfg.Prefetch, gone: map[uint64]struct{}{}, waiting: map[uint64]*actorState{}}
 	for i := range in.free {
 		in.free[i] = true
@@ -328,6 +332,9 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 		in.newest = md.Timestamp
 	}
 	in.pending = md.NumPending
+	if md.NumDelivered > 1 {
+		in.dbg.Redelivered++
+	}
 	if h := in.held[seq]; h != nil {
 		// Redelivered while held here (an acknowledgement deadline or a
 		// server restart): keep the newest delivery to acknowledge.
@@ -348,12 +355,16 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 	a := in.actors[f.Actor]
 	if a == nil {
 		w := in.waiting[f.Actor]
-		if w == nil && f.Bye {
+		if w == nil && f.Bye && len(in.out[f.Actor]) == 0 {
+			in.dbg.ByeNoActor++
 			in.done(msg, seq)
 			return
 		}
 		if w == nil {
 			a, _ = in.join(f.Actor, f.ActorRows)
+			if a != nil && f.Seq > 0 {
+				in.dbg.JoinLateFirst++
+			}
 		}
 		if a == nil {
 			// No rows free: the frame waits in the ingester while later
@@ -363,8 +374,9 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 				in.waiting[f.Actor] = w
 			}
 			if !in.hold(w, msg, seq, f, md.Timestamp) {
+				in.dbg.HoldRefWaiting++
 				in.stats.Deferred++
-				in.defer_(msg, seq, time.Second, f.Actor)
+				in.defer_(msg, seq, time.Second, f.Actor, f.Seq)
 			}
 			in.admit()
 			return
@@ -376,8 +388,9 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 	a.seen, a.lastSeq = in.lastMsg, max(a.lastSeq, seq)
 	if !in.ready(a, f) {
 		if !in.hold(a, msg, seq, f, md.Timestamp) {
+			in.dbg.HoldRefReady++
 			in.stats.Deferred++
-			in.defer_(msg, seq, in.cfg.GapDelay, a.id)
+			in.defer_(msg, seq, in.cfg.GapDelay, a.id, f.Seq)
 		}
 		return
 	}
@@ -425,8 +438,13 @@ func (in *Ingester) process(a *actorState, msg jetstream.Msg, seq uint64, f *Fra
 		return true
 	}
 	if gap {
+		in.dbg.GapProcess++
+		if a.seqKnown && f.Seq != a.nextFrame {
+			in.dbg.GapSeqNotNext++
+		}
 		if err := in.cut(a, f); err != nil {
-			in.defer_(msg, seq, time.Second, a.id)
+			in.dbg.CutFailed++
+			in.defer_(msg, seq, time.Second, a.id, f.Seq)
 			return false
 		}
 		in.dead(msg, "gap")
@@ -450,7 +468,7 @@ func (in *Ingester) done(msg jetstream.Msg, seq uint64) {
 	delete(in.naked, seq)
 	if id, ok := in.back[seq]; ok {
 		delete(in.back, seq)
-		if in.out[id]--; in.out[id] <= 0 {
+		if delete(in.out[id], seq); len(in.out[id]) == 0 {
 			delete(in.out, id)
 		}
 	}
@@ -459,14 +477,28 @@ func (in *Ingester) done(msg jetstream.Msg, seq uint64) {
 	}
 }
 
-// defer_ hands a message of an actor back for later redelivery.
-func (in *Ingester) defer_(msg jetstream.Msg, seq uint64, d time.Duration, actor uint64) {
+// defer_ hands frame fseq of an actor back for later redelivery.
+func (in *Ingester) defer_(msg jetstream.Msg, seq uint64, d time.Duration, actor, fseq uint64) {
 	in.naked[seq] = struct{}{}
 	if _, ok := in.back[seq]; !ok {
 		in.back[seq] = actor
-		in.out[actor]++
+		if in.out[actor] == nil {
+			in.out[actor] = map[uint64]uint64{}
+		}
+		in.out[actor][seq] = fseq
 	}
 	_ = msg.NakWithDelay(d)
+}
+
+// outBefore reports whether a frame of the actor numbered below fseq is
+// handed back (it will come again: no gap before fseq may be given up).
+func (in *Ingester) outBefore(actor, fseq uint64) bool {
+	for _, s := range in.out[actor] {
+		if s < fseq {
+			return true
+		}
+	}
+	return false
 }
 
 // streamFloor is the highest stream sequence up to which every frame is

@@ -87,6 +87,8 @@ func (in *Ingester) hold(a *actorState, msg jetstream.Msg, seq uint64, f *Frame,
 	in.naked[seq] = struct{}{}
 	in.heldBytes += len(data)
 	in.stats.Held++
+	in.dbg.MaxHeldN = max(in.dbg.MaxHeldN, int64(len(in.held)))
+	in.dbg.MaxHeldB = max(in.dbg.MaxHeldB, int64(in.heldBytes))
 	return true
 }
 
@@ -114,7 +116,7 @@ func (in *Ingester) drain(a *actorState, force bool) {
 			in.done(h.msg, h.seq)
 			continue
 		}
-		if !in.ready(a, f) && !(force && in.expired(h)) {
+		if !in.ready(a, f) && !(force && in.expired(a, h)) {
 			return
 		}
 		in.unhold(a)
@@ -140,16 +142,25 @@ func (in *Ingester) drain(a *actorState, force bool) {
 // are reached (frames are handed back, and the consumer's window may be
 // full of them: the predecessor may never come), in wall time since it
 // came.
-func (in *Ingester) expired(h *heldFrame) bool {
+func (in *Ingester) expired(a *actorState, h *heldFrame) bool {
+	if in.outBefore(a.id, h.fseq) {
+		return false // a predecessor was handed back: it comes again
+	}
 	if in.newest.Sub(h.stored) >= in.cfg.GapTimeout {
+		in.dbg.ExpStream++
 		return true
 	}
 	now := time.Now()
 	if now.Sub(in.full) < quietBeforeWallClock && now.Sub(h.received) >= in.cfg.GapTimeout {
+		in.dbg.ExpFull++
 		return true
 	}
-	return in.pending == 0 && now.Sub(in.lastMsg) >= min(quietBeforeWallClock, in.cfg.GapTimeout) &&
+	r := in.pending == 0 && now.Sub(in.lastMsg) >= min(quietBeforeWallClock, in.cfg.GapTimeout) &&
 		now.Sub(h.stored) >= in.cfg.GapTimeout
+	if r {
+		in.dbg.ExpQuiet++
+	}
+	return r
 }
 
 // forget remembers an actor that left with a bye, so that late copies of
@@ -211,6 +222,7 @@ func (in *Ingester) admit() {
 		var w *actorState
 		for _, c := range in.waiting {
 			if len(c.held) == 0 {
+				in.dbg.WaitingDropped++
 				delete(in.waiting, c.id) // all it had was handed back
 				continue
 			}
@@ -234,6 +246,9 @@ func (in *Ingester) admit() {
 			return
 		}
 		delete(in.waiting, w.id)
+		if f.Seq > 0 {
+			in.dbg.AdmitLateFirst++
+		}
 		// Idle from now on (in stream time), not since it began waiting.
 		a.held, a.last, a.seen, a.lastSeq = w.held, in.newest, time.Now(), w.lastSeq
 		in.drain(a, false)
@@ -258,7 +273,7 @@ func (in *Ingester) expireStalled(ctx context.Context) {
 	in.mu.Lock()
 	now := time.Now()
 	for _, a := range in.actors {
-		if len(a.held) == 0 && in.out[a.id] == 0 && now.Sub(a.seen) > in.cfg.ActorIdle && now.Sub(a.asked) > in.cfg.ActorIdle/4 {
+		if len(a.held) == 0 && len(in.out[a.id]) == 0 && now.Sub(a.seen) > in.cfg.ActorIdle && now.Sub(a.asked) > in.cfg.ActorIdle/4 {
 			a.asked = now
 			cs = append(cs, cand{a, a.lastSeq})
 		}
@@ -282,7 +297,8 @@ func (in *Ingester) expireStalled(ctx context.Context) {
 			continue // newer frames are on their way
 		}
 		in.mu.Lock()
-		if a := c.a; in.actors[a.id] == a && a.lastSeq == c.seq && len(a.held) == 0 && in.out[a.id] == 0 && time.Since(a.seen) > in.cfg.ActorIdle {
+		if a := c.a; in.actors[a.id] == a && a.lastSeq == c.seq && len(a.held) == 0 && len(in.out[a.id]) == 0 && time.Since(a.seen) > in.cfg.ActorIdle {
+			in.dbg.StalledLeaves++
 			in.leave(a)
 			in.admit()
 		}

@@ -3,6 +3,7 @@ package remote
 import (
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -49,7 +50,13 @@ func TestSoak(t *testing.T) {
 	// (2.5 on average) for ActorIdle (3 s) of stream time, besides the
 	// live ones; with fewer rows actors queue for rows faster than rows
 	// free up, and their frames overflow ReorderBytes.
-	buf := newEpisodeBuffer(t, 128, 4096)
+	rows := 128
+	if v := os.Getenv("TRAJRING_REMOTE_SOAK_ROWS"); v != "" {
+		if rows, err = strconv.Atoi(v); err != nil || rows < 4 {
+			t.Fatalf("TRAJRING_REMOTE_SOAK_ROWS=%q: want a number of rows, at least 4", v)
+		}
+	}
+	buf := newEpisodeBuffer(t, rows, 4096)
 	in, stop := runIngester(t, IngesterConfig{JetStream: js, Buffer: buf, NewObserver: episodeFactory, ActorIdle: 3 * time.Second, GapTimeout: 10 * time.Second})
 	end := time.Now().Add(dur)
 	var published, actorsRun, killed atomic.Int64
@@ -114,6 +121,9 @@ func TestSoak(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	for buf.Stats().Steps < want {
 		if time.Now().After(deadline) {
+			in.mu.Lock()
+			t.Logf("dbg %+v", in.dbg)
+			in.mu.Unlock()
 			t.Fatalf("after 60 s the buffer holds %d of %d published steps; ingester %+v", buf.Stats().Steps, want, in.Stats())
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -121,6 +131,9 @@ func TestSoak(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	st := in.Stats()
 	stop()
+	in.mu.Lock()
+	t.Logf("dbg %+v", in.dbg)
+	in.mu.Unlock()
 	t.Logf("%v: %d actors (%d killed), %d server restarts, %d steps; ingester %+v", dur, actorsRun.Load(), killed.Load(), restarts, want, st)
 	if got := buf.Stats().Steps; got != want || st.Gaps != 0 || st.Dead != 0 {
 		t.Fatalf("buffer wrote %d steps, actors published %d; gaps %d, dead %d", got, want, st.Gaps, st.Dead)
