@@ -249,8 +249,12 @@ func (in *Ingester) admit() {
 		if f.Seq > 0 {
 			in.dbg.AdmitLateFirst++
 		}
-		// Idle from now on (in stream time), not since it began waiting.
-		a.held, a.last, a.seen, a.lastSeq = w.held, in.newest, time.Now(), w.lastSeq
+		// Idle since its newest frame, in stream time as any actor: every
+		// frame stored before the newest one received has come (those
+		// handed back keep it alive), so an actor that waited longer than
+		// ActorIdle after its last frame (one killed) frees its rows as
+		// soon as its frames are written, not ActorIdle later.
+		a.held, a.last, a.seen, a.lastSeq = w.held, w.last, w.seen, w.lastSeq
 		in.drain(a, false)
 	}
 }
