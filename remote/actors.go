@@ -78,11 +78,13 @@ func (in *Ingester) leave(a *actorState) {
 }
 
 // expireIdle frees the rows of actors idle longer than ActorIdle in
-// stream time (none with frames held: they wait for a predecessor).
-func (in *Ingester) expireIdle() {
+// stream time (none with frames held: they wait for a predecessor, nor
+// with frames handed back) and reports whether it freed any.
+func (in *Ingester) expireIdle() bool {
 	if in.cfg.ActorIdle <= 0 {
-		return
+		return false
 	}
+	freed := false
 	for _, a := range in.actors {
 		if a.last.IsZero() {
 			a.last = in.newest // resumed: idle from now on, in stream time
@@ -90,6 +92,8 @@ func (in *Ingester) expireIdle() {
 		if len(a.held) == 0 && len(in.out[a.id]) == 0 && in.newest.Sub(a.last) > in.cfg.ActorIdle {
 			in.dbg.IdleLeaves++
 			in.leave(a)
+			freed = true
 		}
 	}
+	return freed
 }

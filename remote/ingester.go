@@ -147,9 +147,9 @@ type Ingester struct {
 	// out holds, per actor, the frames handed back and not yet done
 	// (stream sequence -> frame sequence): they will come again, so the
 	// actor is not idle and no gap before them is given up.
-	out map[uint64]map[uint64]uint64
-	frame  Frame
-	sel    []bool
+	out   map[uint64]map[uint64]uint64
+	frame Frame
+	sel   []bool
 
 	held      map[uint64]*heldFrame // frames held for reordering, by stream sequence
 	heldBytes int
@@ -341,13 +341,15 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 		h.msg = msg
 		return
 	}
+	if in.expireIdle() {
+		in.admit() // before the frame is decoded: admit decodes too
+	}
 	f := &in.frame
 	if err := in.schema.Decode(data, f); err != nil {
 		in.dead(msg, err.Error())
 		in.done(msg, seq)
 		return
 	}
-	in.expireIdle()
 	if _, ok := in.gone[f.Actor]; ok {
 		in.dupFrame(msg, seq, f)
 		return
