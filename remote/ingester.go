@@ -257,8 +257,12 @@ func (in *Ingester) Stats() IngesterStats {
 }
 
 // Run consumes frames until ctx is done (then it returns nil) or the
-// consumer fails beyond recovery. Transient errors (a server restart, a
-// leader election) are retried.
+// consumer cannot go on: the client's connection is closed for good (an
+// error wrapping nats.ErrConnectionClosed), or the durable consumer or its
+// stream no longer exists (an error wrapping jetstream.ErrConsumerNotFound
+// or jetstream.ErrStreamNotFound, once the server has said so twice, a
+// second apart). Everything else (a server restart, a leader election, a
+// timeout) is retried. Run once at a time.
 func (in *Ingester) Run(ctx context.Context) error {
 	defer in.closeActors()
 	tctx, cancel := context.WithCancel(ctx)
@@ -268,25 +272,48 @@ func (in *Ingester) Run(ctx context.Context) error {
 	defer cancel()
 	for ctx.Err() == nil {
 		it, err := in.cons.Messages(jetstream.PullMaxBytes(in.cfg.PrefetchBytes), jetstream.PullExpiry(2*time.Second))
-		if err != nil {
-			if !sleepCtx(ctx, 200*time.Millisecond) {
-				break
+		if err == nil {
+			stop := context.AfterFunc(ctx, it.Stop)
+			for {
+				msg, err := it.Next()
+				if err != nil {
+					break
+				}
+				in.handle(msg)
 			}
-			continue
+			stop()
+			it.Stop()
 		}
-		stop := context.AfterFunc(ctx, it.Stop)
-		for {
-			msg, err := it.Next()
-			if err != nil {
-				break
-			}
-			in.handle(msg)
+		if ctx.Err() != nil {
+			break
 		}
-		stop()
-		it.Stop()
+		if err := in.lost(ctx); err != nil {
+			return err
+		}
 		sleepCtx(ctx, 50*time.Millisecond)
 	}
 	return nil
+}
+
+// lost reports why the consumer cannot go on after it stopped delivering,
+// or nil if it may come back (see Run).
+func (in *Ingester) lost(ctx context.Context) error {
+	if nc := in.cfg.JetStream.Conn(); nc != nil && nc.IsClosed() {
+		return fmt.Errorf("remote: consumer %q: %w", in.cfg.Durable, nats.ErrConnectionClosed)
+	}
+	var err error
+	for i := range 2 {
+		if i > 0 && !sleepCtx(ctx, time.Second) {
+			return nil
+		}
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err = in.cfg.JetStream.Consumer(cctx, in.cfg.Stream, in.cfg.Durable)
+		cancel()
+		if !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil
+		}
+	}
+	return fmt.Errorf("remote: consumer %q on stream %q: %w", in.cfg.Durable, in.cfg.Stream, err)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
