@@ -90,7 +90,6 @@ func (in *Ingester) expireIdle() bool {
 			a.last = in.newest // resumed: idle from now on, in stream time
 		}
 		if len(a.held) == 0 && len(in.out[a.id]) == 0 && in.newest.Sub(a.last) > in.cfg.ActorIdle {
-			in.dbg.IdleLeaves++
 			in.leave(a)
 			freed = true
 		}

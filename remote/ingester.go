@@ -60,8 +60,11 @@ type IngesterConfig struct {
 	// backlog therefore never cuts a gap whose frames are in the stream.
 	GapTimeout time.Duration
 	// ReorderBytes bounds the bytes of the frames held in the ingester
-	// while they wait for a predecessor (default 64 MiB). A frame beyond
-	// it is handed back to the stream (redelivered after GapDelay).
+	// while they wait for a predecessor or for free rows (default 64
+	// MiB). A frame beyond it is handed back to the stream (redelivered
+	// after GapDelay, or a second when its actor waits for rows) and
+	// written when it comes again: no gap before a handed-back frame is
+	// given up.
 	ReorderBytes int
 	// GapDelay is the redelivery delay of a frame handed back (default
 	// 100 ms) and the period at which held frames are checked.
@@ -161,7 +164,6 @@ type Ingester struct {
 	pending   uint64    // consumer's pending count at the last delivery
 	lastMsg   time.Time // wall time the last message was handled
 	full      time.Time // wall time a frame was last refused a hold (bounds reached)
-	dbg       dbgCounters
 }
 
 // NewIngester creates (or, when resuming, recreates) the durable consumer
@@ -359,9 +361,6 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 		in.newest = md.Timestamp
 	}
 	in.pending = md.NumPending
-	if md.NumDelivered > 1 {
-		in.dbg.Redelivered++
-	}
 	if h := in.held[seq]; h != nil {
 		// Redelivered while held here (an acknowledgement deadline or a
 		// server restart): keep the newest delivery to acknowledge.
@@ -385,15 +384,11 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 	if a == nil {
 		w := in.waiting[f.Actor]
 		if w == nil && f.Bye && len(in.out[f.Actor]) == 0 {
-			in.dbg.ByeNoActor++
 			in.done(msg, seq)
 			return
 		}
 		if w == nil {
 			a, _ = in.join(f.Actor, f.ActorRows)
-			if a != nil && f.Seq > 0 {
-				in.dbg.JoinLateFirst++
-			}
 		}
 		if a == nil {
 			// No rows free: the frame waits in the ingester while later
@@ -403,7 +398,6 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 				in.waiting[f.Actor] = w
 			}
 			if !in.hold(w, msg, seq, f, md.Timestamp) {
-				in.dbg.HoldRefWaiting++
 				in.stats.Deferred++
 				in.defer_(msg, seq, time.Second, f.Actor, f.Seq)
 			}
@@ -417,7 +411,6 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 	a.seen, a.lastSeq = in.lastMsg, max(a.lastSeq, seq)
 	if !in.ready(a, f) {
 		if !in.hold(a, msg, seq, f, md.Timestamp) {
-			in.dbg.HoldRefReady++
 			in.stats.Deferred++
 			in.defer_(msg, seq, in.cfg.GapDelay, a.id, f.Seq)
 		}
@@ -467,12 +460,7 @@ func (in *Ingester) process(a *actorState, msg jetstream.Msg, seq uint64, f *Fra
 		return true
 	}
 	if gap {
-		in.dbg.GapProcess++
-		if a.seqKnown && f.Seq != a.nextFrame {
-			in.dbg.GapSeqNotNext++
-		}
 		if err := in.cut(a, f); err != nil {
-			in.dbg.CutFailed++
 			in.defer_(msg, seq, time.Second, a.id, f.Seq)
 			return false
 		}

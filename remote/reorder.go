@@ -19,8 +19,11 @@ import (
 // delay) keeps it counted against the consumer's MaxAckPending: under a
 // backlog the handed-back frames fill that window and hold back the very
 // predecessor they wait for until the gap is cut. Held frames are bounded
-// (ReorderBytes, and half of MaxAckPending in number); beyond that a frame
-// is handed back as before.
+// (ReorderBytes, and 64 of MaxAckPending's 68 x Prefetch in number);
+// beyond that a frame is handed back as before. A handed-back frame comes
+// again (after its delay), so no gap before it is ever given up: a frame
+// held behind it waits for it, however long, and the actor is not idle
+// meanwhile, nor does its bye free its rows before it is written.
 
 // maxGone bounds the actors remembered as gone (left with a bye).
 const maxGone = 4096
@@ -87,8 +90,6 @@ func (in *Ingester) hold(a *actorState, msg jetstream.Msg, seq uint64, f *Frame,
 	in.naked[seq] = struct{}{}
 	in.heldBytes += len(data)
 	in.stats.Held++
-	in.dbg.MaxHeldN = max(in.dbg.MaxHeldN, int64(len(in.held)))
-	in.dbg.MaxHeldB = max(in.dbg.MaxHeldB, int64(in.heldBytes))
 	return true
 }
 
@@ -141,26 +142,22 @@ func (in *Ingester) drain(a *actorState, force bool) {
 // while, in wall time since it was stored; or, while the reorder bounds
 // are reached (frames are handed back, and the consumer's window may be
 // full of them: the predecessor may never come), in wall time since it
-// came.
+// came. A frame whose predecessor was handed back never expires: that
+// predecessor comes again (giving it up used to lose its steps: it was
+// dropped as a duplicate when it came).
 func (in *Ingester) expired(a *actorState, h *heldFrame) bool {
 	if in.outBefore(a.id, h.fseq) {
 		return false // a predecessor was handed back: it comes again
 	}
 	if in.newest.Sub(h.stored) >= in.cfg.GapTimeout {
-		in.dbg.ExpStream++
 		return true
 	}
 	now := time.Now()
 	if now.Sub(in.full) < quietBeforeWallClock && now.Sub(h.received) >= in.cfg.GapTimeout {
-		in.dbg.ExpFull++
 		return true
 	}
-	r := in.pending == 0 && now.Sub(in.lastMsg) >= min(quietBeforeWallClock, in.cfg.GapTimeout) &&
+	return in.pending == 0 && now.Sub(in.lastMsg) >= min(quietBeforeWallClock, in.cfg.GapTimeout) &&
 		now.Sub(h.stored) >= in.cfg.GapTimeout
-	if r {
-		in.dbg.ExpQuiet++
-	}
-	return r
 }
 
 // forget remembers an actor that left with a bye, so that late copies of
@@ -222,7 +219,6 @@ func (in *Ingester) admit() {
 		var w *actorState
 		for _, c := range in.waiting {
 			if len(c.held) == 0 {
-				in.dbg.WaitingDropped++
 				delete(in.waiting, c.id) // all it had was handed back
 				continue
 			}
@@ -246,9 +242,6 @@ func (in *Ingester) admit() {
 			return
 		}
 		delete(in.waiting, w.id)
-		if f.Seq > 0 {
-			in.dbg.AdmitLateFirst++
-		}
 		// Idle since its newest frame, in stream time as any actor: every
 		// frame stored before the newest one received has come (those
 		// handed back keep it alive), so an actor that waited longer than
@@ -302,7 +295,6 @@ func (in *Ingester) expireStalled(ctx context.Context) {
 		}
 		in.mu.Lock()
 		if a := c.a; in.actors[a.id] == a && a.lastSeq == c.seq && len(a.held) == 0 && len(in.out[a.id]) == 0 && time.Since(a.seen) > in.cfg.ActorIdle {
-			in.dbg.StalledLeaves++
 			in.leave(a)
 			in.admit()
 		}

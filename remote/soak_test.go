@@ -23,7 +23,11 @@ import (
 // frames of actors waiting for rows were handed back to the stream and
 // filled the consumer's window, and ActorIdle in wall time freed the rows
 // of live actors whose frames were behind; both now wait in the ingester
-// or are measured in stream time (see reorder.go).
+// or are measured in stream time (see reorder.go). With the reorder
+// buffer full, frames handed back were then given up as gaps after
+// GapTimeout and dropped as duplicates when they came again (24 rows,
+// 10 s: 748,756 of 762,642 steps, 36 gaps); a handed-back frame is now
+// always waited for (TestScarceRowsLoseNothing).
 func TestSoak(t *testing.T) {
 	env := os.Getenv("TRAJRING_REMOTE_SOAK")
 	if env == "" {
@@ -46,11 +50,12 @@ func TestSoak(t *testing.T) {
 	}()
 	_, js := connect(t, srv.ClientURL())
 	ensure(t, js, StreamConfig{MaxBytes: 4 << 30})
-	// 128 rows: about 9 actors a second are killed and keep their rows
-	// (2.5 on average) for ActorIdle (3 s) of stream time, besides the
-	// live ones; with fewer rows actors queue for rows faster than rows
-	// free up, and their frames overflow ReorderBytes.
-	rows := 128
+	// Rows are scarce (TRAJRING_REMOTE_SOAK_ROWS, default 24): about 9
+	// actors a second are killed and keep their rows (2.5 on average) for
+	// ActorIdle (3 s) of stream time, besides the live ones, so actors
+	// queue for rows and their frames fill the reorder buffer: frames are
+	// handed back (Nak) and must still be written exactly once.
+	rows := 24
 	if v := os.Getenv("TRAJRING_REMOTE_SOAK_ROWS"); v != "" {
 		if rows, err = strconv.Atoi(v); err != nil || rows < 4 {
 			t.Fatalf("TRAJRING_REMOTE_SOAK_ROWS=%q: want a number of rows, at least 4", v)
@@ -121,9 +126,6 @@ func TestSoak(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	for buf.Stats().Steps < want {
 		if time.Now().After(deadline) {
-			in.mu.Lock()
-			t.Logf("dbg %+v", in.dbg)
-			in.mu.Unlock()
 			t.Fatalf("after 60 s the buffer holds %d of %d published steps; ingester %+v", buf.Stats().Steps, want, in.Stats())
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -131,9 +133,6 @@ func TestSoak(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	st := in.Stats()
 	stop()
-	in.mu.Lock()
-	t.Logf("dbg %+v", in.dbg)
-	in.mu.Unlock()
 	t.Logf("%v: %d actors (%d killed), %d server restarts, %d steps; ingester %+v", dur, actorsRun.Load(), killed.Load(), restarts, want, st)
 	if got := buf.Stats().Steps; got != want || st.Gaps != 0 || st.Dead != 0 {
 		t.Fatalf("buffer wrote %d steps, actors published %d; gaps %d, dead %d", got, want, st.Gaps, st.Dead)
