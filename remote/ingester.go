@@ -144,12 +144,12 @@ type Ingester struct {
 	actors map[uint64]*actorState
 	free   []bool // free[i]: cfg.Rows[i] is free
 	stats  IngesterStats
-	floor  uint64              // every frame up to this stream sequence is done
-	naked  map[uint64]struct{} // stream sequences handed back or held, not yet done
-	back   map[uint64]uint64   // stream sequences handed back: their actor
+	floor  uint64               // every frame up to this stream sequence is done
+	naked  map[uint64]struct{}  // stream sequences handed back or held, not yet done
+	back   map[uint64]*outFrame // frames handed back, by stream sequence
 	// out holds, per actor, the frames handed back and not yet done
 	// (stream sequence -> frame sequence): they will come again, so the
-	// actor is not idle and no gap before them is given up.
+	// actor is not idle and they are not given up.
 	out   map[uint64]map[uint64]uint64
 	frame Frame
 	sel   []bool
@@ -214,7 +214,7 @@ func NewIngester(ctx context.Context, cfg IngesterConfig) (*Ingester, error) {
 			cfg.Rows = append(cfg.Rows, r)
 		}
 	}
-	in := &Ingester{cfg: cfg, schema: s, actors: map[uint64]*actorState{}, free: make([]bool, len(cfg.Rows)), naked: map[uint64]struct{}{}, back: map[uint64]uint64{}, out: map[uint64]map[uint64]uint64{},
+	in := &Ingester{cfg: cfg, schema: s, actors: map[uint64]*actorState{}, free: make([]bool, len(cfg.Rows)), naked: map[uint64]struct{}{}, back: map[uint64]*outFrame{}, out: map[uint64]map[uint64]uint64{},
 		held: map[uint64]*heldFrame{}, maxHeld: 64 * cfg.Prefetch, gone: map[uint64]struct{}{}, waiting: map[uint64]*actorState{}}
 	for i := range in.free {
 		in.free[i] = true
@@ -483,22 +483,28 @@ func (in *Ingester) advance(a *actorState, f *Frame) {
 func (in *Ingester) done(msg jetstream.Msg, seq uint64) {
 	_ = msg.Ack()
 	delete(in.naked, seq)
-	if id, ok := in.back[seq]; ok {
-		delete(in.back, seq)
-		if delete(in.out[id], seq); len(in.out[id]) == 0 {
-			delete(in.out, id)
-		}
+	if o := in.back[seq]; o != nil {
+		in.unback(seq, o)
 	}
 	if seq > in.floor {
 		in.floor = seq
 	}
 }
 
+// outFrame is a frame handed back: its actor, its frame sequence and
+// when it was last handed back.
+type outFrame struct {
+	actor, fseq uint64
+	at          time.Time
+}
+
 // defer_ hands frame fseq of an actor back for later redelivery.
 func (in *Ingester) defer_(msg jetstream.Msg, seq uint64, d time.Duration, actor, fseq uint64) {
 	in.naked[seq] = struct{}{}
-	if _, ok := in.back[seq]; !ok {
-		in.back[seq] = actor
+	if o := in.back[seq]; o != nil {
+		o.at = time.Now()
+	} else {
+		in.back[seq] = &outFrame{actor: actor, fseq: fseq, at: time.Now()}
 		if in.out[actor] == nil {
 			in.out[actor] = map[uint64]uint64{}
 		}
@@ -507,15 +513,24 @@ func (in *Ingester) defer_(msg jetstream.Msg, seq uint64, d time.Duration, actor
 	_ = msg.NakWithDelay(d)
 }
 
-// outBefore reports whether a frame of the actor numbered below fseq is
-// handed back (it will come again: no gap before fseq may be given up).
-func (in *Ingester) outBefore(actor, fseq uint64) bool {
-	for _, s := range in.out[actor] {
-		if s < fseq {
-			return true
+// unback forgets a frame handed back.
+func (in *Ingester) unback(seq uint64, o *outFrame) {
+	delete(in.back, seq)
+	if delete(in.out[o.actor], seq); len(in.out[o.actor]) == 0 {
+		delete(in.out, o.actor)
+	}
+}
+
+// pruneBack forgets the frames handed back that have not come again for
+// AckWait + GapTimeout (the stream discarded them: a limit, a deletion);
+// they stay below the checkpoint floor, so a restart replays from them.
+func (in *Ingester) pruneBack() {
+	now := time.Now()
+	for seq, o := range in.back {
+		if now.Sub(o.at) > in.cfg.AckWait+in.cfg.GapTimeout {
+			in.unback(seq, o)
 		}
 	}
-	return false
 }
 
 // streamFloor is the highest stream sequence up to which every frame is

@@ -117,7 +117,7 @@ func (in *Ingester) drain(a *actorState, force bool) {
 			in.done(h.msg, h.seq)
 			continue
 		}
-		if !in.ready(a, f) && !(force && in.expired(a, h)) {
+		if !in.ready(a, f) && !(force && in.giveUp(a, h)) {
 			return
 		}
 		in.unhold(a)
@@ -145,10 +145,7 @@ func (in *Ingester) drain(a *actorState, force bool) {
 // came. A frame whose predecessor was handed back never expires: that
 // predecessor comes again (giving it up used to lose its steps: it was
 // dropped as a duplicate when it came).
-func (in *Ingester) expired(a *actorState, h *heldFrame) bool {
-	if in.outBefore(a.id, h.fseq) {
-		return false // a predecessor was handed back: it comes again
-	}
+func (in *Ingester) expired(h *heldFrame) bool {
 	if in.newest.Sub(h.stored) >= in.cfg.GapTimeout {
 		return true
 	}
@@ -158,6 +155,33 @@ func (in *Ingester) expired(a *actorState, h *heldFrame) bool {
 	}
 	return in.pending == 0 && now.Sub(in.lastMsg) >= min(quietBeforeWallClock, in.cfg.GapTimeout) &&
 		now.Sub(h.stored) >= in.cfg.GapTimeout
+}
+
+// giveUp decides whether actor a's first held frame h, which waits for
+// a predecessor, is written now after a cut. Frames handed back come
+// again, so the wait goes on while the actor's next frame is handed back;
+// otherwise, once h has waited GapTimeout (expired), the missing frames
+// are given up, but only up to the lowest frame handed back between them
+// and h, if any: that one becomes the next (written after a cut when it
+// comes), and h waits on.
+func (in *Ingester) giveUp(a *actorState, h *heldFrame) bool {
+	next, low, found := false, uint64(0), false
+	for _, fs := range in.out[a.id] {
+		switch {
+		case !a.seqKnown && fs < h.fseq, a.seqKnown && fs == a.nextFrame:
+			next = true
+		case a.seqKnown && fs > a.nextFrame && fs < h.fseq && (!found || fs < low):
+			low, found = fs, true
+		}
+	}
+	if next || !in.expired(h) {
+		return false
+	}
+	if found {
+		a.nextFrame = low
+		return false
+	}
+	return true
 }
 
 // forget remembers an actor that left with a bye, so that late copies of
@@ -189,11 +213,13 @@ func (in *Ingester) tickLoop(ctx context.Context) {
 	}
 }
 
-// tick extends the acknowledgement deadline of held frames and writes
-// those whose predecessors are given up on (after a cut).
+// tick forgets frames handed back that the stream no longer has, extends
+// the acknowledgement deadline of held frames and writes those whose
+// predecessors are given up on (after a cut).
 func (in *Ingester) tick() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	in.pruneBack()
 	if len(in.held) == 0 {
 		return
 	}

@@ -169,3 +169,73 @@ func TestByeWaitsForHandedBackFrames(t *testing.T) {
 		t.Fatalf("actors %+v keep rows after their bye", as)
 	}
 }
+
+// TestHandedBackFrameDiscarded runs TestScarceRowsLoseNothing's stream
+// but deletes B2 from the stream while it is handed back, so it never
+// comes again. Waiting for every frame handed back would then stall B for
+// good (B4 waits for B3, handed back again and again while B4 fills the
+// reorder buffer, which waits for B2). A frame handed back that has not
+// come again for AckWait + GapTimeout is forgotten; B2 alone is given up
+// (one cut per row) and B3, B4 are written when they come.
+func TestHandedBackFrameDiscarded(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	defer srv.Shutdown()
+	_, js := connect(t, srv.ClientURL())
+	ensure(t, js, StreamConfig{Memory: true})
+	buf := newEpisodeBuffer(t, 2, 64)
+	s, _ := NewSchema(buf.Fields())
+	const a, b, d = 0xa, 0xb, 0xd
+	fa, fb, fd := handFramesOf(s, a, 2), handFramesOf(s, b, 5), handFramesOf(s, d, 2)
+	in, _ := runIngester(t, IngesterConfig{JetStream: js, Buffer: buf, NewObserver: episodeFactory, AckWait: time.Second,
+		ReorderBytes: len(fb[0]), GapTimeout: 300 * time.Millisecond, GapDelay: 20 * time.Millisecond})
+	seqs := map[string]uint64{}
+	pub := func(name string, actor uint64, data []byte) {
+		t.Helper()
+		ack, err := js.Publish(context.Background(), fmt.Sprintf("%s.%016x", DefaultSubject, actor), data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs[name] = ack.Sequence
+	}
+	pub("A0", a, fa[0])
+	pub("A1", a, fa[1])
+	for i := range 4 {
+		pub(fmt.Sprintf("B%d", i), b, fb[i])
+	}
+	waitFor(t, 5*time.Second, "B1..B3 handed back", func() bool { return in.Stats().Deferred == 3 })
+	st, err := js.Stream(context.Background(), DefaultStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteMsg(context.Background(), seqs["B2"]); err != nil {
+		t.Fatal(err)
+	}
+	pub("Abye", a, s.EncodeBye(a, 2, 2))
+	pub("B4", b, fb[4])
+	time.Sleep(400 * time.Millisecond)
+	pub("D0", d, fd[0])
+	pub("Bbye", b, s.EncodeBye(b, 5, 2))
+	pub("D1", d, fd[1])
+
+	waitFor(t, 20*time.Second, "D's frames", func() bool {
+		as := in.State().Actors
+		return len(as) == 1 && as[0].ID == d && as[0].NextFrame == 2
+	})
+	time.Sleep(100 * time.Millisecond)
+	const steps = (2 + 4 + 2) * 4 * 2 // B2 lost
+	got := in.Stats()
+	want := IngesterStats{Frames: 8, Steps: steps, Bytes: got.Bytes, Dead: 1, Gaps: 2, Deferred: got.Deferred, Held: got.Held, Joins: 3, Leaves: 2}
+	if got != want {
+		t.Fatalf("stats %+v, want %+v", got, want)
+	}
+	if n := buf.Cursor(0) + buf.Cursor(1); n != steps {
+		t.Fatalf("buffer %d steps, want %d", n, steps)
+	}
+	// A and D 3 episodes each; B row 0 (episodes of 4) 0-3, 4-7, 12-15,
+	// 16-19, row 1 (of 5) 0-4, 15-19 and 12-14, the end of an episode
+	// begun in B2: its own item after the cut, not crossing it.
+	tb, _ := buf.Table("episodes")
+	if n := tb.Size(); n != 3+3+4+3 {
+		t.Fatalf("episode items %d, want 13", n)
+	}
+}
