@@ -63,8 +63,13 @@ func (in *Ingester) open(a *actorState) error {
 	return nil
 }
 
-// leave closes an actor's observer and frees its rows.
+// leave closes an actor's observer and frees its rows. It is remembered
+// (forget) with its next frame: a late copy of an older frame is then a
+// duplicate (a bye overrides this: every later frame is).
 func (in *Ingester) leave(a *actorState) {
+	if a.seqKnown {
+		in.forget(a.id, a.nextFrame)
+	}
 	if a.obs != nil {
 		_ = a.obs.Close()
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -157,7 +158,7 @@ type Ingester struct {
 	held      map[uint64]*heldFrame // frames held for reordering, by stream sequence
 	heldBytes int
 	maxHeld   int                    // bound on len(held), below MaxAckPending
-	gone      map[uint64]struct{}    // actors that left with a bye (their late copies are duplicates)
+	gone      map[uint64]uint64      // actors that left: their frames numbered below this are duplicates
 	waiting   map[uint64]*actorState // actors with frames held and no rows yet
 	goneOrder []uint64
 	newest    time.Time // newest stored time received (stream time)
@@ -215,7 +216,7 @@ func NewIngester(ctx context.Context, cfg IngesterConfig) (*Ingester, error) {
 		}
 	}
 	in := &Ingester{cfg: cfg, schema: s, actors: map[uint64]*actorState{}, free: make([]bool, len(cfg.Rows)), naked: map[uint64]struct{}{}, back: map[uint64]*outFrame{}, out: map[uint64]map[uint64]uint64{},
-		held: map[uint64]*heldFrame{}, maxHeld: 64 * cfg.Prefetch, gone: map[uint64]struct{}{}, waiting: map[uint64]*actorState{}}
+		held: map[uint64]*heldFrame{}, maxHeld: 64 * cfg.Prefetch, gone: map[uint64]uint64{}, waiting: map[uint64]*actorState{}}
 	for i := range in.free {
 		in.free[i] = true
 	}
@@ -300,8 +301,13 @@ func (in *Ingester) Run(ctx context.Context) error {
 // lost reports why the consumer cannot go on after it stopped delivering,
 // or nil if it may come back (see Run).
 func (in *Ingester) lost(ctx context.Context) error {
-	if nc := in.cfg.JetStream.Conn(); nc != nil && nc.IsClosed() {
-		return fmt.Errorf("remote: consumer %q: %w", in.cfg.Durable, nats.ErrConnectionClosed)
+	if nc := in.cfg.JetStream.Conn(); nc != nil {
+		if nc.IsClosed() {
+			return fmt.Errorf("remote: consumer %q: %w", in.cfg.Durable, nats.ErrConnectionClosed)
+		}
+		if !nc.IsConnected() {
+			return nil // reconnecting: ask the server once it is back
+		}
 	}
 	var err error
 	for i := range 2 {
@@ -376,7 +382,11 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 		in.done(msg, seq)
 		return
 	}
-	if _, ok := in.gone[f.Actor]; ok {
+	// An actor that left: a late copy of one of its frames (a redelivery
+	// whose acknowledgement a server restart lost) is a duplicate; a newer
+	// frame of an actor freed as idle makes it join again, after a cut.
+	next, left := in.gone[f.Actor]
+	if left && f.Seq < next {
 		in.dupFrame(msg, seq, f)
 		return
 	}
@@ -384,17 +394,20 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 	if a == nil {
 		w := in.waiting[f.Actor]
 		if w == nil && f.Bye && len(in.out[f.Actor]) == 0 {
+			in.forget(f.Actor, math.MaxUint64)
 			in.done(msg, seq)
 			return
 		}
 		if w == nil {
-			a, _ = in.join(f.Actor, f.ActorRows)
+			if a, _ = in.join(f.Actor, f.ActorRows); a != nil && left {
+				a.nextFrame = next
+			}
 		}
 		if a == nil {
 			// No rows free: the frame waits in the ingester while later
 			// frames advance stream time (idle actors leave).
 			if w == nil {
-				w = &actorState{id: f.Actor, seqKnown: true}
+				w = &actorState{id: f.Actor, seqKnown: true, nextFrame: next}
 				in.waiting[f.Actor] = w
 			}
 			if !in.hold(w, msg, seq, f, md.Timestamp) {
@@ -435,7 +448,7 @@ func (in *Ingester) dupFrame(msg jetstream.Msg, seq uint64, f *Frame) {
 func (in *Ingester) process(a *actorState, msg jetstream.Msg, seq uint64, f *Frame) bool {
 	if f.Bye {
 		in.leave(a)
-		in.forget(a.id)
+		in.forget(a.id, math.MaxUint64)
 		in.done(msg, seq)
 		return true
 	}

@@ -25,7 +25,7 @@ import (
 // held behind it waits for it, however long, and the actor is not idle
 // meanwhile, nor does its bye free its rows before it is written.
 
-// maxGone bounds the actors remembered as gone (left with a bye).
+// maxGone bounds the actors remembered as gone (left with a bye or idle).
 const maxGone = 4096
 
 // quietBeforeWallClock is how long no message must have come, with the
@@ -184,13 +184,15 @@ func (in *Ingester) giveUp(a *actorState, h *heldFrame) bool {
 	return true
 }
 
-// forget remembers an actor that left with a bye, so that late copies of
-// its frames are dropped as duplicates instead of making it join again.
-func (in *Ingester) forget(id uint64) {
+// forget remembers an actor that left, with the first frame sequence
+// that is not a duplicate (math.MaxUint64 after a bye: none), so that late
+// copies of its frames are dropped instead of making it join again.
+func (in *Ingester) forget(id, next uint64) {
 	if _, ok := in.gone[id]; ok {
+		in.gone[id] = next
 		return
 	}
-	in.gone[id] = struct{}{}
+	in.gone[id] = next
 	in.goneOrder = append(in.goneOrder, id)
 	if len(in.goneOrder) > maxGone {
 		delete(in.gone, in.goneOrder[0])
@@ -268,6 +270,7 @@ func (in *Ingester) admit() {
 			return
 		}
 		delete(in.waiting, w.id)
+		a.nextFrame = w.nextFrame // after it left idle (see handle), else 0
 		// Idle since its newest frame, in stream time as any actor: every
 		// frame stored before the newest one received has come (those
 		// handed back keep it alive), so an actor that waited longer than

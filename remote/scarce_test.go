@@ -239,3 +239,61 @@ func TestHandedBackFrameDiscarded(t *testing.T) {
 		t.Fatalf("episode items %d, want 13", n)
 	}
 }
+
+// TestIdleActorLateCopy frees actor A as idle (stream time), then gets a
+// late copy of its frame A1 (as a redelivery whose acknowledgement a
+// server restart lost) and its next frame A2:
+//
+//	A0 A1 | (ActorIdle + 100 ms) E0 A1' A2
+//
+// The copy used to make A join again as a new actor and be written twice
+// after a cut (the 2-minute soak with server restarts wrote 30 steps more
+// than were published). A is remembered with its next frame: A1' is a
+// duplicate, and A2 makes it join again, written at once after a cut (no
+// wait for A0 and A1 on its new rows).
+func TestIdleActorLateCopy(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	defer srv.Shutdown()
+	_, js := connect(t, srv.ClientURL())
+	ensure(t, js, StreamConfig{Memory: true})
+	buf := newEpisodeBuffer(t, 4, 64)
+	s, _ := NewSchema(buf.Fields())
+	const a, e = 0xa, 0xe
+	const idle = 300 * time.Millisecond
+	// GapDelay 1 min keeps the wall-clock checks (idle actors, gap
+	// timeouts) out of the way: stream time alone decides.
+	in, _ := runIngester(t, IngesterConfig{JetStream: js, Buffer: buf, NewObserver: episodeFactory, ActorIdle: idle, GapTimeout: idle, GapDelay: time.Minute})
+	pub := func(actor uint64, data ...[]byte) {
+		t.Helper()
+		for _, m := range data {
+			if _, err := js.Publish(context.Background(), fmt.Sprintf("%s.%016x", DefaultSubject, actor), m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	fa := handFramesOf(s, a, 3)
+	pub(a, fa[0], fa[1])
+	time.Sleep(idle + 100*time.Millisecond)
+	pub(e, handFramesOf(s, e, 1)...)
+	pub(a, fa[1], fa[2])
+	waitFor(t, 10*time.Second, "A2", func() bool {
+		for _, as := range in.State().Actors {
+			if as.ID == a && as.NextFrame == 3 {
+				return true
+			}
+		}
+		return false
+	})
+	time.Sleep(100 * time.Millisecond)
+	st := in.Stats()
+	want := IngesterStats{Frames: 4, Steps: 32, Bytes: st.Bytes, Duplicates: 8, DupFrames: 1, Dead: 1, Gaps: 2, Joins: 3, Leaves: 1}
+	if st != want {
+		t.Fatalf("stats %+v, want %+v", st, want)
+	}
+	// A: row 0 (episodes of 4) 0-3, 4-7, 8-11; row 1 (of 5) 0-4 and 8-9,
+	// the end of an episode begun before the cut. E: row 0 0-3.
+	tb, _ := buf.Table("episodes")
+	if n := tb.Size(); n != 3+2+1 {
+		t.Fatalf("episode items %d, want 6", n)
+	}
+}
