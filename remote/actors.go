@@ -92,9 +92,11 @@ func (in *Ingester) expireIdle() bool {
 	freed := false
 	for _, a := range in.actors {
 		if a.last.IsZero() {
-			a.last = in.newest // resumed: idle from now on, in stream time
+			a.last, a.at = in.newest, in.clock // resumed: idle from now on, in stream time
 		}
-		if len(a.held) == 0 && len(in.out[a.id]) == 0 && in.newest.Sub(a.last) > in.cfg.ActorIdle {
+		if len(a.held) == 0 && len(in.out[a.id]) == 0 && in.clock-a.at > in.cfg.ActorIdle {
+			in.dbg.IdleLeaves++
+			in.dbgLeave(a.id, fmt.Sprintf("stream idle newest-last %v clock %v", in.newest.Sub(a.last), in.clock-a.at))
 			in.leave(a)
 			freed = true
 		}

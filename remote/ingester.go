@@ -116,6 +116,7 @@ type actorState struct {
 	next []int64 // next expected step per local row
 	obs  RowObserver
 	last time.Time // stored time of its newest frame (zero: none yet)
+	at   time.Duration // stream clock when that frame came
 	// seen is the wall time a frame of it last came, lastSeq the highest
 	// stream sequence of its frames, asked when the stream was last asked
 	// whether it holds newer ones (see expireStalled).
@@ -158,10 +159,21 @@ type Ingester struct {
 	held      map[uint64]*heldFrame // frames held for reordering, by stream sequence
 	heldBytes int
 	maxHeld   int                    // bound on len(held), below MaxAckPending
+	dbg       dbgCounters
 	gone      map[uint64]uint64      // actors that left: their frames numbered below this are duplicates
 	waiting   map[uint64]*actorState // actors with frames held and no rows yet
 	goneOrder []uint64
 	newest    time.Time // newest stored time received (stream time)
+	// clock is stream time without its pauses: how far the stored time of
+	// the frames received has advanced, each jump counted up to
+	// streamPause, so that a server outage (no frame is stored) or a
+	// quiet stream does not make every actor look idle, nor a held
+	// frame's wait longer, when frames come again. Idleness and gap
+	// timeouts are measured on it.
+	clock time.Duration
+	// down is the wall time the stream was last found unreachable: the
+	// wall-clock idle check counts no time before it.
+	down time.Time
 	pending   uint64    // consumer's pending count at the last delivery
 	lastMsg   time.Time // wall time the last message was handled
 	full      time.Time // wall time a frame was last refused a hold (bounds reached)
@@ -290,6 +302,9 @@ func (in *Ingester) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			break
 		}
+		in.mu.Lock()
+		in.down = time.Now()
+		in.mu.Unlock()
 		if err := in.lost(ctx); err != nil {
 			return err
 		}
@@ -364,6 +379,9 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 	data := msg.Data()
 	in.stats.Bytes += int64(len(data))
 	if md.Timestamp.After(in.newest) {
+		if !in.newest.IsZero() {
+			in.clock += min(md.Timestamp.Sub(in.newest), streamPause)
+		}
 		in.newest = md.Timestamp
 	}
 	in.pending = md.NumPending
@@ -401,6 +419,10 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 		if w == nil {
 			if a, _ = in.join(f.Actor, f.ActorRows); a != nil && left {
 				a.nextFrame = next
+				if next != 0 {
+					in.dbg.Rejoins++
+					in.dbg.Log = append(in.dbg.Log, "rejoin "+in.dbg.cause[f.Actor]+" now "+time.Now().Format("15:04:05.000"))
+				}
 			}
 		}
 		if a == nil {
@@ -419,7 +441,7 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 		}
 	}
 	if md.Timestamp.After(a.last) {
-		a.last = md.Timestamp
+		a.last, a.at = md.Timestamp, in.clock
 	}
 	a.seen, a.lastSeq = in.lastMsg, max(a.lastSeq, seq)
 	if !in.ready(a, f) {

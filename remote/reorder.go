@@ -28,6 +28,10 @@ import (
 // maxGone bounds the actors remembered as gone (left with a bye or idle).
 const maxGone = 4096
 
+// streamPause is the most one jump of the stored time between two frames
+// adds to the stream clock (Ingester.clock).
+const streamPause = time.Second
+
 // quietBeforeWallClock is how long no message must have come, with the
 // consumer caught up, before a held frame's wait is measured in wall time.
 const quietBeforeWallClock = time.Second
@@ -38,6 +42,7 @@ type heldFrame struct {
 	seq     uint64    // stream sequence
 	fseq    uint64    // the actor's frame sequence
 	stored  time.Time // stored time in the stream
+	clock   time.Duration // stream clock when it came
 	data    []byte
 	touched time.Time // last acknowledgement-deadline extension (wall time)
 	// received is the wall time it came.
@@ -71,11 +76,11 @@ func (in *Ingester) hold(a *actorState, msg jetstream.Msg, seq uint64, f *Frame,
 		return false
 	}
 	if stored.After(a.last) {
-		a.last = stored
+		a.last, a.at = stored, in.clock
 	}
 	a.seen, a.lastSeq = in.lastMsg, max(a.lastSeq, seq)
 	now := time.Now()
-	h := &heldFrame{msg: msg, seq: seq, fseq: f.Seq, stored: stored, data: data, touched: now, received: now}
+	h := &heldFrame{msg: msg, seq: seq, fseq: f.Seq, stored: stored, clock: in.clock, data: data, touched: now, received: now}
 	i, _ := slices.BinarySearchFunc(a.held, h, func(x, y *heldFrame) int {
 		switch {
 		case x.fseq < y.fseq:
@@ -146,15 +151,22 @@ func (in *Ingester) drain(a *actorState, force bool) {
 // predecessor comes again (giving it up used to lose its steps: it was
 // dropped as a duplicate when it came).
 func (in *Ingester) expired(h *heldFrame) bool {
-	if in.newest.Sub(h.stored) >= in.cfg.GapTimeout {
+	if in.clock-h.clock >= in.cfg.GapTimeout {
 		return true
 	}
 	now := time.Now()
-	if now.Sub(in.full) < quietBeforeWallClock && now.Sub(h.received) >= in.cfg.GapTimeout {
+	if now.Sub(in.full) < quietBeforeWallClock && now.Sub(laterOf(h.received, in.down)) >= in.cfg.GapTimeout {
 		return true
 	}
 	return in.pending == 0 && now.Sub(in.lastMsg) >= min(quietBeforeWallClock, in.cfg.GapTimeout) &&
-		now.Sub(h.stored) >= in.cfg.GapTimeout
+		now.Sub(laterOf(h.stored, in.down)) >= in.cfg.GapTimeout
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // giveUp decides whether actor a's first held frame h, which waits for
@@ -276,7 +288,7 @@ func (in *Ingester) admit() {
 		// handed back keep it alive), so an actor that waited longer than
 		// ActorIdle after its last frame (one killed) frees its rows as
 		// soon as its frames are written, not ActorIdle later.
-		a.held, a.last, a.seen, a.lastSeq = w.held, w.last, w.seen, w.lastSeq
+		a.held, a.last, a.at, a.seen, a.lastSeq = w.held, w.last, w.at, w.seen, w.lastSeq
 		in.drain(a, false)
 	}
 }
@@ -298,8 +310,11 @@ func (in *Ingester) expireStalled(ctx context.Context) {
 	var cs []cand
 	in.mu.Lock()
 	now := time.Now()
+	if nc := in.cfg.JetStream.Conn(); nc != nil && !nc.IsConnected() {
+		in.down = now
+	}
 	for _, a := range in.actors {
-		if len(a.held) == 0 && len(in.out[a.id]) == 0 && now.Sub(a.seen) > in.cfg.ActorIdle && now.Sub(a.asked) > in.cfg.ActorIdle/4 {
+		if len(a.held) == 0 && len(in.out[a.id]) == 0 && now.Sub(laterOf(a.seen, in.down)) > in.cfg.ActorIdle && now.Sub(a.asked) > in.cfg.ActorIdle/4 {
 			a.asked = now
 			cs = append(cs, cand{a, a.lastSeq})
 		}
@@ -310,20 +325,29 @@ func (in *Ingester) expireStalled(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	unreachable := func() {
+		in.mu.Lock()
+		in.down = time.Now()
+		in.mu.Unlock()
+	}
 	st, err := in.cfg.JetStream.Stream(ctx, in.cfg.Stream)
 	if err != nil {
+		unreachable()
 		return
 	}
 	for _, c := range cs {
 		m, err := st.GetLastMsgForSubject(ctx, fmt.Sprintf("%s.%016x", in.cfg.Subject, c.a.id))
 		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			unreachable()
 			continue
 		}
 		if m != nil && m.Sequence > c.seq {
 			continue // newer frames are on their way
 		}
 		in.mu.Lock()
-		if a := c.a; in.actors[a.id] == a && a.lastSeq == c.seq && len(a.held) == 0 && len(in.out[a.id]) == 0 && time.Since(a.seen) > in.cfg.ActorIdle {
+		if a := c.a; in.actors[a.id] == a && a.lastSeq == c.seq && len(a.held) == 0 && len(in.out[a.id]) == 0 && time.Since(laterOf(a.seen, in.down)) > in.cfg.ActorIdle {
+			in.dbg.StalledLeaves++
+			in.dbgLeave(a.id, fmt.Sprintf("stalled since %v", time.Since(a.seen)))
 			in.leave(a)
 			in.admit()
 		}

@@ -111,11 +111,13 @@ func TestSoak(t *testing.T) {
 			break
 		}
 		srvMu.Lock()
+		t0 := time.Now()
 		srv.Shutdown()
 		srv.WaitForShutdown()
 		time.Sleep(200 * time.Millisecond)
 		srv, err = StartServer(opts.Clone())
 		srvMu.Unlock()
+		t.Logf("restart %s took %v", t0.Format("15:04:05.000"), time.Since(t0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,6 +135,9 @@ func TestSoak(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	st := in.Stats()
 	stop()
+	in.mu.Lock()
+	t.Logf("dbg %d %d %d %v", in.dbg.IdleLeaves, in.dbg.StalledLeaves, in.dbg.Rejoins, in.dbg.Log)
+	in.mu.Unlock()
 	t.Logf("%v: %d actors (%d killed), %d server restarts, %d steps; ingester %+v", dur, actorsRun.Load(), killed.Load(), restarts, want, st)
 	if got := buf.Stats().Steps; got != want || st.Gaps != 0 || st.Dead != 0 {
 		t.Fatalf("buffer wrote %d steps, actors published %d; gaps %d, dead %d", got, want, st.Gaps, st.Dead)
