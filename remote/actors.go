@@ -95,8 +95,6 @@ func (in *Ingester) expireIdle() bool {
 			a.last, a.at = in.newest, in.clock // resumed: idle from now on, in stream time
 		}
 		if len(a.held) == 0 && len(in.out[a.id]) == 0 && in.clock-a.at > in.cfg.ActorIdle {
-			in.dbg.IdleLeaves++
-			in.dbgLeave(a.id, fmt.Sprintf("stream idle newest-last %v clock %v", in.newest.Sub(a.last), in.clock-a.at))
 			in.leave(a)
 			freed = true
 		}

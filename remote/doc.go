@@ -40,7 +40,8 @@
 // the frame is written after a cut: the observers of the actor start
 // afresh and the buffer marks the row's previous step as a cut, so no
 // item, transition or n-step window crosses the gap. ActorIdle is measured
-// in stream time too, so a backlog does not make live actors look idle.
+// in stream time too, so a backlog does not make live actors look idle;
+// a pause in the stream (a server outage) counts at most a second.
 //
 // Params carries versioned policy parameters (an opaque blob) back to the
 // actors through the JetStream object store.

@@ -56,9 +56,12 @@ type IngesterConfig struct {
 	// successors) waits for the missing frames before the gap is accepted
 	// as a cut (default 15 s: above the Publisher's AckTimeout). It is
 	// measured in stream time: the frame waits until the stream has
-	// delivered frames stored GapTimeout after it, or, once the consumer
-	// has caught up, until GapTimeout has passed since it was stored; a
-	// backlog therefore never cuts a gap whose frames are in the stream.
+	// delivered frames stored GapTimeout after it (a pause in the stream,
+	// such as a server outage, counting at most one second), or, once the
+	// consumer has caught up, until GapTimeout has passed since it was
+	// stored; a backlog therefore never cuts a gap whose frames are in the
+	// stream. A missing frame that was delivered and handed back (see
+	// ReorderBytes) is never given up.
 	GapTimeout time.Duration
 	// ReorderBytes bounds the bytes of the frames held in the ingester
 	// while they wait for a predecessor or for free rows (default 64
@@ -72,8 +75,14 @@ type IngesterConfig struct {
 	GapDelay time.Duration
 	// ActorIdle frees the rows of an actor whose newest frame was stored
 	// this long before the newest frame the ingester has received (stream
-	// time, so a backlog does not make live actors look idle; default 0:
-	// only a bye frame frees them).
+	// time, so a backlog does not make live actors look idle, and a pause
+	// in the stream counts at most one second, so a server outage does
+	// not either), or, when no frames come, from which no frame came for
+	// this long (wall time, not counting time before the stream was last
+	// unreachable) while the stream holds none newer (default 0: only a
+	// bye frame frees them). A frame of the actor that comes later makes
+	// it join again, on free rows, after a cut; a late copy of a frame it
+	// had sent is dropped as a duplicate.
 	ActorIdle time.Duration
 	// Resume continues from a State saved with a buffer checkpoint: the
 	// actors keep their rows and the consumer restarts after the last
@@ -115,7 +124,7 @@ type actorState struct {
 	rows []int   // buffer rows, one per local row
 	next []int64 // next expected step per local row
 	obs  RowObserver
-	last time.Time // stored time of its newest frame (zero: none yet)
+	last time.Time     // stored time of its newest frame (zero: none yet)
 	at   time.Duration // stream clock when that frame came
 	// seen is the wall time a frame of it last came, lastSeq the highest
 	// stream sequence of its frames, asked when the stream was last asked
@@ -159,7 +168,6 @@ type Ingester struct {
 	held      map[uint64]*heldFrame // frames held for reordering, by stream sequence
 	heldBytes int
 	maxHeld   int                    // bound on len(held), below MaxAckPending
-	dbg       dbgCounters
 	gone      map[uint64]uint64      // actors that left: their frames numbered below this are duplicates
 	waiting   map[uint64]*actorState // actors with frames held and no rows yet
 	goneOrder []uint64
@@ -173,10 +181,10 @@ type Ingester struct {
 	clock time.Duration
 	// down is the wall time the stream was last found unreachable: the
 	// wall-clock idle check counts no time before it.
-	down time.Time
-	pending   uint64    // consumer's pending count at the last delivery
-	lastMsg   time.Time // wall time the last message was handled
-	full      time.Time // wall time a frame was last refused a hold (bounds reached)
+	down    time.Time
+	pending uint64    // consumer's pending count at the last delivery
+	lastMsg time.Time // wall time the last message was handled
+	full    time.Time // wall time a frame was last refused a hold (bounds reached)
 }
 
 // NewIngester creates (or, when resuming, recreates) the durable consumer
@@ -419,10 +427,6 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 		if w == nil {
 			if a, _ = in.join(f.Actor, f.ActorRows); a != nil && left {
 				a.nextFrame = next
-				if next != 0 {
-					in.dbg.Rejoins++
-					in.dbg.Log = append(in.dbg.Log, "rejoin "+in.dbg.cause[f.Actor]+" now "+time.Now().Format("15:04:05.000"))
-				}
 			}
 		}
 		if a == nil {

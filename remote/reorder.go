@@ -39,9 +39,9 @@ const quietBeforeWallClock = time.Second
 // heldFrame is a frame held until its predecessor comes.
 type heldFrame struct {
 	msg     jetstream.Msg
-	seq     uint64    // stream sequence
-	fseq    uint64    // the actor's frame sequence
-	stored  time.Time // stored time in the stream
+	seq     uint64        // stream sequence
+	fseq    uint64        // the actor's frame sequence
+	stored  time.Time     // stored time in the stream
 	clock   time.Duration // stream clock when it came
 	data    []byte
 	touched time.Time // last acknowledgement-deadline extension (wall time)
@@ -294,7 +294,10 @@ func (in *Ingester) admit() {
 }
 
 // expireStalled frees the rows of actors from which no frame came for
-// ActorIdle (wall time) and of which the stream holds no newer frame.
+// ActorIdle (wall time, none of it before the stream was last found
+// unreachable: right after an outage the stream does not yet hold the
+// frames live actors are retrying) and of which the stream holds no newer
+// frame.
 // Stream-time idleness (expireIdle) needs newer frames to come; when the
 // consumer's window is full of frames waiting for rows that idle actors
 // hold, none come, and this breaks the wait. A live actor whose frames
@@ -346,8 +349,6 @@ func (in *Ingester) expireStalled(ctx context.Context) {
 		}
 		in.mu.Lock()
 		if a := c.a; in.actors[a.id] == a && a.lastSeq == c.seq && len(a.held) == 0 && len(in.out[a.id]) == 0 && time.Since(laterOf(a.seen, in.down)) > in.cfg.ActorIdle {
-			in.dbg.StalledLeaves++
-			in.dbgLeave(a.id, fmt.Sprintf("stalled since %v", time.Since(a.seen)))
 			in.leave(a)
 			in.admit()
 		}

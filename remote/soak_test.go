@@ -27,7 +27,12 @@ import (
 // buffer full, frames handed back were then given up as gaps after
 // GapTimeout and dropped as duplicates when they came again (24 rows,
 // 10 s: 748,756 of 762,642 steps, 36 gaps); a handed-back frame is now
-// always waited for (TestScarceRowsLoseNothing).
+// always waited for (TestScarceRowsLoseNothing). With server restarts
+// (2 min, 24 rows, 28 restarts of up to 7 s) it wrote 30 steps twice: a
+// frame redelivered after its acknowledgement was lost in a restart made
+// a killed actor, freed as idle, join again (TestIdleActorLateCopy); and
+// live actors were freed as idle across an outage, then cut
+// (TestOutageDoesNotIdleActors).
 func TestSoak(t *testing.T) {
 	env := os.Getenv("TRAJRING_REMOTE_SOAK")
 	if env == "" {
@@ -111,13 +116,11 @@ func TestSoak(t *testing.T) {
 			break
 		}
 		srvMu.Lock()
-		t0 := time.Now()
 		srv.Shutdown()
 		srv.WaitForShutdown()
 		time.Sleep(200 * time.Millisecond)
 		srv, err = StartServer(opts.Clone())
 		srvMu.Unlock()
-		t.Logf("restart %s took %v", t0.Format("15:04:05.000"), time.Since(t0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,9 +138,6 @@ func TestSoak(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	st := in.Stats()
 	stop()
-	in.mu.Lock()
-	t.Logf("dbg %d %d %d %v", in.dbg.IdleLeaves, in.dbg.StalledLeaves, in.dbg.Rejoins, in.dbg.Log)
-	in.mu.Unlock()
 	t.Logf("%v: %d actors (%d killed), %d server restarts, %d steps; ingester %+v", dur, actorsRun.Load(), killed.Load(), restarts, want, st)
 	if got := buf.Stats().Steps; got != want || st.Gaps != 0 || st.Dead != 0 {
 		t.Fatalf("buffer wrote %d steps, actors published %d; gaps %d, dead %d", got, want, st.Gaps, st.Dead)
