@@ -10,7 +10,7 @@ import (
 // TestOutageDoesNotIdleActors stops the server for longer than ActorIdle
 // between two frames of each of two live actors:
 //
-//	A0 E0 | server down 1.5 s | E1 A1
+//	A0 E0 | server down 2.5 s | E1 A1
 //
 // Stored times jump by the outage, so E1 used to make A look idle (in
 // stream time) and free its rows just before A1 came: A joined again and
@@ -26,7 +26,7 @@ func TestOutageDoesNotIdleActors(t *testing.T) {
 	buf := newEpisodeBuffer(t, 4, 64)
 	s, _ := NewSchema(buf.Fields())
 	const a, e = 0xa, 0xe
-	in, _ := runIngester(t, IngesterConfig{JetStream: js, Buffer: buf, NewObserver: episodeFactory, ActorIdle: 1200 * time.Millisecond, GapTimeout: 10 * time.Second})
+	in, _ := runIngester(t, IngesterConfig{JetStream: js, Buffer: buf, NewObserver: episodeFactory, ActorIdle: 2 * time.Second, GapTimeout: 10 * time.Second})
 	pub := func(actor uint64, data []byte) {
 		t.Helper()
 		deadline := time.Now().Add(20 * time.Second)
@@ -49,7 +49,7 @@ func TestOutageDoesNotIdleActors(t *testing.T) {
 	waitFor(t, 10*time.Second, "A0 and E0", func() bool { return in.Stats().Steps == 16 })
 	srv.Shutdown()
 	srv.WaitForShutdown()
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(2500 * time.Millisecond)
 	srv = startServer(t, dir, port)
 	pub(e, fe[1])
 	pub(a, fa[1])
