@@ -38,7 +38,7 @@ func checkActors(t *testing.T, in *Ingester, buf *tensorbuf.Buffer, pubs ...*Pub
 // and the new leader redelivers it after AckWait (30 s by default), while
 // the actor's later frames wait for it. The ingester here has AckWait 4 s
 // (held frames are kept alive with InProgress, so this changes no count):
-// 1 run of 10 waited 4 s, none 30 s. It stays opt-in (a 3-node cluster on
+// 2 runs of 13 waited 4 s, none 30 s. It stays opt-in (a 3-node cluster on
 // a loaded 2-core machine): TRAJRING_CLUSTER=1, or `make test-cluster`.
 func TestCluster(t *testing.T) {
 	if os.Getenv("TRAJRING_CLUSTER") == "" {
