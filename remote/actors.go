@@ -63,8 +63,13 @@ func (in *Ingester) open(a *actorState) error {
 	return nil
 }
 
-// leave closes an actor's observer and frees its rows.
+// leave closes an actor's observer and frees its rows. It is remembered
+// (forget) with its next frame: a late copy of an older frame is then a
+// duplicate (a bye overrides this: every later frame is).
 func (in *Ingester) leave(a *actorState) {
+	if a.seqKnown {
+		in.forget(a.id, a.nextFrame)
+	}
 	if a.obs != nil {
 		_ = a.obs.Close()
 	}
@@ -78,17 +83,21 @@ func (in *Ingester) leave(a *actorState) {
 }
 
 // expireIdle frees the rows of actors idle longer than ActorIdle in
-// stream time (none with frames held: they wait for a predecessor).
-func (in *Ingester) expireIdle() {
+// stream time (none with frames held: they wait for a predecessor, nor
+// with frames handed back) and reports whether it freed any.
+func (in *Ingester) expireIdle() bool {
 	if in.cfg.ActorIdle <= 0 {
-		return
+		return false
 	}
+	freed := false
 	for _, a := range in.actors {
 		if a.last.IsZero() {
-			a.last = in.newest // resumed: idle from now on, in stream time
+			a.last, a.at = in.newest, in.clock // resumed: idle from now on, in stream time
 		}
-		if len(a.held) == 0 && in.out[a.id] == 0 && in.newest.Sub(a.last) > in.cfg.ActorIdle {
+		if len(a.held) == 0 && len(in.out[a.id]) == 0 && in.clock-a.at > in.cfg.ActorIdle {
 			in.leave(a)
+			freed = true
 		}
 	}
+	return freed
 }

@@ -33,12 +33,15 @@
 // written in the order of their sequence numbers: a frame stored before
 // its predecessor (a retried publish can arrive after its successor), and
 // the frames of an actor waiting for free rows, are held in the Ingester,
-// unacknowledged and bounded (ReorderBytes), until they can be written. A
-// predecessor still missing after GapTimeout (in stream time) is given up:
+// unacknowledged and bounded (ReorderBytes), until they can be written;
+// beyond the bound a frame is handed back to the stream and written when
+// it comes again, never given up. A predecessor still missing (never
+// delivered) after GapTimeout (in stream time) is given up:
 // the frame is written after a cut: the observers of the actor start
 // afresh and the buffer marks the row's previous step as a cut, so no
 // item, transition or n-step window crosses the gap. ActorIdle is measured
-// in stream time too, so a backlog does not make live actors look idle.
+// in stream time too, so a backlog does not make live actors look idle;
+// a pause in the stream (a server outage) counts at most a second.
 //
 // Params carries versioned policy parameters (an opaque blob) back to the
 // actors through the JetStream object store.

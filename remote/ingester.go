@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -55,21 +56,33 @@ type IngesterConfig struct {
 	// successors) waits for the missing frames before the gap is accepted
 	// as a cut (default 15 s: above the Publisher's AckTimeout). It is
 	// measured in stream time: the frame waits until the stream has
-	// delivered frames stored GapTimeout after it, or, once the consumer
-	// has caught up, until GapTimeout has passed since it was stored; a
-	// backlog therefore never cuts a gap whose frames are in the stream.
+	// delivered frames stored GapTimeout after it (a pause in the stream,
+	// such as a server outage, counting at most one second), or, once the
+	// consumer has caught up, until GapTimeout has passed since it was
+	// stored; a backlog therefore never cuts a gap whose frames are in the
+	// stream. A missing frame that was delivered and handed back (see
+	// ReorderBytes) is never given up.
 	GapTimeout time.Duration
 	// ReorderBytes bounds the bytes of the frames held in the ingester
-	// while they wait for a predecessor (default 64 MiB). A frame beyond
-	// it is handed back to the stream (redelivered after GapDelay).
+	// while they wait for a predecessor or for free rows (default 64
+	// MiB). A frame beyond it is handed back to the stream (redelivered
+	// after GapDelay, or a second when its actor waits for rows) and
+	// written when it comes again: no gap before a handed-back frame is
+	// given up.
 	ReorderBytes int
 	// GapDelay is the redelivery delay of a frame handed back (default
 	// 100 ms) and the period at which held frames are checked.
 	GapDelay time.Duration
 	// ActorIdle frees the rows of an actor whose newest frame was stored
 	// this long before the newest frame the ingester has received (stream
-	// time, so a backlog does not make live actors look idle; default 0:
-	// only a bye frame frees them).
+	// time, so a backlog does not make live actors look idle, and a pause
+	// in the stream counts at most one second, so a server outage does
+	// not either), or, when no frames come, from which no frame came for
+	// this long (wall time, not counting time before the stream was last
+	// unreachable) while the stream holds none newer (default 0: only a
+	// bye frame frees them). A frame of the actor that comes later makes
+	// it join again, on free rows, after a cut; a late copy of a frame it
+	// had sent is dropped as a duplicate.
 	ActorIdle time.Duration
 	// Resume continues from a State saved with a buffer checkpoint: the
 	// actors keep their rows and the consumer restarts after the last
@@ -111,7 +124,8 @@ type actorState struct {
 	rows []int   // buffer rows, one per local row
 	next []int64 // next expected step per local row
 	obs  RowObserver
-	last time.Time // stored time of its newest frame (zero: none yet)
+	last time.Time     // stored time of its newest frame (zero: none yet)
+	at   time.Duration // stream clock when that frame came
 	// seen is the wall time a frame of it last came, lastSeq the highest
 	// stream sequence of its frames, asked when the stream was last asked
 	// whether it holds newer ones (see expireStalled).
@@ -141,23 +155,36 @@ type Ingester struct {
 	actors map[uint64]*actorState
 	free   []bool // free[i]: cfg.Rows[i] is free
 	stats  IngesterStats
-	floor  uint64              // every frame up to this stream sequence is done
-	naked  map[uint64]struct{} // stream sequences handed back or held, not yet done
-	back   map[uint64]uint64   // stream sequences handed back: their actor
-	out    map[uint64]int      // frames handed back per actor (it is not idle meanwhile)
-	frame  Frame
-	sel    []bool
+	floor  uint64               // every frame up to this stream sequence is done
+	naked  map[uint64]struct{}  // stream sequences handed back or held, not yet done
+	back   map[uint64]*outFrame // frames handed back, by stream sequence
+	// out holds, per actor, the frames handed back and not yet done
+	// (stream sequence -> frame sequence): they will come again, so the
+	// actor is not idle and they are not given up.
+	out   map[uint64]map[uint64]uint64
+	frame Frame
+	sel   []bool
 
 	held      map[uint64]*heldFrame // frames held for reordering, by stream sequence
 	heldBytes int
 	maxHeld   int                    // bound on len(held), below MaxAckPending
-	gone      map[uint64]struct{}    // actors that left with a bye (their late copies are duplicates)
+	gone      map[uint64]uint64      // actors that left: their frames numbered below this are duplicates
 	waiting   map[uint64]*actorState // actors with frames held and no rows yet
 	goneOrder []uint64
 	newest    time.Time // newest stored time received (stream time)
-	pending   uint64    // consumer's pending count at the last delivery
-	lastMsg   time.Time // wall time the last message was handled
-	full      time.Time // wall time a frame was last refused a hold (bounds reached)
+	// clock is stream time without its pauses: how far the stored time of
+	// the frames received has advanced, each jump counted up to
+	// streamPause, so that a server outage (no frame is stored) or a
+	// quiet stream does not make every actor look idle, nor a held
+	// frame's wait longer, when frames come again. Idleness and gap
+	// timeouts are measured on it.
+	clock time.Duration
+	// down is the wall time the stream was last found unreachable: the
+	// wall-clock idle check counts no time before it.
+	down    time.Time
+	pending uint64    // consumer's pending count at the last delivery
+	lastMsg time.Time // wall time the last message was handled
+	full    time.Time // wall time a frame was last refused a hold (bounds reached)
 }
 
 // NewIngester creates (or, when resuming, recreates) the durable consumer
@@ -208,8 +235,8 @@ func NewIngester(ctx context.Context, cfg IngesterConfig) (*Ingester, error) {
 			cfg.Rows = append(cfg.Rows, r)
 		}
 	}
-	in := &Ingester{cfg: cfg, schema: s, actors: map[uint64]*actorState{}, free: make([]bool, len(cfg.Rows)), naked: map[uint64]struct{}{}, back: map[uint64]uint64{}, out: map[uint64]int{},
-		held: map[uint64]*heldFrame{}, maxHeld: 64 * cfg.Prefetch, gone: map[uint64]struct{}{}, waiting: map[uint64]*actorState{}}
+	in := &Ingester{cfg: cfg, schema: s, actors: map[uint64]*actorState{}, free: make([]bool, len(cfg.Rows)), naked: map[uint64]struct{}{}, back: map[uint64]*outFrame{}, out: map[uint64]map[uint64]uint64{},
+		held: map[uint64]*heldFrame{}, maxHeld: 64 * cfg.Prefetch, gone: map[uint64]uint64{}, waiting: map[uint64]*actorState{}}
 	for i := range in.free {
 		in.free[i] = true
 	}
@@ -253,8 +280,12 @@ func (in *Ingester) Stats() IngesterStats {
 }
 
 // Run consumes frames until ctx is done (then it returns nil) or the
-// consumer fails beyond recovery. Transient errors (a server restart, a
-// leader election) are retried.
+// consumer cannot go on: the client's connection is closed for good (an
+// error wrapping nats.ErrConnectionClosed), or the durable consumer or its
+// stream no longer exists (an error wrapping jetstream.ErrConsumerNotFound
+// or jetstream.ErrStreamNotFound, once the server has said so twice, a
+// second apart). Everything else (a server restart, a leader election, a
+// timeout) is retried. Run once at a time.
 func (in *Ingester) Run(ctx context.Context) error {
 	defer in.closeActors()
 	tctx, cancel := context.WithCancel(ctx)
@@ -264,25 +295,56 @@ func (in *Ingester) Run(ctx context.Context) error {
 	defer cancel()
 	for ctx.Err() == nil {
 		it, err := in.cons.Messages(jetstream.PullMaxBytes(in.cfg.PrefetchBytes), jetstream.PullExpiry(2*time.Second))
-		if err != nil {
-			if !sleepCtx(ctx, 200*time.Millisecond) {
-				break
+		if err == nil {
+			stop := context.AfterFunc(ctx, it.Stop)
+			for {
+				msg, err := it.Next()
+				if err != nil {
+					break
+				}
+				in.handle(msg)
 			}
-			continue
+			stop()
+			it.Stop()
 		}
-		stop := context.AfterFunc(ctx, it.Stop)
-		for {
-			msg, err := it.Next()
-			if err != nil {
-				break
-			}
-			in.handle(msg)
+		if ctx.Err() != nil {
+			break
 		}
-		stop()
-		it.Stop()
+		in.mu.Lock()
+		in.down = time.Now()
+		in.mu.Unlock()
+		if err := in.lost(ctx); err != nil {
+			return err
+		}
 		sleepCtx(ctx, 50*time.Millisecond)
 	}
 	return nil
+}
+
+// lost reports why the consumer cannot go on after it stopped delivering,
+// or nil if it may come back (see Run).
+func (in *Ingester) lost(ctx context.Context) error {
+	if nc := in.cfg.JetStream.Conn(); nc != nil {
+		if nc.IsClosed() {
+			return fmt.Errorf("remote: consumer %q: %w", in.cfg.Durable, nats.ErrConnectionClosed)
+		}
+		if !nc.IsConnected() {
+			return nil // reconnecting: ask the server once it is back
+		}
+	}
+	var err error
+	for i := range 2 {
+		if i > 0 && !sleepCtx(ctx, time.Second) {
+			return nil
+		}
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err = in.cfg.JetStream.Consumer(cctx, in.cfg.Stream, in.cfg.Durable)
+		cancel()
+		if !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil
+		}
+	}
+	return fmt.Errorf("remote: consumer %q on stream %q: %w", in.cfg.Durable, in.cfg.Stream, err)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
@@ -325,6 +387,9 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 	data := msg.Data()
 	in.stats.Bytes += int64(len(data))
 	if md.Timestamp.After(in.newest) {
+		if !in.newest.IsZero() {
+			in.clock += min(md.Timestamp.Sub(in.newest), streamPause)
+		}
 		in.newest = md.Timestamp
 	}
 	in.pending = md.NumPending
@@ -334,50 +399,59 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 		h.msg = msg
 		return
 	}
+	if in.expireIdle() {
+		in.admit() // before the frame is decoded: admit decodes too
+	}
 	f := &in.frame
 	if err := in.schema.Decode(data, f); err != nil {
 		in.dead(msg, err.Error())
 		in.done(msg, seq)
 		return
 	}
-	in.expireIdle()
-	if _, ok := in.gone[f.Actor]; ok {
+	// An actor that left: a late copy of one of its frames (a redelivery
+	// whose acknowledgement a server restart lost) is a duplicate; a newer
+	// frame of an actor freed as idle makes it join again, after a cut.
+	next, left := in.gone[f.Actor]
+	if left && f.Seq < next {
 		in.dupFrame(msg, seq, f)
 		return
 	}
 	a := in.actors[f.Actor]
 	if a == nil {
 		w := in.waiting[f.Actor]
-		if w == nil && f.Bye {
+		if w == nil && f.Bye && len(in.out[f.Actor]) == 0 {
+			in.forget(f.Actor, math.MaxUint64)
 			in.done(msg, seq)
 			return
 		}
 		if w == nil {
-			a, _ = in.join(f.Actor, f.ActorRows)
+			if a, _ = in.join(f.Actor, f.ActorRows); a != nil && left {
+				a.nextFrame = next
+			}
 		}
 		if a == nil {
 			// No rows free: the frame waits in the ingester while later
 			// frames advance stream time (idle actors leave).
 			if w == nil {
-				w = &actorState{id: f.Actor, seqKnown: true}
+				w = &actorState{id: f.Actor, seqKnown: true, nextFrame: next}
 				in.waiting[f.Actor] = w
 			}
 			if !in.hold(w, msg, seq, f, md.Timestamp) {
 				in.stats.Deferred++
-				in.defer_(msg, seq, time.Second, f.Actor)
+				in.defer_(msg, seq, time.Second, f.Actor, f.Seq)
 			}
 			in.admit()
 			return
 		}
 	}
 	if md.Timestamp.After(a.last) {
-		a.last = md.Timestamp
+		a.last, a.at = md.Timestamp, in.clock
 	}
 	a.seen, a.lastSeq = in.lastMsg, max(a.lastSeq, seq)
 	if !in.ready(a, f) {
 		if !in.hold(a, msg, seq, f, md.Timestamp) {
 			in.stats.Deferred++
-			in.defer_(msg, seq, in.cfg.GapDelay, a.id)
+			in.defer_(msg, seq, in.cfg.GapDelay, a.id, f.Seq)
 		}
 		return
 	}
@@ -400,7 +474,7 @@ func (in *Ingester) dupFrame(msg jetstream.Msg, seq uint64, f *Frame) {
 func (in *Ingester) process(a *actorState, msg jetstream.Msg, seq uint64, f *Frame) bool {
 	if f.Bye {
 		in.leave(a)
-		in.forget(a.id)
+		in.forget(a.id, math.MaxUint64)
 		in.done(msg, seq)
 		return true
 	}
@@ -426,7 +500,7 @@ func (in *Ingester) process(a *actorState, msg jetstream.Msg, seq uint64, f *Fra
 	}
 	if gap {
 		if err := in.cut(a, f); err != nil {
-			in.defer_(msg, seq, time.Second, a.id)
+			in.defer_(msg, seq, time.Second, a.id, f.Seq)
 			return false
 		}
 		in.dead(msg, "gap")
@@ -448,25 +522,54 @@ func (in *Ingester) advance(a *actorState, f *Frame) {
 func (in *Ingester) done(msg jetstream.Msg, seq uint64) {
 	_ = msg.Ack()
 	delete(in.naked, seq)
-	if id, ok := in.back[seq]; ok {
-		delete(in.back, seq)
-		if in.out[id]--; in.out[id] <= 0 {
-			delete(in.out, id)
-		}
+	if o := in.back[seq]; o != nil {
+		in.unback(seq, o)
 	}
 	if seq > in.floor {
 		in.floor = seq
 	}
 }
 
-// defer_ hands a message of an actor back for later redelivery.
-func (in *Ingester) defer_(msg jetstream.Msg, seq uint64, d time.Duration, actor uint64) {
+// outFrame is a frame handed back: its actor, its frame sequence and
+// when it was last handed back.
+type outFrame struct {
+	actor, fseq uint64
+	at          time.Time
+}
+
+// defer_ hands frame fseq of an actor back for later redelivery.
+func (in *Ingester) defer_(msg jetstream.Msg, seq uint64, d time.Duration, actor, fseq uint64) {
 	in.naked[seq] = struct{}{}
-	if _, ok := in.back[seq]; !ok {
-		in.back[seq] = actor
-		in.out[actor]++
+	if o := in.back[seq]; o != nil {
+		o.at = time.Now()
+	} else {
+		in.back[seq] = &outFrame{actor: actor, fseq: fseq, at: time.Now()}
+		if in.out[actor] == nil {
+			in.out[actor] = map[uint64]uint64{}
+		}
+		in.out[actor][seq] = fseq
 	}
 	_ = msg.NakWithDelay(d)
+}
+
+// unback forgets a frame handed back.
+func (in *Ingester) unback(seq uint64, o *outFrame) {
+	delete(in.back, seq)
+	if delete(in.out[o.actor], seq); len(in.out[o.actor]) == 0 {
+		delete(in.out, o.actor)
+	}
+}
+
+// pruneBack forgets the frames handed back that have not come again for
+// AckWait + GapTimeout (the stream discarded them: a limit, a deletion);
+// they stay below the checkpoint floor, so a restart replays from them.
+func (in *Ingester) pruneBack() {
+	now := time.Now()
+	for seq, o := range in.back {
+		if now.Sub(o.at) > in.cfg.AckWait+in.cfg.GapTimeout {
+			in.unback(seq, o)
+		}
+	}
 }
 
 // streamFloor is the highest stream sequence up to which every frame is
@@ -490,144 +593,4 @@ func (in *Ingester) dead(msg jetstream.Msg, reason string) {
 	m.Header.Set("Trajring-Reason", reason)
 	m.Header.Set("Trajring-Subject", msg.Subject())
 	_, _ = in.cfg.JetStream.PublishMsgAsync(m)
-}
-
-// cut makes the rows of a frame that skip steps into cuts: the actor's
-// observer starts afresh (no item spans the gap) and the buffer marks each
-// such row's newest step as a cut unless the frame's first step already
-// contradicts it (then the write itself cuts).
-func (in *Ingester) cut(a *actorState, f *Frame) error {
-	if a.obs != nil { // nil after an earlier cut failed
-		if err := a.obs.Close(); err != nil {
-			return err
-		}
-		a.obs = nil
-	}
-	var mark []int
-	nc := len(in.schema.fields)
-	for i, r := range f.Rows {
-		if f.First[i] <= a.next[r] {
-			continue
-		}
-		in.stats.Gaps++
-		row := a.rows[r]
-		c := in.cfg.Buffer.Cursor(row)
-		if c == 0 {
-			continue
-		}
-		_, nextST, ok := in.cfg.Buffer.StepTypeAt(row, c-1)
-		st := tensorbuf.StepType(int32(leU32(f.Cols[nc][4*i:])))
-		if ok && nextST == st {
-			mark = append(mark, row)
-		}
-	}
-	if len(mark) > 0 {
-		w, err := in.cfg.Buffer.NewWriter(mark...)
-		if err != nil {
-			return err
-		}
-		err = w.MarkCut(mark...)
-		if cerr := w.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return in.open(a)
-}
-
-func leU32(b []byte) uint32 {
-	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
-}
-
-// write feeds the new steps of a decoded frame to the actor's observer,
-// one batched step (one Writer.Add) at a time. When the frame holds every
-// row of the actor in order, the user fields of a step are the frame's
-// own bytes (the scratch tensors are pointed at them, no copy); otherwise
-// they are copied into the scratch tensors row by row.
-func (in *Ingester) write(a *actorState, f *Frame) {
-	if a.obs == nil {
-		// A cut that failed after closing the observer left none: start a
-		// fresh one (no item spans what came before), or count the frame's
-		// steps as not observed.
-		if err := in.open(a); err != nil {
-			in.stats.ObserveErr++
-			return
-		}
-	}
-	t := &a.traj
-	r := len(f.Rows)
-	nc := len(in.schema.fields)
-	all := r == len(a.rows)
-	for i, row := range f.Rows {
-		all = all && row == i
-	}
-	// whole: no step of the frame is written already.
-	whole := true
-	for i, row := range f.Rows {
-		whole = whole && f.First[i] >= a.next[row]
-	}
-	if whole {
-		clear(t.Active)
-		for _, row := range f.Rows {
-			t.Active[row] = true
-		}
-	}
-	written := 0
-	for k := range f.K {
-		n := r
-		if !whole {
-			clear(t.Active)
-			n = 0
-			for i, row := range f.Rows {
-				if f.First[i]+int64(k) >= a.next[row] {
-					t.Active[row] = true
-					n++
-				}
-			}
-		}
-		if n == 0 {
-			in.stats.Duplicates += int64(r)
-			continue
-		}
-		in.stats.Duplicates += int64(r - n)
-		for c, d := range a.cols {
-			sb := in.schema.colBytes[c]
-			src := f.Cols[c][k*r*sb : (k+1)*r*sb]
-			if all {
-				d.Header.Raw = src
-				continue
-			}
-			d.Header.Raw = a.own[c]
-			for i, row := range f.Rows {
-				copy(d.Header.Raw[row*sb:(row+1)*sb], src[i*sb:(i+1)*sb])
-			}
-		}
-		o := k * r * 4
-		for _, row := range f.Rows {
-			t.StepType[row] = tensorbuf.StepType(int32(leU32(f.Cols[nc][o:])))
-			t.NextStepType[row] = tensorbuf.StepType(int32(leU32(f.Cols[nc+1][o:])))
-			t.Reward[row] = float32frombits(leU32(f.Cols[nc+2][o:]))
-			t.Discount[row] = float32frombits(leU32(f.Cols[nc+3][o:]))
-			o += 4
-		}
-		if err := a.obs.Observe(t); err != nil {
-			in.stats.ObserveErr++
-		}
-		in.stats.Steps += int64(n)
-		written += n
-	}
-	// Frame bytes are not kept past the message: point the tensors back
-	// at their own memory.
-	for c, d := range a.cols {
-		d.Header.Raw = a.own[c]
-	}
-	for i, row := range f.Rows {
-		a.next[row] = max(a.next[row], f.First[i]+int64(f.K))
-	}
-	if written > 0 {
-		in.stats.Frames++
-	}
-	a.fresh = false
 }

@@ -19,11 +19,18 @@ import (
 // delay) keeps it counted against the consumer's MaxAckPending: under a
 // backlog the handed-back frames fill that window and hold back the very
 // predecessor they wait for until the gap is cut. Held frames are bounded
-// (ReorderBytes, and half of MaxAckPending in number); beyond that a frame
-// is handed back as before.
+// (ReorderBytes, and 64 of MaxAckPending's 68 x Prefetch in number);
+// beyond that a frame is handed back as before. A handed-back frame comes
+// again (after its delay), so no gap before it is ever given up: a frame
+// held behind it waits for it, however long, and the actor is not idle
+// meanwhile, nor does its bye free its rows before it is written.
 
-// maxGone bounds the actors remembered as gone (left with a bye).
+// maxGone bounds the actors remembered as gone (left with a bye or idle).
 const maxGone = 4096
+
+// streamPause is the most one jump of the stored time between two frames
+// adds to the stream clock (Ingester.clock).
+const streamPause = time.Second
 
 // quietBeforeWallClock is how long no message must have come, with the
 // consumer caught up, before a held frame's wait is measured in wall time.
@@ -32,9 +39,10 @@ const quietBeforeWallClock = time.Second
 // heldFrame is a frame held until its predecessor comes.
 type heldFrame struct {
 	msg     jetstream.Msg
-	seq     uint64    // stream sequence
-	fseq    uint64    // the actor's frame sequence
-	stored  time.Time // stored time in the stream
+	seq     uint64        // stream sequence
+	fseq    uint64        // the actor's frame sequence
+	stored  time.Time     // stored time in the stream
+	clock   time.Duration // stream clock when it came
 	data    []byte
 	touched time.Time // last acknowledgement-deadline extension (wall time)
 	// received is the wall time it came.
@@ -68,11 +76,11 @@ func (in *Ingester) hold(a *actorState, msg jetstream.Msg, seq uint64, f *Frame,
 		return false
 	}
 	if stored.After(a.last) {
-		a.last = stored
+		a.last, a.at = stored, in.clock
 	}
 	a.seen, a.lastSeq = in.lastMsg, max(a.lastSeq, seq)
 	now := time.Now()
-	h := &heldFrame{msg: msg, seq: seq, fseq: f.Seq, stored: stored, data: data, touched: now, received: now}
+	h := &heldFrame{msg: msg, seq: seq, fseq: f.Seq, stored: stored, clock: in.clock, data: data, touched: now, received: now}
 	i, _ := slices.BinarySearchFunc(a.held, h, func(x, y *heldFrame) int {
 		switch {
 		case x.fseq < y.fseq:
@@ -114,7 +122,7 @@ func (in *Ingester) drain(a *actorState, force bool) {
 			in.done(h.msg, h.seq)
 			continue
 		}
-		if !in.ready(a, f) && !(force && in.expired(h)) {
+		if !in.ready(a, f) && !(force && in.giveUp(a, h)) {
 			return
 		}
 		in.unhold(a)
@@ -139,26 +147,64 @@ func (in *Ingester) drain(a *actorState, force bool) {
 // while, in wall time since it was stored; or, while the reorder bounds
 // are reached (frames are handed back, and the consumer's window may be
 // full of them: the predecessor may never come), in wall time since it
-// came.
+// came. A frame whose predecessor was handed back never expires: that
+// predecessor comes again (giving it up used to lose its steps: it was
+// dropped as a duplicate when it came).
 func (in *Ingester) expired(h *heldFrame) bool {
-	if in.newest.Sub(h.stored) >= in.cfg.GapTimeout {
+	if in.clock-h.clock >= in.cfg.GapTimeout {
 		return true
 	}
 	now := time.Now()
-	if now.Sub(in.full) < quietBeforeWallClock && now.Sub(h.received) >= in.cfg.GapTimeout {
+	if now.Sub(in.full) < quietBeforeWallClock && now.Sub(laterOf(h.received, in.down)) >= in.cfg.GapTimeout {
 		return true
 	}
 	return in.pending == 0 && now.Sub(in.lastMsg) >= min(quietBeforeWallClock, in.cfg.GapTimeout) &&
-		now.Sub(h.stored) >= in.cfg.GapTimeout
+		now.Sub(laterOf(h.stored, in.down)) >= in.cfg.GapTimeout
 }
 
-// forget remembers an actor that left with a bye, so that late copies of
-// its frames are dropped as duplicates instead of making it join again.
-func (in *Ingester) forget(id uint64) {
+func laterOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// giveUp decides whether actor a's first held frame h, which waits for
+// a predecessor, is written now after a cut. Frames handed back come
+// again, so the wait goes on while the actor's next frame is handed back;
+// otherwise, once h has waited GapTimeout (expired), the missing frames
+// are given up, but only up to the lowest frame handed back between them
+// and h, if any: that one becomes the next (written after a cut when it
+// comes), and h waits on.
+func (in *Ingester) giveUp(a *actorState, h *heldFrame) bool {
+	next, low, found := false, uint64(0), false
+	for _, fs := range in.out[a.id] {
+		switch {
+		case !a.seqKnown && fs < h.fseq, a.seqKnown && fs == a.nextFrame:
+			next = true
+		case a.seqKnown && fs > a.nextFrame && fs < h.fseq && (!found || fs < low):
+			low, found = fs, true
+		}
+	}
+	if next || !in.expired(h) {
+		return false
+	}
+	if found {
+		a.nextFrame = low
+		return false
+	}
+	return true
+}
+
+// forget remembers an actor that left, with the first frame sequence
+// that is not a duplicate (math.MaxUint64 after a bye: none), so that late
+// copies of its frames are dropped instead of making it join again.
+func (in *Ingester) forget(id, next uint64) {
 	if _, ok := in.gone[id]; ok {
+		in.gone[id] = next
 		return
 	}
-	in.gone[id] = struct{}{}
+	in.gone[id] = next
 	in.goneOrder = append(in.goneOrder, id)
 	if len(in.goneOrder) > maxGone {
 		delete(in.gone, in.goneOrder[0])
@@ -181,11 +227,13 @@ func (in *Ingester) tickLoop(ctx context.Context) {
 	}
 }
 
-// tick extends the acknowledgement deadline of held frames and writes
-// those whose predecessors are given up on (after a cut).
+// tick forgets frames handed back that the stream no longer has, extends
+// the acknowledgement deadline of held frames and writes those whose
+// predecessors are given up on (after a cut).
 func (in *Ingester) tick() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	in.pruneBack()
 	if len(in.held) == 0 {
 		return
 	}
@@ -234,14 +282,22 @@ func (in *Ingester) admit() {
 			return
 		}
 		delete(in.waiting, w.id)
-		// Idle from now on (in stream time), not since it began waiting.
-		a.held, a.last, a.seen, a.lastSeq = w.held, in.newest, time.Now(), w.lastSeq
+		a.nextFrame = w.nextFrame // after it left idle (see handle), else 0
+		// Idle since its newest frame, in stream time as any actor: every
+		// frame stored before the newest one received has come (those
+		// handed back keep it alive), so an actor that waited longer than
+		// ActorIdle after its last frame (one killed) frees its rows as
+		// soon as its frames are written, not ActorIdle later.
+		a.held, a.last, a.at, a.seen, a.lastSeq = w.held, w.last, w.at, w.seen, w.lastSeq
 		in.drain(a, false)
 	}
 }
 
 // expireStalled frees the rows of actors from which no frame came for
-// ActorIdle (wall time) and of which the stream holds no newer frame.
+// ActorIdle (wall time, none of it before the stream was last found
+// unreachable: right after an outage the stream does not yet hold the
+// frames live actors are retrying) and of which the stream holds no newer
+// frame.
 // Stream-time idleness (expireIdle) needs newer frames to come; when the
 // consumer's window is full of frames waiting for rows that idle actors
 // hold, none come, and this breaks the wait. A live actor whose frames
@@ -257,8 +313,11 @@ func (in *Ingester) expireStalled(ctx context.Context) {
 	var cs []cand
 	in.mu.Lock()
 	now := time.Now()
+	if nc := in.cfg.JetStream.Conn(); nc != nil && !nc.IsConnected() {
+		in.down = now
+	}
 	for _, a := range in.actors {
-		if len(a.held) == 0 && in.out[a.id] == 0 && now.Sub(a.seen) > in.cfg.ActorIdle && now.Sub(a.asked) > in.cfg.ActorIdle/4 {
+		if len(a.held) == 0 && len(in.out[a.id]) == 0 && now.Sub(laterOf(a.seen, in.down)) > in.cfg.ActorIdle && now.Sub(a.asked) > in.cfg.ActorIdle/4 {
 			a.asked = now
 			cs = append(cs, cand{a, a.lastSeq})
 		}
@@ -269,20 +328,27 @@ func (in *Ingester) expireStalled(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	unreachable := func() {
+		in.mu.Lock()
+		in.down = time.Now()
+		in.mu.Unlock()
+	}
 	st, err := in.cfg.JetStream.Stream(ctx, in.cfg.Stream)
 	if err != nil {
+		unreachable()
 		return
 	}
 	for _, c := range cs {
 		m, err := st.GetLastMsgForSubject(ctx, fmt.Sprintf("%s.%016x", in.cfg.Subject, c.a.id))
 		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			unreachable()
 			continue
 		}
 		if m != nil && m.Sequence > c.seq {
 			continue // newer frames are on their way
 		}
 		in.mu.Lock()
-		if a := c.a; in.actors[a.id] == a && a.lastSeq == c.seq && len(a.held) == 0 && in.out[a.id] == 0 && time.Since(a.seen) > in.cfg.ActorIdle {
+		if a := c.a; in.actors[a.id] == a && a.lastSeq == c.seq && len(a.held) == 0 && len(in.out[a.id]) == 0 && time.Since(laterOf(a.seen, in.down)) > in.cfg.ActorIdle {
 			in.leave(a)
 			in.admit()
 		}

@@ -11,17 +11,20 @@ import (
 
 // handFrames builds frames 0..n-1 of actor 7 (2 rows, K = 4) by hand,
 // as TestBadFramesDupsAndGaps does.
-func handFrames(s *Schema, n int) [][]byte {
+func handFrames(s *Schema, n int) [][]byte { return handFramesOf(s, 7, n) }
+
+// handFramesOf builds frames 0..n-1 of an actor (2 rows, K = 4).
+func handFramesOf(s *Schema, actor uint64, n int) [][]byte {
 	g := newGen(2)
 	var out [][]byte
 	for seq := range uint64(n) {
 		first := []int64{int64(seq) * 4, int64(seq) * 4}
-		p := &Publisher{schema: s, cols: make([][]byte, len(s.colBytes)), batch: 2, actor: 7, cfg: PublisherConfig{StepsPerFrame: 4}}
+		p := &Publisher{schema: s, cols: make([][]byte, len(s.colBytes)), batch: 2, actor: actor, cfg: PublisherConfig{StepsPerFrame: 4}}
 		p.rows, p.first = []int{0, 1}, first
 		for range 4 {
 			p.appendStep(g.next())
 		}
-		data, _ := s.encode(nil, nil, false, 7, seq, 2, []int{0, 1}, first, 4, p.cols)
+		data, _ := s.encode(nil, nil, false, actor, seq, 2, []int{0, 1}, first, 4, p.cols)
 		out = append(out, data)
 	}
 	return out
