@@ -383,13 +383,13 @@ func (b *Buffer) drawTransitions(tr *Transitions, n int) error {
 	// anything is appended: a failed call leaves tr as it was.
 	rows, steps := tr.Rows[:0], tr.Steps[:0]
 	var valid []Window
-	d := b.newCall()
+	d, per := b.newCall(), evenRows(prefix)
 	first := d.first(&tr.draws, n, total)
 	for k := range n {
-		w := b.drawStart(prefix, total, int64(first[k]))
+		w := b.drawStart(prefix, per, int64(first[k]))
 		found := !b.isBoundary(int(w.Row), w.Start)
 		for try := 1; try < maxRejections && !found; try++ {
-			w = b.drawStart(prefix, total, d.index(try, k, total))
+			w = b.drawStart(prefix, per, d.index(try, k, total))
 			found = !b.isBoundary(int(w.Row), w.Start)
 		}
 		if !found {
