@@ -258,6 +258,10 @@ func windowsColumn(out, ring, pad []byte, s, r int64, wins []kernels.Window, bas
 			return
 		}
 	}
+	if seqLen == 1 && s%16 == 0 && s <= 256 {
+		windowsSmall(out, ring, pad, s, r, wins, base, lo, hi)
+		return
+	}
 	for b := lo; b < hi; b++ {
 		w := wins[b]
 		dst := out[int64(b)*seqLen*s : int64(b+1)*seqLen*s]
@@ -284,6 +288,27 @@ func windowsColumn(out, ring, pad []byte, s, r int64, wins []kernels.Window, bas
 		}
 		for len(rest) > 0 {
 			rest = rest[copy(rest, pad):]
+		}
+	}
+}
+
+// windowsSmall is windowsColumn for one-step windows of small steps (a
+// multiple of 16 bytes, at most 256): each step moves as 16-byte words
+// (inline vector moves) rather than through a copy call.
+func windowsSmall(out, ring, pad []byte, s, r int64, wins []kernels.Window, base []int64, lo, hi int) {
+	for b := lo; b < hi; b++ {
+		dst := out[int64(b)*s : int64(b+1)*s]
+		if wins[b].Len == 0 {
+			if pad == nil {
+				clear(dst)
+			} else {
+				copy(dst, pad)
+			}
+			continue
+		}
+		src := ring[base[b-lo]*r : base[b-lo]*r+s]
+		for o := int64(0); o < s; o += 16 {
+			*(*[16]byte)(dst[o:]) = *(*[16]byte)(src[o:])
 		}
 	}
 }
