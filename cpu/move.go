@@ -258,7 +258,7 @@ func windowsColumn(out, ring, pad []byte, s, r int64, wins []kernels.Window, bas
 			return
 		}
 	}
-	if seqLen == 1 && s%16 == 0 && s <= 256 {
+	if seqLen == 1 && s%4 == 0 && s >= 16 && s <= 256 {
 		windowsSmall(out, ring, pad, s, r, wins, base, lo, hi)
 		return
 	}
@@ -292,9 +292,10 @@ func windowsColumn(out, ring, pad []byte, s, r int64, wins []kernels.Window, bas
 	}
 }
 
-// windowsSmall is windowsColumn for one-step windows of small steps (a
-// multiple of 16 bytes, at most 256): each step moves as 16-byte words
-// (inline vector moves) rather than through a copy call.
+// windowsSmall is windowsColumn for one-step windows of small steps (16
+// to 256 bytes, a multiple of 4): each step moves as 16-byte words
+// (inline vector moves) and an 8- and 4-byte tail rather than through a
+// copy call.
 func windowsSmall(out, ring, pad []byte, s, r int64, wins []kernels.Window, base []int64, lo, hi int) {
 	for b := lo; b < hi; b++ {
 		dst := out[int64(b)*s : int64(b+1)*s]
@@ -307,8 +308,16 @@ func windowsSmall(out, ring, pad []byte, s, r int64, wins []kernels.Window, base
 			continue
 		}
 		src := ring[base[b-lo]*r : base[b-lo]*r+s]
-		for o := int64(0); o < s; o += 16 {
+		o := int64(0)
+		for ; o+16 <= s; o += 16 {
 			*(*[16]byte)(dst[o:]) = *(*[16]byte)(src[o:])
+		}
+		if o+8 <= s {
+			*(*[8]byte)(dst[o:]) = *(*[8]byte)(src[o:])
+			o += 8
+		}
+		if o < s {
+			*(*[4]byte)(dst[o:]) = *(*[4]byte)(src[o:])
 		}
 	}
 }

@@ -9,14 +9,15 @@ import (
 )
 
 // TestWindowsSmallMatchesReference checks the one-step fast path of
-// windowsColumn (steps of 16..256 bytes in 16-byte words) against the
+// windowsColumn (steps of 16..256 bytes, a multiple of 4, in 16-byte
+// words and a tail) against the
 // plain reference: out[b] = ring step, or the pad (zeros without one) for
 // an empty window; bytes after the output stay untouched.
 func TestWindowsSmallMatchesReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	for _, s := range []int64{16, 32, 64, 112, 256} {
+	for _, s := range []int64{16, 20, 24, 28, 32, 64, 68, 112, 252, 256} {
 		for _, withPad := range []bool{false, true} {
-			stride := s + 16*r.Int64N(3)
+			stride := s + 4*r.Int64N(6)
 			const rows, capacity, n = 3, 5, 40
 			ring := make([]byte, rows*capacity*stride)
 			for i := range ring {
