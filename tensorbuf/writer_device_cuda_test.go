@@ -6,11 +6,14 @@ import (
 	"bytes"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/trajring/trajring/cpu"
 	"github.com/trajring/trajring/gpu"
+	"gorgonia.org/cu"
 	"gorgonia.org/tensor"
 )
 
@@ -347,5 +350,115 @@ func TestAddFromDeviceAllocatesNothing(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Fatalf("Add from device tensors: %v allocations per call", n)
+	}
+}
+
+// TestAddFromDeviceWaitsForProducerStream: a producer that writes its step
+// on its own stream, records an event after the write and makes the
+// backend's stream wait for it (Streamer.WaitHandle) before Add, and waits
+// on an event recorded after Add before overwriting its source, gets every
+// step into the ring as a host add of the same values does. On the
+// stand-in, whose streams run in an adversarial order that honours only
+// events (here the backend's newer stream first), the same run without
+// the wait stores stale bytes: the control shows that the wait matters.
+func TestAddFromDeviceWaitsForProducerStream(t *testing.T) {
+	const envs, capacity, rounds = 4, 4, 6
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	dev, err := cu.GetDevice(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, err := dev.RetainPrimaryCtx()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.ReleasePrimaryCtx()
+	if err := cu.SetCurrentContext(pctx); err != nil {
+		t.Fatal(err)
+	}
+	_, standin := gpu.StandinDeviceTime()
+	for _, wait := range []bool{true, false} {
+		if !wait && !standin {
+			continue // on a GPU the race may go either way
+		}
+		// The producer's stream is older than the backend's (made first).
+		cs, err := cu.MakeStream(cu.NonBlocking)
+		if err != nil {
+			t.Fatal(err)
+		}
+		written, err := cu.MakeEvent(cu.DisableTiming)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gh, g := newGPU(t), newGPU(t)
+		read, err := g.NewEvent()
+		if err != nil {
+			t.Fatal(err)
+		}
+		bh, wh := newDevBuffer(t, gh, devLowDim, envs, capacity)
+		bd, wd := newDevBuffer(t, g, devLowDim, envs, capacity)
+		rng := rand.New(rand.NewPCG(2, 2))
+		steps := make([]*Step, rounds)
+		for k := range steps {
+			steps[k] = randomStep(rng, devLowDim, nil, envs)
+		}
+		// Every round's observations, on the device before the producer runs.
+		obsBytes := int64(envs * devLowDim[0].StepBytes())
+		pre, err := g.Alloc(rounds * obsBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, s := range steps {
+			if err := g.Upload(pre, int64(k)*obsBytes, s.Values["obs"].Header.Raw); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := g.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		src := newDevSource(t, g, devLowDim[0], envs, 0)
+		for k, s := range steps {
+			if err := wh.Add(s); err != nil {
+				t.Fatal(err)
+			}
+			if err := cu.MemcpyDtoDAsync(src.arena.(*gpu.Arena).Ptr(), pre.(*gpu.Arena).Ptr()+cu.DevicePtr(int64(k)*obsBytes), obsBytes, cs); err != nil {
+				t.Fatal(err)
+			}
+			if err := written.Record(cs); err != nil {
+				t.Fatal(err)
+			}
+			if wait {
+				if err := g.WaitHandle(*(*uintptr)(unsafe.Pointer(&written))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ds := *s
+			ds.Values = map[string]*tensor.Dense{"obs": src.t, "act": s.Values["act"]}
+			if err := wd.Add(&ds); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Record(read); err != nil {
+				t.Fatal(err)
+			}
+			h := read.Handle()
+			if err := cs.Wait(*(*cu.Event)(unsafe.Pointer(&h)), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cs.Synchronize(); err != nil {
+			t.Fatal(err)
+		}
+		same := true
+		want, got := ringBytes(t, bh), ringBytes(t, bd)
+		for i := range want {
+			same = same && bytes.Equal(got[i], want[i])
+		}
+		if same != wait {
+			t.Errorf("wait %v: rings equal %v, want %v", wait, same, wait)
+		}
+		_ = read.Close()
+		_ = cu.DestroyEvent(&written)
+		_ = cs.Destroy()
 	}
 }
