@@ -66,6 +66,7 @@ func (b *Backend) scatter(cols []kernels.Column, src [][]byte, dev []*tensor.Den
 	rings := scratch(&b.rings, len(cols))
 	addr := scratch(&b.src.addr, len(cols))
 	n := int64(len(idx))
+	ic := idxCheck{idx: idx}
 	for c := range cols {
 		ring, err := b.arena(cols[c].Ring)
 		if err != nil {
@@ -96,7 +97,7 @@ func (b *Backend) scatter(cols []kernels.Column, src [][]byte, dev []*tensor.Den
 		} else if int64(len(src[c])) != n*s {
 			return fmt.Errorf("%w: column %d: %d source bytes for %d steps of %d (stride %d, offset %d)", ErrBounds, c, len(src[c]), n, s, cols[c].Stride, cols[c].Offset)
 		}
-		if err := checkIdx(idx, steps); err != nil {
+		if err := ic.check(steps); err != nil {
 			return fmt.Errorf("column %d: %w", c, err)
 		}
 	}
@@ -212,10 +213,11 @@ func (b *Backend) concat(cols []kernels.Column, idx, next []int64) error {
 	if err != nil {
 		return err
 	}
+	nc := idxCheck{idx: next}
 	for c := range cols {
 		if nexts[c] != nil {
 			steps, _ := cols[c].RingSteps(rings[c].size) // checked by checkGather
-			if err := checkIdx(next, steps); err != nil {
+			if err := nc.check(steps); err != nil {
 				return fmt.Errorf("column %d successors: %w", c, err)
 			}
 		}
@@ -410,6 +412,7 @@ func (b *Backend) checkGather(cols []kernels.Column, idx []int64, n int64, next 
 	rings = scratch(&b.rings, len(cols))
 	outs = scratch(&b.outs, len(cols))
 	nexts = scratch(&b.nexts, len(cols))
+	ic := idxCheck{idx: idx}
 	for c := range cols {
 		col := &cols[c]
 		ring, err := b.arena(col.Ring)
@@ -438,7 +441,7 @@ func (b *Backend) checkGather(cols []kernels.Column, idx []int64, n int64, next 
 			}
 			nexts[c] = no
 		}
-		if err := checkIdx(idx, steps); err != nil {
+		if err := ic.check(steps); err != nil {
 			return nil, nil, nil, fmt.Errorf("column %d: %w", c, err)
 		}
 		rings[c], outs[c] = ring, out
@@ -478,6 +481,31 @@ func maxWords(descs []kernels.ColDesc) int64 {
 // 0: the ring's base plus the column's offset into a packed record
 // (kernels.ColDesc.Ring).
 func ringAddr(ring *Arena, col *kernels.Column) uint64 { return uint64(ring.ptr) + uint64(col.Offset) }
+
+// idxCheck checks one index list against the rings of several columns,
+// reading the list once: most columns share a ring (packed records) or
+// hold as many steps.
+type idxCheck struct {
+	idx     []int64
+	hi      int64 // the largest index
+	neg     bool  // whether an index is negative
+	scanned bool
+}
+
+// check is checkIdx(c.idx, steps).
+func (c *idxCheck) check(steps int64) error {
+	if !c.scanned {
+		c.hi, c.scanned = -1, true
+		for _, ix := range c.idx {
+			c.hi = max(c.hi, ix)
+			c.neg = c.neg || ix < 0
+		}
+	}
+	if !c.neg && c.hi < steps {
+		return nil
+	}
+	return checkIdx(c.idx, steps)
+}
 
 func checkIdx(idx []int64, steps int64) error {
 	for i, ix := range idx {
