@@ -260,7 +260,13 @@ func (w *Writer) Add(s *Step) error {
 			m |= metaDiscZero
 		}
 		if pos > 0 {
-			prev := &b.meta[b.slot(r, pos-1)]
+			// The slot of pos-1 without a division: the slot before pos's,
+			// or the row's last when pos's is the row's first.
+			ps := w.idx[i] - 1
+			if ps < int64(r)*b.capacity {
+				ps += b.capacity
+			}
+			prev := &b.meta[ps]
 			if StepType((*prev&metaNextMask)>>metaNextShift) != s.StepType[i] {
 				*prev |= metaCut
 				b.stats.Cuts++
@@ -325,7 +331,9 @@ func (w *Writer) checkRows(given []int, what string) ([]int, error) {
 
 func validStepType(s StepType) bool { return s == First || s == Mid || s == Last }
 
-func finite(v float32) bool { return !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0) }
+// finite reports whether v is neither NaN nor infinite (its exponent
+// bits are not all ones).
+func finite(v float32) bool { return math.Float32bits(v)&0x7f800000 != 0x7f800000 }
 
 // hostBytes returns the bytes of a contiguous host tensor after checking
 // its dtype and shape against a field for n rows.
