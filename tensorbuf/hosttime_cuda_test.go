@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/trajring/trajring/cpu"
 	"github.com/trajring/trajring/gpu"
@@ -25,7 +26,7 @@ import (
 // to the cpu backend's time for the same call, in the same run. Set
 // TRAJRING_HOSTTIME=1 to run it; TRAJRING_HOSTTIME_OUT=file also writes
 // the table there. Times are the calling thread's CPU time per call
-// (RUSAGE_THREAD), less the stand-in's device time, so other processes
+// (CLOCK_THREAD_CPUTIME_ID), less the stand-in's device time, so other processes
 // on the machine do not inflate them. "Writer.Add W=256 device source"
 // adds a step whose fields are device tensors of the gpu backend (a
 // GPU-resident environment's step; the built-in columns stay host
@@ -142,13 +143,17 @@ func TestHostTime(t *testing.T) {
 	}
 }
 
-// threadCPU returns the CPU time (user + system) of the calling thread.
+// threadCPU returns the CPU time of the calling thread, to the
+// nanosecond (clock_gettime(CLOCK_THREAD_CPUTIME_ID); getrusage's
+// RUSAGE_THREAD moves in scheduler ticks of milliseconds here, as coarse
+// as a whole row's 400 calls).
 func threadCPU(t *testing.T) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(1 /* RUSAGE_THREAD */, &ru); err != nil {
-		t.Fatal(err)
+	var ts syscall.Timespec
+	const clockThreadCPUTimeID = 3
+	if _, _, e := syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTimeID, uintptr(unsafe.Pointer(&ts)), 0); e != 0 {
+		t.Fatal(e)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration(ts.Nano())
 }
 
 // deviceStep returns step with its fields as device tensors of be when be
