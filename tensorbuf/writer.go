@@ -10,8 +10,10 @@ import (
 
 // Step is one batched trajectory step for some env rows, in TF-Agents'
 // layout. Writer.Add only reads it (and not after it returns), so a Step
-// and its tensors can be reused for the next add; it must not change
-// during the call.
+// and its host tensors can be reused for the next add; it must not change
+// during the call. Device tensors in Values are read on the device by the
+// work Add queues, after it returns: see Writer.Add for when they may be
+// overwritten.
 //
 // It holds a TF-Agents Trajectory for each row: the observation, action
 // and policy info at t with StepType at t, and NextStepType, Reward and
