@@ -78,7 +78,7 @@ run() {
 				printf '%-22s %-44s %6s\n' "$k" "${status[$k]}" "${secs[$k]:-}"
 			done
 			echo
-			grep -h -A 6 'call (B=256)' "$out/logs/hosttime.log" 2>/dev/null | sed 's/^ *//'
+			grep -h -A 8 'call (B=256)' "$out/logs/hosttime.log" 2>/dev/null | sed 's/^ *//'
 			echo
 			echo "== GPU operations (of_copy: fraction of a same-run device-to-device copy)"
 			printf '%-30s %9s %9s %9s %9s %8s\n' operation us/op p50_us p99_us GB/s of_copy

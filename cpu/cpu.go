@@ -160,9 +160,48 @@ func (*Backend) Close() error { return nil }
 // may share a ring arena (packed records, see kernels.Column), each
 // writing its own bytes of the record.
 func (b *Backend) Scatter(cols []kernels.Column, src [][]byte, idx []int64) error {
+	return b.scatter(cols, src, nil, idx)
+}
+
+// ScatterFrom is Scatter where the source of column c is the tensor
+// dev[c] when it is not nil (then src[c] must be nil): its first
+// len(idx)*StepBytes bytes. This backend's memory is host memory, so a
+// source is a contiguous host tensor (CheckSource), read in place; the
+// gpu backend's ScatterFrom reads device tensors on the device.
+// len(dev) == len(cols). Safe for concurrent use as Scatter is.
+func (b *Backend) ScatterFrom(cols []kernels.Column, src [][]byte, dev []*tensor.Dense, idx []int64) error {
+	if len(dev) != len(cols) {
+		return fmt.Errorf("%w: %d tensor sources for %d columns", ErrBounds, len(dev), len(cols))
+	}
+	return b.scatter(cols, src, dev, idx)
+}
+
+// CheckSource reports an error unless t is a contiguous host tensor
+// (gorgonia.org/tensor sees its memory as natively accessible) of at
+// least n bytes: what ScatterFrom reads for this backend. A device
+// tensor is refused with ErrArena. Safe for concurrent use.
+func (*Backend) CheckSource(t *tensor.Dense, n int64) error {
+	_, err := sourceBytes(t, n)
+	return err
+}
+
+// sourceBytes returns the first n bytes of a host tensor source.
+func sourceBytes(t *tensor.Dense, n int64) ([]byte, error) {
+	if t == nil || !t.IsNativelyAccessible() {
+		return nil, fmt.Errorf("%w: source is not host memory", ErrArena)
+	}
+	if t.RequiresIterator() || n < 0 || int64(len(t.Header.Raw)) < n {
+		return nil, fmt.Errorf("%w: source of %d contiguous bytes, %d needed", ErrBounds, len(t.Header.Raw), n)
+	}
+	return t.Header.Raw[:n], nil
+}
+
+// scatter runs Scatter (dev nil) and ScatterFrom.
+func (b *Backend) scatter(cols []kernels.Column, src [][]byte, dev []*tensor.Dense, idx []int64) error {
 	if len(src) != len(cols) {
 		return fmt.Errorf("%w: %d sources for %d columns", ErrBounds, len(src), len(cols))
 	}
+	n := int64(len(idx))
 	for c := range cols {
 		ring, err := host(cols[c].Ring)
 		if err != nil {
@@ -170,7 +209,17 @@ func (b *Backend) Scatter(cols []kernels.Column, src [][]byte, idx []int64) erro
 		}
 		s := cols[c].StepBytes
 		steps, ok := cols[c].RingSteps(ring.Size())
-		if !ok || int64(len(src[c])) != int64(len(idx))*s {
+		if dev != nil && dev[c] != nil {
+			if src[c] != nil {
+				return fmt.Errorf("%w: column %d has a byte and a tensor source", ErrBounds, c)
+			}
+			if _, err := sourceBytes(dev[c], n*s); err != nil {
+				return fmt.Errorf("column %d source: %w", c, err)
+			}
+		} else if int64(len(src[c])) != n*s {
+			ok = false
+		}
+		if !ok {
 			return fmt.Errorf("%w: column %d: %d source bytes for %d steps of %d (stride %d, offset %d)", ErrBounds, c, len(src[c]), len(idx), s, cols[c].Stride, cols[c].Offset)
 		}
 		if err := checkIdx(idx, steps); err != nil {
@@ -181,6 +230,9 @@ func (b *Backend) Scatter(cols []kernels.Column, src [][]byte, idx []int64) erro
 		ring := cols[c].Ring.(*Arena).b[cols[c].Offset:]
 		s, r := cols[c].StepBytes, cols[c].RingStride()
 		sc := src[c]
+		if dev != nil && dev[c] != nil {
+			sc, _ = sourceBytes(dev[c], n*s) // checked above
+		}
 		for i, ix := range idx {
 			copy(ring[ix*r:ix*r+s], sc[int64(i)*s:])
 		}

@@ -75,6 +75,7 @@ type Backend struct {
 	colTick       uint64
 	groupScratch  []int64 // PatchItems' tree groups (select.go)
 	groupOut      []int64
+	src           sources // ScatterFrom's device sources (source.go)
 }
 
 // New starts a Backend on device 0: on first use in the process it

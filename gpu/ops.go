@@ -8,6 +8,7 @@ import (
 
 	"github.com/trajring/trajring/kernels"
 	"gorgonia.org/cu"
+	"gorgonia.org/tensor"
 )
 
 // Scatter writes one batched step into the ring of every column, all
@@ -31,29 +32,74 @@ func (b *Backend) Scatter(cols []kernels.Column, src [][]byte, idx []int64) erro
 		return err
 	}
 	defer b.exit(r)
-	return b.scatter(cols, src, idx)
+	return b.scatter(cols, src, nil, idx)
 }
 
-func (b *Backend) scatter(cols []kernels.Column, src [][]byte, idx []int64) error {
+// ScatterFrom is Scatter where the source of column c is the device
+// tensor dev[c] when it is not nil (then src[c] must be nil): the kernel
+// reads its first len(idx)*StepBytes bytes on the device, so nothing of
+// it is staged or touched on the host. Each device source must lie within
+// one live arena of this backend (CheckSource) other than the rings the
+// launch writes; len(dev) == len(cols). The launch is queued on the
+// backend's stream after the work queued before it, so it reads what that
+// work wrote; work on another stream that writes a source must be made to
+// come first (WaitHandle on its event), and must not overwrite a source
+// before the launch has run (Record an event after ScatterFrom and wait
+// on it there). Host sources (src) are staged as in Scatter.
+func (b *Backend) ScatterFrom(cols []kernels.Column, src [][]byte, dev []*tensor.Dense, idx []int64) error {
+	if len(dev) != len(cols) {
+		return fmt.Errorf("%w: %d device sources for %d columns", ErrBounds, len(dev), len(cols))
+	}
+	r, err := b.enter()
+	if err != nil {
+		return err
+	}
+	defer b.exit(r)
+	return b.scatter(cols, src, dev, idx)
+}
+
+// scatter runs Scatter (dev nil) and ScatterFrom with the backend entered.
+func (b *Backend) scatter(cols []kernels.Column, src [][]byte, dev []*tensor.Dense, idx []int64) error {
 	if len(src) != len(cols) {
 		return fmt.Errorf("%w: %d sources for %d columns", ErrBounds, len(src), len(cols))
 	}
 	rings := scratch(&b.rings, len(cols))
+	addr := scratch(&b.src.addr, len(cols))
 	n := int64(len(idx))
+	ic := idxCheck{idx: idx}
 	for c := range cols {
 		ring, err := b.arena(cols[c].Ring)
 		if err != nil {
 			return fmt.Errorf("column %d ring: %w", c, err)
 		}
+		rings[c] = ring
+	}
+	for c := range cols {
 		s := cols[c].StepBytes
-		steps, ok := cols[c].RingSteps(ring.size)
-		if !ok || int64(len(src[c])) != n*s {
+		steps, ok := cols[c].RingSteps(rings[c].size)
+		if !ok {
+			return fmt.Errorf("%w: column %d: step of %d bytes at offset %d of a stride of %d", ErrBounds, c, s, cols[c].Offset, cols[c].Stride)
+		}
+		if dev != nil && dev[c] != nil {
+			if src[c] != nil {
+				return fmt.Errorf("%w: column %d has a host and a device source", ErrBounds, c)
+			}
+			a, p, err := b.source(dev[c], n*s)
+			if err != nil {
+				return fmt.Errorf("column %d source: %w", c, err)
+			}
+			for _, ring := range rings {
+				if a == ring {
+					return fmt.Errorf("%w: column %d: source in a ring arena the scatter writes", ErrBounds, c)
+				}
+			}
+			addr[c] = p
+		} else if int64(len(src[c])) != n*s {
 			return fmt.Errorf("%w: column %d: %d source bytes for %d steps of %d (stride %d, offset %d)", ErrBounds, c, len(src[c]), n, s, cols[c].Stride, cols[c].Offset)
 		}
-		if err := checkIdx(idx, steps); err != nil {
+		if err := ic.check(steps); err != nil {
 			return fmt.Errorf("column %d: %w", c, err)
 		}
-		rings[c] = ring
 	}
 	if n == 0 || len(cols) == 0 {
 		return nil
@@ -63,7 +109,9 @@ func (b *Backend) scatter(cols []kernels.Column, src [][]byte, idx []int64) erro
 	idxOff := l.add(n * 8)
 	srcOff := scratch(&b.offs, len(cols))
 	for c := range cols {
-		srcOff[c] = l.add(n * cols[c].StepBytes)
+		if addr[c] == 0 {
+			srcOff[c] = l.add(n * cols[c].StepBytes)
+		}
 	}
 	st, err := b.slot(l.n)
 	if err != nil {
@@ -72,9 +120,12 @@ func (b *Backend) scatter(cols []kernels.Column, src [][]byte, idx []int64) erro
 	buf := st.bytes(l.n)
 	descs := descSlice(buf, descOff, len(cols))
 	for c := range cols {
-		copy(buf[srcOff[c]:], src[c])
-		descs[c] = kernels.ColDesc{Ring: ringAddr(rings[c], &cols[c]), Aux: uint64(st.dev) + uint64(srcOff[c]),
-			Step: cols[c].StepBytes, Stride: cols[c].RingStride()}
+		aux := addr[c]
+		if aux == 0 {
+			copy(buf[srcOff[c]:], src[c])
+			aux = uint64(st.dev) + uint64(srcOff[c])
+		}
+		descs[c] = kernels.ColDesc{Ring: ringAddr(rings[c], &cols[c]), Aux: aux, Step: cols[c].StepBytes, Stride: cols[c].RingStride()}
 	}
 	lastWins(int64Slice(buf, idxOff, n), idx)
 	return b.launch(kernels.Scatter, st, l.n, n, maxWords(descs), int64(len(cols)),
@@ -162,10 +213,11 @@ func (b *Backend) concat(cols []kernels.Column, idx, next []int64) error {
 	if err != nil {
 		return err
 	}
+	nc := idxCheck{idx: next}
 	for c := range cols {
 		if nexts[c] != nil {
 			steps, _ := cols[c].RingSteps(rings[c].size) // checked by checkGather
-			if err := checkIdx(next, steps); err != nil {
+			if err := nc.check(steps); err != nil {
 				return fmt.Errorf("column %d successors: %w", c, err)
 			}
 		}
@@ -360,6 +412,7 @@ func (b *Backend) checkGather(cols []kernels.Column, idx []int64, n int64, next 
 	rings = scratch(&b.rings, len(cols))
 	outs = scratch(&b.outs, len(cols))
 	nexts = scratch(&b.nexts, len(cols))
+	ic := idxCheck{idx: idx}
 	for c := range cols {
 		col := &cols[c]
 		ring, err := b.arena(col.Ring)
@@ -388,7 +441,7 @@ func (b *Backend) checkGather(cols []kernels.Column, idx []int64, n int64, next 
 			}
 			nexts[c] = no
 		}
-		if err := checkIdx(idx, steps); err != nil {
+		if err := ic.check(steps); err != nil {
 			return nil, nil, nil, fmt.Errorf("column %d: %w", c, err)
 		}
 		rings[c], outs[c] = ring, out
@@ -428,6 +481,31 @@ func maxWords(descs []kernels.ColDesc) int64 {
 // 0: the ring's base plus the column's offset into a packed record
 // (kernels.ColDesc.Ring).
 func ringAddr(ring *Arena, col *kernels.Column) uint64 { return uint64(ring.ptr) + uint64(col.Offset) }
+
+// idxCheck checks one index list against the rings of several columns,
+// reading the list once: most columns share a ring (packed records) or
+// hold as many steps.
+type idxCheck struct {
+	idx     []int64
+	hi      int64 // the largest index
+	neg     bool  // whether an index is negative
+	scanned bool
+}
+
+// check is checkIdx(c.idx, steps).
+func (c *idxCheck) check(steps int64) error {
+	if !c.scanned {
+		c.hi, c.scanned = -1, true
+		for _, ix := range c.idx {
+			c.hi = max(c.hi, ix)
+			c.neg = c.neg || ix < 0
+		}
+	}
+	if !c.neg && c.hi < steps {
+		return nil
+	}
+	return checkIdx(c.idx, steps)
+}
 
 func checkIdx(idx []int64, steps int64) error {
 	for i, ix := range idx {

@@ -75,3 +75,26 @@ type MemoryReporter interface {
 	// MemAvailable returns the bytes of memory new arenas can take now.
 	MemAvailable() (int64, error)
 }
+
+// DeviceScatterer is implemented by backends whose Scatter can also read
+// a column's source steps from a tensor in the backend's own memory, in
+// place: Writer.Add uses it for a step whose field tensors are device
+// tensors of the buffer's backend, so a GPU-resident environment's step
+// reaches the ring device to device, with no host staging of its bytes.
+// The gpu backend of cuda builds accepts device tensors viewing a live
+// arena of its own (Backend.Tensor over memory from its Alloc, or a batch
+// it returned) and reads them in the one scatter launch; the cpu
+// backend's memory is host memory, so its sources are contiguous host
+// tensors, read in place. Implementations must be safe for concurrent use
+// as Backend's methods are.
+type DeviceScatterer interface {
+	// CheckSource returns an error unless the first n bytes of t are
+	// memory of this backend that ScatterFrom reads.
+	CheckSource(t *tensor.Dense, n int64) error
+	// ScatterFrom is Scatter where the source of column c is the tensor
+	// dev[c] when it is not nil (its first len(idx)*StepBytes bytes, and
+	// src[c] is nil), src[c] otherwise; len(dev) == len(cols). Device
+	// sources are read by work queued after all work queued before the
+	// call, and must not be overwritten until it has run.
+	ScatterFrom(cols []Column, src [][]byte, dev []*tensor.Dense, idx []int64) error
+}

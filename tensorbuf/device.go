@@ -11,8 +11,9 @@ import (
 
 // ErrDeviceTensor reports a tensor backed by device memory (one a gpu
 // backend returned, which gorgonia.org/tensor marks as not natively
-// accessible) passed where host memory is read, such as Writer.Add's
-// sources. It wraps ErrInvalidArg. Copy such tensors to the host first
+// accessible) passed where host memory is read, or to Writer.Add of a
+// buffer whose backend cannot read it in place (ErrForeignTensor wraps
+// it). It wraps ErrInvalidArg. Copy such tensors to the host first
 // (Batch.Host, Transitions.Host).
 var ErrDeviceTensor = fmt.Errorf("%w: device tensor where host memory is needed", ErrInvalidArg)
 

@@ -30,7 +30,7 @@ import (
 func BenchmarkDevice(b *testing.B) {
 	for _, bc := range []struct {
 		name string
-		kind string // sample, transitions, nstep, add, export
+		kind string // sample, transitions, nstep, add, add-device, export
 		rows string // low-dim or 3KB (hostTimeFields)
 		n, l int    // items per call (add: env rows), steps per item
 	}{
@@ -44,6 +44,7 @@ func BenchmarkDevice(b *testing.B) {
 		{"add/W256/lowdim", "add", "low-dim", 256, 1},
 		{"add/W1024/lowdim", "add", "low-dim", 1024, 1},
 		{"add/W1024/3KB", "add", "3KB", 1024, 1},
+		{"add/W1024/3KB/device", "add-device", "3KB", 1024, 1}, // fields from device tensors of the backend
 		{"export/1M/lowdim", "export", "low-dim", 0, 1},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
@@ -56,7 +57,7 @@ func BenchmarkDevice(b *testing.B) {
 			if testing.Short() {
 				capacity = 256
 			}
-			if bc.kind == "add" {
+			if bc.kind == "add" || bc.kind == "add-device" {
 				rows, capacity = bc.n, 64
 			}
 			fields := hostTimeFields[bc.rows]
@@ -71,7 +72,7 @@ func BenchmarkDevice(b *testing.B) {
 			}
 			step := fullStep(fields, rows)
 			fillSteps := capacity
-			if bc.kind == "add" {
+			if bc.kind == "add" || bc.kind == "add-device" {
 				fillSteps = 1
 			}
 			for range fillSteps {
@@ -107,7 +108,10 @@ func BenchmarkDevice(b *testing.B) {
 				opt := tensorbuf.NStepOptions{Horizon: bc.l, DiscountFactor: 0.99}
 				op = func() error { return buf.SampleNStepInto(tr, bc.n, opt) }
 				out = func() int64 { return transitionBytes(tr) }
-			case "add":
+			case "add", "add-device":
+				if bc.kind == "add-device" {
+					step = deviceStep(b, be, fields, step)
+				}
 				op = func() error { return w.Add(step) }
 				out = func() int64 { // the step's fields and 10 bytes of built-in columns per row
 					return outBytes(step.Values) + int64(rows)*10

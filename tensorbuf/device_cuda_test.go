@@ -30,11 +30,14 @@ func gpuBackend(t *testing.T) *gpu.Backend {
 }
 
 // TestDeviceBatchIsRefusedByAddAndPrintsSafely: a batch sampled on the
-// gpu backend holds device tensors; feeding one back to Writer.Add fails
-// with ErrDeviceTensor and writes nothing, and printing the batch prints
-// shapes and dtypes (the stand-in would kill the process on a data read).
+// gpu backend holds device tensors; feeding one to Writer.Add of a buffer
+// on another backend fails with ErrForeignTensor (an ErrDeviceTensor) and
+// writes nothing (the buffer's own backend's tensors are added in place:
+// writer_device_cuda_test.go), and printing the batch prints shapes and
+// dtypes (the stand-in would kill the process on a data read).
 func TestDeviceBatchIsRefusedByAddAndPrintsSafely(t *testing.T) {
-	buf, w, tbl := sourceTable(t, gpuBackend(t))
+	buf, w, _ := sourceTable(t, gpuBackend(t))
+	_, _, tbl := sourceTable(t, gpuBackend(t))
 	bt, err := tbl.Sample(context.Background(), 4)
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +52,7 @@ func TestDeviceBatchIsRefusedByAddAndPrintsSafely(t *testing.T) {
 	step := fullStep(hostTimeFields["low-dim"], 4)
 	step.Values["obs"] = bt.Fields["obs"]
 	step.Values["obs"].Reshape(4, 8)
-	if err := w.Add(step); !errors.Is(err, tensorbuf.ErrDeviceTensor) || !errors.Is(err, tensorbuf.ErrInvalidArg) {
+	if err := w.Add(step); !errors.Is(err, tensorbuf.ErrForeignTensor) || !errors.Is(err, tensorbuf.ErrDeviceTensor) || !errors.Is(err, tensorbuf.ErrInvalidArg) {
 		t.Fatalf("Add of a device tensor: %v, want ErrDeviceTensor", err)
 	}
 	if after := []int64{buf.Cursor(0), buf.Cursor(1), buf.Cursor(2), buf.Cursor(3), buf.Size()}; fmt.Sprint(after) != fmt.Sprint(before) {

@@ -10,8 +10,10 @@ import (
 
 // Step is one batched trajectory step for some env rows, in TF-Agents'
 // layout. Writer.Add only reads it (and not after it returns), so a Step
-// and its tensors can be reused for the next add; it must not change
-// during the call.
+// and its host tensors can be reused for the next add; it must not change
+// during the call. Device tensors in Values are read on the device by the
+// work Add queues, after it returns: see Writer.Add for when they may be
+// overwritten.
 //
 // It holds a TF-Agents Trajectory for each row: the observation, action
 // and policy info at t with StepType at t, and NextStepType, Reward and
@@ -27,7 +29,8 @@ type Step struct {
 	Reward       []float32
 	Discount     []float32
 	// Values holds every user field by name, shaped [len(rows), ...shape],
-	// contiguous, in host memory.
+	// contiguous: host tensors, or device tensors of the buffer's backend
+	// (see Writer.Add), in any mix.
 	Values map[string]*tensor.Dense
 }
 
@@ -44,7 +47,8 @@ type Writer struct {
 
 	idx  []int64
 	src  [][]byte
-	seen []int // scratch: row -> add number, for duplicate detection
+	dev  []*tensor.Dense // device sources by column (nil: host, in src)
+	seen []int           // scratch: row -> add number, for duplicate detection
 	gen  int
 }
 
@@ -101,6 +105,7 @@ func (b *Buffer) NewWriterOptions(opts WriterOptions, rows ...int) (*Writer, err
 		strict: opts.Strict,
 		idx:    make([]int64, 0, len(rows)),
 		src:    make([][]byte, len(b.cols)),
+		dev:    make([]*tensor.Dense, len(b.cols)),
 		seen:   make([]int, b.numEnvs),
 	}
 	for _, r := range rows {
@@ -139,6 +144,27 @@ func (w *Writer) Close() error {
 // buffer's Stats), or is refused with ErrStepType by a strict writer.
 //
 // Add validates everything before writing: on error nothing is written.
+//
+// Device sources. A field tensor may be a device tensor of the buffer's
+// own backend (in cuda builds, one viewing memory of the buffer's
+// gpu.Backend: Tensor over an arena from its Alloc, or a batch it
+// sampled), as a GPU-resident environment or a learner holds its step:
+// the backend's one scatter launch then reads it on the device, with no
+// host copy of its bytes (see DeviceScatterer); the built-in columns are
+// host slices and are staged as always, and device and host fields mix
+// freely. A device tensor the backend cannot read in place (another
+// backend's, even on the same GPU, memory from outside trajring, a freed
+// arena) is refused with ErrForeignTensor, one of the wrong dtype or
+// shape with ErrDType or ErrShape, and a backend that reads no device
+// sources refuses every device tensor with ErrDeviceTensor; a refused Add
+// writes nothing. Ordering: the scatter is queued on the backend's stream
+// after all work queued there before Add, so it reads what that work
+// wrote (kernels launched on Streamer.Stream, Backend.Upload). A producer
+// writing on another stream must make the backend's stream wait for it
+// before Add (record an event on its stream after the write, then
+// Streamer.WaitHandle), and must not overwrite the sources until the
+// scatter has run (Streamer.Record an event after Add and make its stream
+// wait on it).
 func (w *Writer) Add(s *Step) error {
 	b := w.b
 	if s == nil {
@@ -168,17 +194,26 @@ func (w *Writer) Add(s *Step) error {
 			}
 		}
 	}
+	devices := false
 	for i := range b.nUser {
 		c := &b.cols[i]
 		d, ok := s.Values[c.Name]
 		if !ok || d == nil {
 			return fmt.Errorf("%w: step lacks field %q", ErrMissingField, c.Name)
 		}
+		if !d.IsNativelyAccessible() {
+			if err := w.deviceSource(d, c.Field, n); err != nil {
+				return err
+			}
+			w.src[i], w.dev[i] = nil, d
+			devices = true
+			continue
+		}
 		raw, err := hostBytes(d, c.Field, n)
 		if err != nil {
 			return err
 		}
-		w.src[i] = raw
+		w.src[i], w.dev[i] = raw, nil
 	}
 	w.src[b.nUser+colStepType] = int32Bytes(s.StepType)
 	w.src[b.nUser+colNextStepType] = int32Bytes(s.NextStepType)
@@ -209,8 +244,8 @@ func (w *Writer) Add(s *Step) error {
 	if err := b.beforeRingWrite(w.idx); err != nil {
 		return err
 	}
-	if err := b.be.Scatter(b.ring, w.src, w.idx); err != nil {
-		return fmt.Errorf("%w: scatter: %w", ErrBackend, err)
+	if err := w.scatter(devices); err != nil {
+		return err
 	}
 	// Drop the items whose first step this add overwrites: each table is
 	// locked once per add, not once per row (rows are distinct, so each
@@ -227,7 +262,13 @@ func (w *Writer) Add(s *Step) error {
 			m |= metaDiscZero
 		}
 		if pos > 0 {
-			prev := &b.meta[b.slot(r, pos-1)]
+			// The slot of pos-1 without a division: the slot before pos's,
+			// or the row's last when pos's is the row's first.
+			ps := w.idx[i] - 1
+			if ps < int64(r)*b.capacity {
+				ps += b.capacity
+			}
+			prev := &b.meta[ps]
 			if StepType((*prev&metaNextMask)>>metaNextShift) != s.StepType[i] {
 				*prev |= metaCut
 				b.stats.Cuts++
@@ -243,7 +284,26 @@ func (w *Writer) Add(s *Step) error {
 		b.cursor[r] = pos + 1
 	}
 	b.stats.Steps += int64(n)
+	return nil
+}
+
+// scatter writes the sources Add prepared to w.idx, from device tensors
+// in place when there are any, and lets go of the sources. It runs with
+// b.mu held.
+func (w *Writer) scatter(devices bool) error {
+	b := w.b
+	var err error
+	if devices {
+		// deviceSource checked that the backend is a DeviceScatterer.
+		err = b.be.(DeviceScatterer).ScatterFrom(b.ring, w.src, w.dev, w.idx)
+	} else {
+		err = b.be.Scatter(b.ring, w.src, w.idx)
+	}
 	clear(w.src)
+	clear(w.dev)
+	if err != nil {
+		return fmt.Errorf("%w: scatter: %w", ErrBackend, err)
+	}
 	return nil
 }
 
@@ -273,7 +333,9 @@ func (w *Writer) checkRows(given []int, what string) ([]int, error) {
 
 func validStepType(s StepType) bool { return s == First || s == Mid || s == Last }
 
-func finite(v float32) bool { return !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0) }
+// finite reports whether v is neither NaN nor infinite (its exponent
+// bits are not all ones).
+func finite(v float32) bool { return math.Float32bits(v)&0x7f800000 != 0x7f800000 }
 
 // hostBytes returns the bytes of a contiguous host tensor after checking
 // its dtype and shape against a field for n rows.
