@@ -67,6 +67,13 @@ const (
 	secHindsight
 )
 
+// Table flags: a byte that ends a table section, optional (checkpoints
+// written before it lack it and load with no flag set).
+const (
+	// tableDeviceSelection: TableConfig.DeviceSelection.
+	tableDeviceSelection = 1
+)
+
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // sectionName names a section in errors and summaries.
@@ -489,6 +496,20 @@ func (s *secReader) bytes(limit int) []byte {
 		rem -= k
 	}
 	return out
+}
+
+// more reports whether the section has bytes left (reading its next
+// chunk when the current one is used up): for optional trailing fields.
+func (s *secReader) more() bool {
+	for s.err == nil && len(s.cur) == 0 && !s.last {
+		p, last, err := s.cr.next(s.sec, s.index, &s.stored, &s.raw)
+		if err != nil {
+			s.err = err
+			return false
+		}
+		s.cur, s.last = p, last
+	}
+	return s.err == nil && len(s.cur) > 0
 }
 
 // done checks that the section ended exactly here.

@@ -89,7 +89,10 @@ type TableConfig struct {
 	// differ from Go's math.Pow in the last bits). Rate
 	// limits, canSample checks and batch shapes stay on the host.
 	// SampleTransitionsInto still selects on the host (same draws). A
-	// checkpoint does not record it: a loaded table selects on the host.
+	// checkpoint records it, with the priorities UpdatePrioritiesDevice
+	// set (Save waits for the backend to learn them): a loaded table
+	// selects on its backend again, and Load fails with ErrConfig when
+	// that backend cannot (no ItemSelector or PrioritySelector).
 	DeviceSelection bool
 }
 
