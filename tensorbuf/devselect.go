@@ -358,7 +358,11 @@ func (t *Table) sampleDevLocked(bt *Batch, n int) error {
 	if err := b.gatherAt(bt, t.dev.sel, n, l, realloc); err != nil {
 		return err
 	}
-	return bt.metaViews(b.be, n, mrealloc)
+	if err := bt.metaViews(b.be, n, mrealloc); err != nil {
+		return err
+	}
+	bt.metaT = t
+	return nil
 }
 
 // gatherAt is gather with the windows the draw wrote to bt.meta.
@@ -399,15 +403,22 @@ func (bt *Batch) retireMeta() {
 	for _, d := range []*tensor.Dense{bt.KeyTensor, bt.ProbabilityTensor, bt.WeightTensor} {
 		retire(d, replaced)
 	}
-	bt.KeyTensor, bt.ProbabilityTensor, bt.WeightTensor, bt.metaN = nil, nil, nil, 0
+	bt.KeyTensor, bt.ProbabilityTensor, bt.WeightTensor, bt.metaN, bt.metaT = nil, nil, nil, 0, nil
 }
 
-// HostMeta copies a device-selected batch's keys, probabilities and
-// weights (KeyTensor, ProbabilityTensor, WeightTensor) into Keys,
-// Probabilities and Weights, waiting for the backend first; for example
-// before UpdatePriorities. It reuses their memory (no allocation once they
-// are large enough). On a batch selected on the host it does nothing. It
-// is not safe for concurrent use with other calls on the batch.
+// HostMeta fills a device-selected batch's Keys, Probabilities and
+// Weights from KeyTensor, ProbabilityTensor and WeightTensor, waiting for
+// the backend first (for example before UpdatePriorities), and its Items
+// from the table by key: Items[i] is the item of Keys[i] as the table
+// holds it when HostMeta runs (Row, Start, Len, Pad and Priority, as a
+// host-selected sample gives them), or the zero Item (Len 0) when that
+// item has left the table since the sample (deleted, evicted or
+// replaced). Priority is the host's: priorities set by
+// UpdatePrioritiesDevice appear once the host has learned them (see
+// UpdatePrioritiesDevice). It reuses the slices' memory (no allocation
+// once they are large enough). On a batch selected on the host it does
+// nothing. It is not safe for concurrent use with other calls on the
+// batch; it is with calls on the table.
 func (bt *Batch) HostMeta() error {
 	if bt.KeyTensor == nil {
 		return nil
@@ -429,6 +440,17 @@ func (bt *Batch) HostMeta() error {
 		if err := o.be.Download(c.dst, o.arena, c.off); err != nil {
 			return fmt.Errorf("%w: download: %w", ErrBackend, err)
 		}
+	}
+	items := grow(&bt.Items, n)
+	if t := bt.metaT; t != nil {
+		t.mu.Lock()
+		for i, k := range keys {
+			items[i] = Item{}
+			if s, ok := t.lookup(k); ok {
+				items[i] = t.items[s].Item
+			}
+		}
+		t.mu.Unlock()
 	}
 	return nil
 }
