@@ -26,7 +26,9 @@ import (
 //	crc     uint32  CRC-32C of the 20 bytes above and the stored payload
 //
 // Sections come in a fixed order: the header (specs, sizes, stats, the
-// buffer's rng), the rows (cursors), one section per table, the metadata
+// buffer's rng), the rows (cursors), one section per table (ending with
+// an optional flags byte, tableDeviceSelection: files written before it
+// end without, and load with no flag set), the metadata
 // mirror (one byte per step), one section per ring arena of the buffer's
 // layout (planLayout: the packed record arena of the small fields and the
 // built-in columns, then one arena per large field in field order; the

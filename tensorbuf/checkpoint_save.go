@@ -178,7 +178,10 @@ func (t *Table) snapshotLocked() (tableSnap, error) {
 // metadata, its Stats, the state of its direct samplers' random source,
 // and every table (configuration and rate limiter, items, priorities,
 // times sampled, limiter counters, key generations, running maximum
-// priority and random source). Load restores all of it, so that a
+// priority and random source). A DeviceSelection table's priorities are
+// those its backend samples with: Save first waits for the backend and
+// learns the priorities UpdatePrioritiesDevice set there (see
+// UpdatePrioritiesDevice). Load restores all of it, so that a
 // restored buffer samples exactly what the original would have sampled
 // next. Writers (their rows' ownership) are not saved: open new ones on
 // the loaded buffer. A Hindsight relabeler lives beside the buffer: save

@@ -76,7 +76,7 @@ type TableConfig struct {
 	// batch's L is the table's longest item ever inserted (Len+Pad)
 	// rather than the longest drawn, and keys, probabilities and weights
 	// come back as tensors in backend memory (Batch.KeyTensor; HostMeta
-	// copies them). Items sampled this way are not counted in
+	// copies them and fills Items from the table). Items sampled this way are not counted in
 	// times-sampled. Only Uniform and Prioritized tables without
 	// MaxTimesSampled can select on the backend: FIFO, LIFO and
 	// MaxTimesSampled need the host to see each draw before the next.
