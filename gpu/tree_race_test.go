@@ -15,8 +15,9 @@ import (
 // groups at once (one update per leaf group of a tree of 2^15 leaves, so
 // every update appends to the same level's count) repair the tree exactly
 // as the cpu does, call after call, in race exposure (four host threads,
-// units of one thread) and in order. A count taken without an atomic add
-// loses entries here, and the groups they held go unrepaired.
+// units of one thread) and in order, the first after counts left over by
+// a failed repair. A count taken without an atomic add loses entries
+// here, and the groups they held go unrepaired.
 func TestUpdateRepairContended(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
@@ -64,6 +65,14 @@ func TestUpdateRepairContended(t *testing.T) {
 			}
 			lists := [2]int64{winOff + us.Lists, winOff + us.Bytes}
 			p.sameExcept("patched", mir, lists)
+			// Counts left over by a repair that never ran (a failed
+			// launch): past its groups on level 0 (that level is then
+			// repaired whole, nothing more listed), within them on level
+			// 1 (stale entries, valid groups, repaired again).
+			stale := []uint32{uint32(lay.Size[0]/8 + 5), 3}
+			sb := unsafe.Slice((*byte)(unsafe.Pointer(&stale[0])), 8)
+			_ = b.Upload(mir.g, winOff+us.Counts, sb)
+			_ = p.c.Upload(mir.c, winOff+us.Counts, sb)
 			const n = treeN / 8 // one update per leaf group
 			uk, up := make([]uint64, n), make([]float32, n)
 			kt, pt := p.arena(8*n), p.arena(4*n)
