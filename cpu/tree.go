@@ -30,16 +30,24 @@ func treeOf(m kernels.Mirror) ([]float64, error) {
 	return unsafe.Slice((*float64)(unsafe.Pointer(&t.b[m.TreeOff])), n), nil
 }
 
-// winnersOf checks a mirror's update claims and returns them.
-func winnersOf(m kernels.Mirror) ([]uint64, error) {
+// stateOf checks a mirror's update state (kernels.UpdateState) and
+// returns its claims, last priorities, counts, marks and lists.
+func stateOf(m kernels.Mirror) (win []uint64, prios []float32, counts, marks, lists []uint32, err error) {
 	w, err := host(m.Winners)
 	if err != nil {
-		return nil, fmt.Errorf("mirror claims: %w", err)
+		return nil, nil, nil, nil, nil, fmt.Errorf("mirror claims: %w", err)
 	}
-	if m.WinnersOff%8 != 0 || !kernels.Fits(m.WinnersOff, m.Slots, 8, w.Size()) || m.Slots == 0 {
-		return nil, fmt.Errorf("%w: %d claims at %d in %d bytes", ErrBounds, m.Slots, m.WinnersOff, w.Size())
+	u := kernels.UpdateState(m.Slots, m.TreeN)
+	if m.WinnersOff%8 != 0 || !kernels.Fits(m.WinnersOff, u.Bytes, 1, w.Size()) || m.Slots == 0 {
+		return nil, nil, nil, nil, nil, fmt.Errorf("%w: update state of %d bytes at %d in %d bytes", ErrBounds, u.Bytes, m.WinnersOff, w.Size())
 	}
-	return unsafe.Slice((*uint64)(unsafe.Pointer(&w.b[m.WinnersOff])), m.Slots), nil
+	b := w.b[m.WinnersOff:]
+	win = unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), m.Slots)
+	prios = unsafe.Slice((*float32)(unsafe.Pointer(&b[u.Prios])), m.Slots)
+	counts = unsafe.Slice((*uint32)(unsafe.Pointer(&b[u.Counts])), kernels.TreeMaxLevels)
+	marks = unsafe.Slice((*uint32)(unsafe.Pointer(&b[u.Marks])), u.Groups)
+	lists = unsafe.Slice((*uint32)(unsafe.Pointer(&b[u.Lists])), u.Groups)
+	return win, prios, counts, marks, lists, nil
 }
 
 // RepairTree recomputes every running sum and minimum of a mirror's sum
@@ -205,12 +213,17 @@ func (*Backend) DrawPrioritized(d kernels.PrioritizedDraw) error {
 // UpdatePriorities sets the leaf weights of a mirror's sum tree from n
 // keys (uint64, as a table makes them: gen<<32 | slot) and float32
 // priorities, both host tensors of this backend's memory (the reference
-// of kernels/update_claim.cu and update_apply.cu): the last update of a
-// slot wins (claimed by epoch<<32 | i+1, epoch larger than any before on
-// this mirror), keys that name no live item of the mirror are skipped,
-// and a winning priority that is negative, NaN or infinite leaves its
-// slot as it was; the others set its leaf to p^a (p itself when a is 1).
-// RepairTree then repairs the sums. It is safe for concurrent use on
+// of kernels/update_claim.cu, update_apply.cu and tree_repair.cu): the
+// last update of a slot wins (claimed by epoch<<32 | i+1, epoch larger
+// than any before on this mirror), keys that name no live item of the
+// mirror are skipped, and a winning priority that is negative, NaN or
+// infinite leaves its slot as it was; the others set its leaf to p^a (p
+// itself when a is 1) and its entry of the update state's priorities to
+// p, and mark the groups above the leaf with the epoch. It then repairs
+// the tree above the leaves it set, listing the marked groups level by
+// level as the device does (in update order; the device's order is not
+// defined) and zeroing the counts after: the tree a whole RepairTree
+// gives, from a consistent tree. It is safe for concurrent use on
 // distinct mirrors.
 func (*Backend) UpdatePriorities(m kernels.Mirror, keys, prios *tensor.Dense, epoch uint64, a float64) error {
 	recs, _, err := mirror(m)
@@ -221,7 +234,10 @@ func (*Backend) UpdatePriorities(m kernels.Mirror, keys, prios *tensor.Dense, ep
 	if err != nil {
 		return err
 	}
-	win, err := winnersOf(m)
+	if tree == nil {
+		return fmt.Errorf("%w: mirror without a tree", ErrBounds)
+	}
+	win, pri, counts, marks, lists, err := stateOf(m)
 	if err != nil {
 		return err
 	}
@@ -232,7 +248,7 @@ func (*Backend) UpdatePriorities(m kernels.Mirror, keys, prios *tensor.Dense, ep
 	kr, pr := keys.Header.Raw, prios.Header.Raw
 	ks := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(kr))), len(kr)/8)[:keys.DataSize()]
 	ps := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(pr))), len(pr)/4)[:prios.DataSize()]
-	if tree == nil || len(ks) != len(ps) || !(a >= 0) || math.IsInf(a, 0) || epoch >= 1<<32 {
+	if len(ks) != len(ps) || !(a >= 0) || math.IsInf(a, 0) || epoch >= 1<<32 {
 		return fmt.Errorf("%w: %v keys (%v), %v priorities (%v), a %v, epoch %d", ErrBounds, keys.Shape(), keys.Dtype(), prios.Shape(), prios.Dtype(), a, epoch)
 	}
 	slot := func(k uint64) int64 {
@@ -246,6 +262,11 @@ func (*Backend) UpdatePriorities(m kernels.Mirror, keys, prios *tensor.Dense, ep
 		if s := slot(k); s >= 0 {
 			win[s] = max(win[s], epoch<<32|uint64(i+1))
 		}
+	}
+	lay := kernels.Tree(m.TreeN)
+	var goff [kernels.TreeMaxLevels + 1]int64
+	for l := range lay.Levels {
+		goff[l+1] = goff[l] + lay.Size[l]/8
 	}
 	for i, k := range ks {
 		s := slot(k)
@@ -261,6 +282,34 @@ func (*Backend) UpdatePriorities(m kernels.Mirror, keys, prios *tensor.Dense, ep
 		} else {
 			tree[s] = math.Pow(p, a)
 		}
+		pri[s] = ps[i]
+		g := s
+		for l := range lay.Levels {
+			g /= 8
+			if marks[goff[l]+g] == uint32(epoch) {
+				break // listed, with every group above
+			}
+			marks[goff[l]+g] = uint32(epoch)
+			if k := int64(counts[l]); k < goff[l+1]-goff[l] {
+				lists[goff[l]+k] = uint32(g)
+			}
+			counts[l]++
+		}
 	}
+	// Repair the listed groups, level by level (a level whose count
+	// exceeds its groups, left over by a failed device repair, whole).
+	for l := range int64(lay.Levels) {
+		ng := goff[l+1] - goff[l]
+		if k := int64(counts[l]); k > ng {
+			for g := range ng {
+				pullGroup(tree, &lay, l, g)
+			}
+		} else {
+			for _, g := range lists[goff[l] : goff[l]+k] {
+				pullGroup(tree, &lay, l, int64(g))
+			}
+		}
+	}
+	clear(counts)
 	return nil
 }

@@ -111,7 +111,7 @@ func (b *Backend) PatchItems(m kernels.Mirror, items []kernels.ItemPatch, live [
 	}
 	lay := kernels.Tree(m.TreeN)
 	for l := range lay.Levels {
-		if err := b.launchGrid(kernels.TreePull, lay.Size[l]/8, 1, 1, leaves, uint64(m.TreeN), uint64(l)); err != nil {
+		if err := b.launchGrid(kernels.TreePull, lay.Size[l]/8, 1, 1, leaves, uint64(m.TreeN), uint64(l), 0); err != nil {
 			return err
 		}
 	}

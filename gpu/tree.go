@@ -43,7 +43,7 @@ func (b *Backend) RepairTree(m kernels.Mirror) error {
 	}
 	lay := kernels.Tree(m.TreeN)
 	for l := range lay.Levels {
-		if err := b.launchGrid(kernels.TreePull, lay.Size[l]/8, 1, 1, ta, uint64(m.TreeN), uint64(l)); err != nil {
+		if err := b.launchGrid(kernels.TreePull, lay.Size[l]/8, 1, 1, ta, uint64(m.TreeN), uint64(l), 0); err != nil {
 			return err
 		}
 	}
@@ -94,15 +94,21 @@ func (b *Backend) DrawPrioritized(d kernels.PrioritizedDraw) error {
 
 // UpdatePriorities sets the leaf weights of a mirror's sum tree from
 // device tensors of keys (uint64) and priorities (float32) of the same
-// length, in two launches and without copying them to the host
-// (kernels/update_claim.cu, update_apply.cu; cpu.Backend.UpdatePriorities
-// is the reference and gives the rules: last update of a slot wins, keys
-// of no live item skipped, invalid priorities ignored). The tensors'
-// memory must be device memory of this backend's context (their Uintptr
-// is handed to the kernels; it cannot be checked); epoch must exceed every
-// epoch used on the mirror before and stay below 2^32. p^a uses the
-// device's pow (exact when a is 1). RepairTree then repairs the sums. It
-// is safe for concurrent use.
+// length, and repairs the tree above them, in three launches and without
+// copying anything to or from the host (kernels/update_claim.cu,
+// update_apply.cu, tree_repair.cu; cpu.Backend.UpdatePriorities is the
+// reference and gives the rules: last update of a slot wins, keys of no
+// live item skipped, invalid priorities ignored): the claims, then the
+// winners' leaves and priorities, with the groups above them marked and
+// listed in the mirror's update state, then one block that repairs the
+// listed groups level by level. The tree is then the one a whole repair
+// gives, bit for bit. With more than updateRepairMax updates (most groups
+// change anyway) a repair of every level replaces the one block (one
+// launch per level). The tensors' memory must be device memory of this
+// backend's context (their Uintptr is handed to the kernels; it cannot be
+// checked); epoch must exceed every epoch used on the mirror before and
+// stay below 2^32. p^a uses the device's pow (exact when a is 1). It is
+// safe for concurrent use.
 func (b *Backend) UpdatePriorities(m kernels.Mirror, keys, prios *tensor.Dense, epoch uint64, a float64) error {
 	r, err := b.enter()
 	if err != nil {
@@ -121,8 +127,9 @@ func (b *Backend) UpdatePriorities(m kernels.Mirror, keys, prios *tensor.Dense, 
 	if err != nil {
 		return fmt.Errorf("mirror claims: %w", err)
 	}
-	if m.WinnersOff%8 != 0 || !kernels.Fits(m.WinnersOff, m.Slots, 8, w.size) {
-		return fmt.Errorf("%w: %d claims at %d in %d bytes", ErrBounds, m.Slots, m.WinnersOff, w.size)
+	u := kernels.UpdateState(m.Slots, m.TreeN)
+	if m.WinnersOff%8 != 0 || !kernels.Fits(m.WinnersOff, u.Bytes, 1, w.size) {
+		return fmt.Errorf("%w: update state of %d bytes at %d in %d bytes", ErrBounds, u.Bytes, m.WinnersOff, w.size)
 	}
 	if keys == nil || prios == nil || keys.Dtype() != tensor.Uint64 || prios.Dtype() != tensor.Float32 ||
 		keys.DataSize() != prios.DataSize() || !(a >= 0) || math.IsInf(a, 0) || epoch >= 1<<32 {
@@ -137,5 +144,23 @@ func (b *Backend) UpdatePriorities(m kernels.Mirror, keys, prios *tensor.Dense, 
 	if err := b.launchGrid(kernels.UpdateClaim, n, 1, 1, ia, uint64(m.TreeN), ka, uint64(n), wa, epoch); err != nil {
 		return err
 	}
-	return b.launchGrid(kernels.UpdateApply, n, 1, 1, ia, uint64(m.TreeN), ka, pa, uint64(n), wa, epoch, ta, math.Float64bits(a))
+	if err := b.launchGrid(kernels.UpdateApply, n, 1, 1, ia, uint64(m.TreeN), ka, pa, uint64(n), uint64(m.Slots), wa, epoch, ta, math.Float64bits(a)); err != nil {
+		return err
+	}
+	if n <= updateRepairMax {
+		return b.launchGrid(kernels.TreeRepair, 1, 1, 1, ta, uint64(m.TreeN), uint64(m.Slots), wa) // one block
+	}
+	lay := kernels.Tree(m.TreeN)
+	for l := range lay.Levels {
+		if err := b.launchGrid(kernels.TreePull, lay.Size[l]/8, 1, 1, ta, uint64(m.TreeN), uint64(l), wa+uint64(u.Counts)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
+
+// updateRepairMax is the most updates whose tree repair UpdatePriorities
+// runs as one block over the listed groups; more (past 4096 updates, most
+// groups of the lowest levels change) repair every level with a grid of
+// its own.
+var updateRepairMax int64 = 4096

@@ -23,7 +23,25 @@ import (
 // few ulps: Go's is not correctly rounded).
 func TestSumTreeMatchesCPU(t *testing.T) { forGrids(t, testSumTreeMatchesCPU) }
 
+// TestSumTreeUnderRaceExposure runs TestSumTreeMatchesCPU with the
+// stand-in in race exposure: every launch's threads in shuffled units of
+// one on four host threads, so the update kernels' claims, marks and list
+// counts (atomics) and the one-block repair's levels are exercised as a
+// GPU would interleave them. Skipped when the whole package already runs
+// in race exposure (make test-cuda's second pass) and under -short.
+func TestSumTreeUnderRaceExposure(t *testing.T) {
+	if m, _ := CurrentStandinMode(); m.Threads > 0 {
+		t.Skipf("every test already runs in race exposure (%+v)", m)
+	}
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	withStandinMode(t, StandinMode{Threads: 4, Chunk: 1, Seed: 11})
+	forGrids(t, testSumTreeMatchesCPU)
+}
+
 func testSumTreeMatchesCPU(t *testing.T, b *Backend) {
+	defer func() { updateRepairMax = 4096 }()
 	for trial := range 24 {
 		p := newPair(t, b, 1300+uint64(trial))
 		treeN := int64(8) << p.rng.IntN(10)
@@ -35,11 +53,16 @@ func testSumTreeMatchesCPU(t *testing.T, b *Backend) {
 		liveOff := itemsOff + slots*kernels.ItemRecSize
 		treeOff := (liveOff + slots*kernels.LiveSize + 15) &^ 7
 		winOff := treeOff + 8*lay.Doubles + 8
-		mir := p.arena(winOff + 8*slots + 16)
-		// Claims start at 0 (a new mirror is zeroed), the rest random.
-		zero := make([]byte, 8*slots)
+		us := kernels.UpdateState(slots, treeN)
+		mir := p.arena(winOff + us.Bytes + 16)
+		// The update state starts at 0 (a new mirror is zeroed), the rest
+		// random.
+		zero := make([]byte, us.Bytes)
 		_ = b.Upload(mir.g, winOff, zero)
 		_ = p.c.Upload(mir.c, winOff, zero)
+		// The lists of groups to repair hold the same groups on both
+		// backends, but in the device's order (atomics): compared without.
+		lists := [2]int64{winOff + us.Lists, winOff + us.Bytes}
 		gm := kernels.Mirror{Items: mir.g, ItemsOff: itemsOff, Live: mir.g, LiveOff: liveOff, Slots: slots,
 			Tree: mir.g, TreeOff: treeOff, TreeN: treeN, Winners: mir.g, WinnersOff: winOff}
 		cm := gm
@@ -85,7 +108,7 @@ func testSumTreeMatchesCPU(t *testing.T, b *Backend) {
 			if err := p.c.RepairTree(cm); err != nil {
 				t.Fatal(err)
 			}
-			p.same(fmt.Sprintf("trial %d %s", trial, what), mir)
+			p.sameExcept(fmt.Sprintf("trial %d %s", trial, what), mir, lists)
 		}
 		repair("repaired tree")
 		// A few leaves patched on a consistent tree: PatchItems repairs
@@ -104,11 +127,11 @@ func testSumTreeMatchesCPU(t *testing.T, b *Backend) {
 			if err := p.c.PatchItems(cm, some, nil); err != nil {
 				t.Fatal(err)
 			}
-			p.same(fmt.Sprintf("trial %d tree after %d patches (limit %d)", trial, len(some), limit), mir)
+			p.sameExcept(fmt.Sprintf("trial %d tree after %d patches (limit %d)", trial, len(some), limit), mir, lists)
 			if err := p.c.RepairTree(cm); err != nil {
 				t.Fatal(err)
 			}
-			p.same(fmt.Sprintf("trial %d tree after %d patches (limit %d), whole repair on the cpu", trial, len(some), limit), mir)
+			p.sameExcept(fmt.Sprintf("trial %d tree after %d patches (limit %d), whole repair on the cpu", trial, len(some), limit), mir, lists)
 		}
 		patchRepairMax = 4096
 		draw := func(what string, beta float64) {
@@ -168,7 +191,12 @@ func testSumTreeMatchesCPU(t *testing.T, b *Backend) {
 				up[i] = 0
 			}
 		}
-		for _, a := range []float64{1, 0.6} {
+		for ci, c := range []struct {
+			a     float64
+			limit int64 // updateRepairMax: the one-block repair, or a repair of every level
+		}{{1, 4096}, {1, 3}, {0.6, 4096}} {
+			a := c.a
+			updateRepairMax = c.limit
 			kt := p.arena(8 * int64(n))
 			pt := p.arena(4 * int64(n))
 			_ = b.Upload(kt.g, 0, unsafe.Slice((*byte)(unsafe.Pointer(&uk[0])), 8*n))
@@ -179,10 +207,7 @@ func testSumTreeMatchesCPU(t *testing.T, b *Backend) {
 			gp, _ := b.Tensor(pt.g, 0, tensor.Float32, n)
 			ck, _ := p.c.Tensor(kt.c, 0, tensor.Uint64, n)
 			cp, _ := p.c.Tensor(pt.c, 0, tensor.Float32, n)
-			epoch := uint64(1 + trial)
-			if a != 1 {
-				epoch += 100
-			}
+			epoch := uint64(1+trial) + 100*uint64(ci)
 			if err := b.UpdatePriorities(gm, gk, gp, epoch, a); err != nil {
 				t.Fatal(err)
 			}
@@ -190,7 +215,14 @@ func testSumTreeMatchesCPU(t *testing.T, b *Backend) {
 				t.Fatal(err)
 			}
 			if a == 1 {
-				repair("updated tree")
+				// The device repaired the groups above the updated leaves:
+				// the tree equals the cpu's, and the one a whole repair
+				// gives.
+				p.sameExcept(fmt.Sprintf("trial %d updated tree (limit %d)", trial, c.limit), mir, lists)
+				if err := p.c.RepairTree(cm); err != nil {
+					t.Fatal(err)
+				}
+				p.sameExcept(fmt.Sprintf("trial %d updated tree (limit %d), whole repair on the cpu", trial, c.limit), mir, lists)
 				draw("after updates", 0)
 				continue
 			}
@@ -210,6 +242,32 @@ func testSumTreeMatchesCPU(t *testing.T, b *Backend) {
 			repair("updated tree, a 0.6")
 		}
 	}
+}
+
+// sameExcept is same without the bytes [skip[0], skip[1]).
+func (p *pair) sameExcept(what string, a twin, skip [2]int64) {
+	p.t.Helper()
+	got, want := make([]byte, a.n), make([]byte, a.n)
+	if err := p.g.Download(got, a.g, 0); err != nil {
+		p.t.Fatal(err)
+	}
+	if err := p.c.Download(want, a.c, 0); err != nil {
+		p.t.Fatal(err)
+	}
+	copy(got[skip[0]:skip[1]], want[skip[0]:skip[1]])
+	if i := firstDiff(got, want); i >= 0 {
+		p.t.Fatalf("%s: byte %d of %d: gpu %d, cpu %d", what, i, a.n, got[i], want[i])
+	}
+}
+
+// firstDiff returns the first index where x and y differ, or -1.
+func firstDiff(x, y []byte) int {
+	for i := range x {
+		if x[i] != y[i] {
+			return i
+		}
+	}
+	return -1
 }
 
 // near reports whether x and y agree within a relative 1e-13.

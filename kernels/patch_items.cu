@@ -2,8 +2,8 @@
 // leaf weights when leaves != 0) and live-list entries into a table's
 // device mirror. With groups != 0 it also repairs the tree above the
 // patched leaves, level by level (tr_repair_groups_run): it is then
-// launched as one block, whose phases are separated by __syncthreads (the
-// only block-level synchronisation of the kernels; the host build runs
+// launched as one block, whose phases are separated by __syncthreads (a
+// block-level synchronisation, as in trajring_tree_repair: the host build runs
 // each phase for every thread before the next). Grid: x strides over the
 // patches; y is unused (1).
 #include "host/tree.h"

@@ -28,14 +28,15 @@ var (
 	NStepReward   = Kernel{Module: "nstep_reward", Entry: "trajring_nstep_reward", Args: 7}
 	PatchItems    = Kernel{Module: "patch_items", Entry: "trajring_patch_items", Args: 9}
 	DrawUniform   = Kernel{Module: "draw_uniform", Entry: "trajring_draw_uniform", Args: 12}
-	TreePull      = Kernel{Module: "tree_pull", Entry: "trajring_tree_pull", Args: 3}
+	TreePull      = Kernel{Module: "tree_pull", Entry: "trajring_tree_pull", Args: 4}
+	TreeRepair    = Kernel{Module: "tree_repair", Entry: "trajring_tree_repair", Args: 4}
 	DrawPrio      = Kernel{Module: "draw_prioritized", Entry: "trajring_draw_prioritized", Args: 14}
 	UpdateClaim   = Kernel{Module: "update_claim", Entry: "trajring_update_claim", Args: 6}
-	UpdateApply   = Kernel{Module: "update_apply", Entry: "trajring_update_apply", Args: 9}
+	UpdateApply   = Kernel{Module: "update_apply", Entry: "trajring_update_apply", Args: 10}
 )
 
 // All lists every kernel.
-var All = []Kernel{Scatter, GatherRows, Concat, GatherWindows, NStepReward, PatchItems, DrawUniform, TreePull, DrawPrio, UpdateClaim, UpdateApply}
+var All = []Kernel{Scatter, GatherRows, Concat, GatherWindows, NStepReward, PatchItems, DrawUniform, TreePull, TreeRepair, DrawPrio, UpdateClaim, UpdateApply}
 
 // PTX returns the PTX text of the kernel's module, compiled by `make
 // kernels` for compute_80 and embedded in the binary. It is safe for

@@ -51,7 +51,8 @@ const (
 // A prioritized table's mirror also has a sum tree of TreeN leaves
 // (TreeN <= Slots, a power of two >= 8; 0 for none) of TreeDoubles(TreeN)
 // float64s from byte TreeOff of Tree (kernels/host/tree.h gives the
-// layout, the host tree's), and Slots uint64 update claims from byte
+// layout, the host tree's), and its update state (UpdateState(Slots,
+// TreeN): claims, last device priorities, dirty groups) from byte
 // WinnersOff of Winners (UpdatePriorities).
 type Mirror struct {
 	Items    Arena
@@ -111,6 +112,40 @@ func Tree(n int64) TreeLayout {
 	t.Min[t.Levels] = off
 	t.Doubles = off + 1
 	return t
+}
+
+// UpdateLayout is the layout of a prioritized mirror's update state, in
+// bytes from Mirror.WinnersOff (kernels/host/tree.h, tr_ustate): Slots
+// update claims (uint64) at 0; from Prios, Slots float32s, the priority of
+// each slot's last device update; from Counts, TreeMaxLevels uint32s, the
+// groups listed per level (0 between updates); from Marks, Groups uint32
+// epochs, one per group of every level of the tree; from Lists, Groups
+// uint32s, the groups to repair, level by level. Bytes in all.
+type UpdateLayout struct {
+	Prios, Counts, Marks, Lists int64
+	Groups                      int64
+	Bytes                       int64
+}
+
+// UpdateStepBytes is the bytes of update state a mirror reserves per
+// slot: enough for UpdateState(slots, n).Bytes for every tree of n <=
+// slots leaves once slots >= 64.
+const UpdateStepBytes = 24
+
+// UpdateState returns the update-state layout of a mirror of slots slots
+// whose tree has treeN leaves (TreeLeaves). It allocates nothing.
+func UpdateState(slots, treeN int64) UpdateLayout {
+	t := Tree(treeN)
+	var u UpdateLayout
+	for l := range t.Levels {
+		u.Groups += t.Size[l] / 8
+	}
+	u.Prios = 8 * slots
+	u.Counts = 12 * slots
+	u.Marks = u.Counts + 4*TreeMaxLevels
+	u.Lists = u.Marks + 4*u.Groups
+	u.Bytes = u.Lists + 4*u.Groups
+	return u
 }
 
 // TreeLeaves reports whether n is a valid tree size: a power of two of
@@ -174,21 +209,28 @@ func BadPatch(slots int64, items []ItemPatch, live []LivePatch) string {
 //
 //	trajring_patch_items(items, live, leaves, patches, npatch, lives, nlive, treen, groups)
 //	trajring_draw_uniform(items, live, nlive, seed, call, prob, capacity, n, wins, keys, probs, weights)
-//	trajring_tree_pull(tree, n, level)
+//	trajring_tree_pull(tree, n, level, counts)
+//	trajring_tree_repair(tree, treen, slots, state)
 //	trajring_draw_prioritized(items, live, nlive, tree, n, seed, call, beta, capacity, ndraw, wins, keys, probs, weights)
-//	trajring_update_claim(items, slots, keys, n, winners, epoch)
-//	trajring_update_apply(items, slots, keys, prios, n, winners, epoch, tree, a)
+//	trajring_update_claim(items, treen, keys, n, state, epoch)
+//	trajring_update_apply(items, treen, keys, prios, n, slots, state, epoch, tree, a)
 //
 // (beta and a are the 8 bytes of math.Float64bits; prios are float32;
-// groups, when not 0, lists the tree's groups above the patched leaves,
-// level by level: trajring_patch_items then repairs them in the same
-// launch, as one block whose levels are separated by __syncthreads.)
-// trajring_tree_pull recomputes one level of the tree (one thread per
-// group; a repair launches it for every level, leaves first);
-// trajring_update_claim makes the last update of each slot its winner with
-// a 64-bit atomic max of epoch<<32 | i+1 (the only atomic of the kernels:
-// tr_atomic_max_u64 in tree.h), trajring_update_apply then sets the
-// winners' leaves.
+// state is the address of the mirror's update state, UpdateLayout, whose
+// first words are the claims; groups, when not 0, lists the tree's groups
+// above the patched leaves, level by level: trajring_patch_items then
+// repairs them in the same launch, as one block whose levels are
+// separated by __syncthreads.) trajring_tree_pull recomputes one level of
+// the tree (one thread per group; a whole repair launches it for every
+// level, leaves first), and with counts != 0 zeroes that level's count of
+// an update state; trajring_update_claim makes the last update of each
+// slot its winner with a 64-bit atomic max of epoch<<32 | i+1;
+// trajring_update_apply then sets the winners' leaves and priorities and
+// marks and lists the groups above them (atomic exchanges of the marks,
+// atomic adds of the counts: tr_atomic_* in kernels.h), and
+// trajring_tree_repair, one block, repairs the listed groups level by
+// level (__syncthreads between levels) and zeroes the counts: a device
+// priority update is three launches.
 //
 // (leaves is the address of the sum tree's leaf weights, 0 for a mirror
 // without a tree; prob is the 8 bytes of math.Float64bits.) One thread per

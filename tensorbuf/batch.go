@@ -182,8 +182,8 @@ type Batch struct {
 	// sample selected on the backend (TableConfig.DeviceSelection), in
 	// its memory (device memory in cuda builds), freed with the batch.
 	// Such a sample leaves Items, Keys, Probabilities and Weights empty
-	// until HostMeta copies the last three to the host. They are nil
-	// for samples selected on the host.
+	// until HostMeta fills them. They are nil for samples selected on
+	// the host.
 	KeyTensor, ProbabilityTensor, WeightTensor *tensor.Dense
 
 	owner  *Buffer // the buffer whose layout out and specs follow
@@ -196,6 +196,7 @@ type Batch struct {
 	draws  []uint64 // scratch of a direct sample's draws
 	meta   outArena // KeyTensor & co. and the drawn windows (devselect.go)
 	metaN  int
+	metaT  *Table // the table that selected into meta, for HostMeta's Items
 }
 
 // Len returns the batch's n (items) and L (steps per item).

@@ -26,7 +26,9 @@ import (
 //	crc     uint32  CRC-32C of the 20 bytes above and the stored payload
 //
 // Sections come in a fixed order: the header (specs, sizes, stats, the
-// buffer's rng), the rows (cursors), one section per table, the metadata
+// buffer's rng), the rows (cursors), one section per table (ending with
+// an optional flags byte, tableDeviceSelection: files written before it
+// end without, and load with no flag set), the metadata
 // mirror (one byte per step), one section per ring arena of the buffer's
 // layout (planLayout: the packed record arena of the small fields and the
 // built-in columns, then one arena per large field in field order; the
@@ -65,6 +67,13 @@ const (
 	// secHindsight is a Hindsight relabeler's state, in a stream of its
 	// own (Hindsight.Save): the file header, this section, the end.
 	secHindsight
+)
+
+// Table flags: a byte that ends a table section, optional (checkpoints
+// written before it lack it and load with no flag set).
+const (
+	// tableDeviceSelection: TableConfig.DeviceSelection.
+	tableDeviceSelection = 1
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -489,6 +498,20 @@ func (s *secReader) bytes(limit int) []byte {
 		rem -= k
 	}
 	return out
+}
+
+// more reports whether the section has bytes left (reading its next
+// chunk when the current one is used up): for optional trailing fields.
+func (s *secReader) more() bool {
+	for s.err == nil && len(s.cur) == 0 && !s.last {
+		p, last, err := s.cr.next(s.sec, s.index, &s.stored, &s.raw)
+		if err != nil {
+			s.err = err
+			return false
+		}
+		s.cur, s.last = p, last
+	}
+	return s.err == nil && len(s.cur) > 0
 }
 
 // done checks that the section ended exactly here.

@@ -201,6 +201,15 @@ func readTable(cr *chunkReader, index uint32, numEnvs int) (*tableSnap, error) {
 		}
 		t.heap = append(t.heap, int32(v))
 	}
+	// The flags byte is optional: a checkpoint written before it ends
+	// here, and its tables selected on the host.
+	if s.more() {
+		flags := s.u8()
+		if flags&^tableDeviceSelection != 0 {
+			s.fail("table flags %#x", flags)
+		}
+		c.DeviceSelection = flags&tableDeviceSelection != 0
+	}
 	if err := s.done(); err != nil {
 		return nil, err
 	}
@@ -215,8 +224,10 @@ func readTable(cr *chunkReader, index uint32, numEnvs int) (*tableSnap, error) {
 // A file that is not a checkpoint, of another format version, truncated
 // or altered anywhere (every chunk is checksummed) fails with an error
 // wrapping ErrCorrupt that names the section; a checkpoint whose capacity
-// differs from opts.Capacity, or whose buffer does not fit in the memory
-// available, fails with ErrConfig. Nothing large is allocated before the
+// differs from opts.Capacity, whose buffer does not fit in the memory
+// available, or that holds a DeviceSelection table the backend cannot
+// select for (no ItemSelector, or no PrioritySelector for a Prioritized
+// table), fails with ErrConfig. Nothing large is allocated before the
 // header has been checked: the arenas are allocated by New from the
 // verified header's sizes (New checks them against the memory available),
 // and every other structure grows with the data actually read. Load
@@ -250,6 +261,21 @@ func Load(r io.Reader, opts LoadOptions) (*Buffer, error) {
 	return b, nil
 }
 
+// canSelectOnBackend fails with ErrConfig when the buffer's backend cannot
+// select the items of a DeviceSelection table (no ItemSelector, or no
+// PrioritySelector for a Prioritized one): a table saved selecting on its
+// backend is loaded selecting on the backend too, or not at all, rather
+// than silently selecting on the host.
+func (b *Buffer) canSelectOnBackend(cfg TableConfig) error {
+	_, items := b.be.(ItemSelector)
+	_, prio := b.be.(PrioritySelector)
+	if !items || (cfg.Selector == Prioritized && !prio) {
+		return fmt.Errorf("%w: checkpoint table %q selects on its backend (TableConfig.DeviceSelection), which backend %q cannot (no ItemSelector or PrioritySelector): load it on a backend that can, such as the cpu or gpu backend",
+			ErrConfig, cfg.Name, b.be.Name())
+	}
+	return nil
+}
+
 // restore fills a new buffer from the sections after the header.
 func (b *Buffer) restore(cr *chunkReader, h *ckptHeader) error {
 	seed, calls, _ := unmarshalBufDraws(h.rng) // checked by readHeader
@@ -265,6 +291,11 @@ func (b *Buffer) restore(cr *chunkReader, h *ckptHeader) error {
 		ts, err := readTable(cr, uint32(i), b.numEnvs)
 		if err != nil {
 			return err
+		}
+		if ts.cfg.DeviceSelection {
+			if err := b.canSelectOnBackend(ts.cfg); err != nil {
+				return err
+			}
 		}
 		t, err := b.NewTable(ts.cfg)
 		if err != nil {

@@ -137,8 +137,16 @@ func (b *Buffer) snapshotLocked() (*bufSnap, error) {
 	return s, nil
 }
 
-// snapshotLocked copies the table's state; the caller holds t.mu.
+// snapshotLocked copies the table's state; the caller holds t.mu. A
+// DeviceSelection table first learns the priorities UpdatePrioritiesDevice
+// set on the backend (learnLeavesLocked, which waits for it), so that the
+// checkpoint holds the priorities the device samples with.
 func (t *Table) snapshotLocked() (tableSnap, error) {
+	if t.dev != nil {
+		if err := t.learnLeavesLocked(); err != nil {
+			return tableSnap{}, fmt.Errorf("checkpoint of table %q: %w", t.cfg.Name, err)
+		}
+	}
 	s := tableSnap{
 		cfg: t.cfg, items: slices.Clone(t.items), gens: slices.Clone(t.gens),
 		free: slices.Clone(t.free), live: slices.Clone(t.live),
@@ -170,7 +178,10 @@ func (t *Table) snapshotLocked() (tableSnap, error) {
 // metadata, its Stats, the state of its direct samplers' random source,
 // and every table (configuration and rate limiter, items, priorities,
 // times sampled, limiter counters, key generations, running maximum
-// priority and random source). Load restores all of it, so that a
+// priority and random source). A DeviceSelection table's priorities are
+// those its backend samples with: Save first waits for the backend and
+// learns the priorities UpdatePrioritiesDevice set there (see
+// UpdatePrioritiesDevice). Load restores all of it, so that a
 // restored buffer samples exactly what the original would have sampled
 // next. Writers (their rows' ownership) are not saved: open new ones on
 // the loaded buffer. A Hindsight relabeler lives beside the buffer: save
@@ -373,6 +384,10 @@ func writeSnap(cw *chunkWriter, s *bufSnap) error {
 	return m.close()
 }
 
+// omitTableFlags, set by tests, writes table sections as checkpoints
+// written before the flags byte existed.
+var omitTableFlags bool
+
 func writeTable(cw *chunkWriter, index uint32, t *tableSnap) error {
 	s := cw.section(secTable, index)
 	c := &t.cfg
@@ -421,6 +436,15 @@ func writeTable(cw *chunkWriter, index uint32, t *tableSnap) error {
 	}
 	for _, v := range t.heap {
 		s.u32(uint32(v))
+	}
+	// Trailing, optional (absent from checkpoints written before it): the
+	// table's flags (tableDeviceSelection).
+	var flags uint8
+	if c.DeviceSelection {
+		flags |= tableDeviceSelection
+	}
+	if !omitTableFlags {
+		s.u8(flags)
 	}
 	return s.close()
 }

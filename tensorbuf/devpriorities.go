@@ -12,8 +12,12 @@ import (
 // priorities (float32, such as a learner's TD errors on the device), of
 // one length. It needs a Prioritized table with DeviceSelection
 // (ErrInvalidArg otherwise, or for tensors of other dtypes or lengths)
-// and queues its work (two launches and a repair of the device sum tree,
-// one launch per level, on the gpu backend) without waiting for it.
+// and queues its work without waiting for it: on the gpu backend three
+// launches (claim the slots, set the winners' leaves and mark the groups
+// above them, repair the marked groups as one block, level by level;
+// with more than 4096 keys the repair takes one launch per tree level
+// instead), after which the device tree equals, bit for bit, the tree the
+// host would build from the same weights.
 //
 // Like UpdatePriorities, a key given twice takes its last priority. Unlike
 // it (the host cannot see the tensors without waiting), a key that names
@@ -25,12 +29,14 @@ import (
 // otherwise the device's pow may differ from Go's math.Pow in the last
 // bits.
 //
-// The host does not learn these priorities: until the mirror next moves
-// to a larger arena (when the host copies the device tree's weights back,
-// waiting for the backend once), Items' priorities, the host tree
-// (host-selected samples such as SampleTransitionsInto, the priority
-// checks of inserts) and checkpoints keep the last priorities the host
-// set, and DefaultPriority's running maximum ignores them. It is safe for
+// The host learns these priorities lazily, waiting for the backend once:
+// before a checkpoint (Buffer.Save, so that a checkpoint holds the
+// priorities the device samples with) and when the mirror moves to a
+// larger arena; then Items' priorities become the float32 values given
+// and the host tree the device's weights. Until then Items' priorities
+// and the host tree (host-selected samples such as SampleTransitionsInto,
+// the priority checks of inserts) keep the last priorities the host set,
+// and DefaultPriority's running maximum ignores them. It is safe for
 // concurrent use.
 func (t *Table) UpdatePrioritiesDevice(keys, priorities *tensor.Dense) error {
 	if t.dev == nil || t.dev.prio == nil {
@@ -60,13 +66,10 @@ func (t *Table) UpdatePrioritiesDevice(keys, priorities *tensor.Dense) error {
 	}
 	m.epoch++
 	mir := m.mirror()
-	if err := m.prio.UpdatePriorities(mir, keys, priorities, m.epoch, t.a); err != nil {
-		return fmt.Errorf("%w: device priority update: %w", ErrBackend, err)
-	}
 	m.devSet = true
-	if err := m.prio.RepairTree(mir); err != nil {
-		m.dirty = true
-		return fmt.Errorf("%w: repairing the device sum tree: %w", ErrBackend, err)
+	if err := m.prio.UpdatePriorities(mir, keys, priorities, m.epoch, t.a); err != nil {
+		m.dirty = true // what reached the tree is unknown: repair it whole next time
+		return fmt.Errorf("%w: device priority update: %w", ErrBackend, err)
 	}
 	return nil
 }

@@ -51,8 +51,10 @@ type PrioritySelector interface {
 	// DrawPrioritized selects d.N items from the tree.
 	DrawPrioritized(d kernels.PrioritizedDraw) error
 	// UpdatePriorities sets leaves from keys (uint64) and priorities
-	// (float32) in backend memory: last update of a slot wins, unknown
-	// keys and invalid priorities are skipped.
+	// (float32) in backend memory, records the priorities in the
+	// mirror's update state and repairs the tree above the leaves set
+	// (kernels.UpdateState): last update of a slot wins, unknown keys
+	// and invalid priorities are skipped.
 	UpdatePriorities(m kernels.Mirror, keys, priorities *tensor.Dense, epoch uint64, a float64) error
 }
 
@@ -71,11 +73,12 @@ type devMirror struct {
 	sel      ItemSelector
 	prio     PrioritySelector // prioritized tables
 	arena    outArena
-	treeN    int64  // leaves of the device tree's layout (0: none yet)
-	dirty    bool   // a new tree layout: repair it whole
-	devSet   bool   // leaves set by UpdatePrioritiesDevice the host tree lacks
-	epoch    uint64 // UpdatePrioritiesDevice calls
-	leaves   []float64
+	treeN    int64     // leaves of the device tree's layout (0: none yet)
+	dirty    bool      // a new tree layout: repair it whole
+	devSet   bool      // leaves set by UpdatePrioritiesDevice the host tree lacks
+	epoch    uint64    // UpdatePrioritiesDevice calls
+	leaves   []float64 // scratch of learnLeavesLocked
+	prios    []float32
 	slots    int64 // slots the arena holds (0 before the first sample)
 	full     bool  // patch every slot and position (new arena, failed patch)
 	itemMark []bool
@@ -93,10 +96,11 @@ var mirrorSpecs = []outSpec{
 
 // treeSpecs add a prioritized mirror's sum tree (at most 6 float64s per
 // slot for a tree of at most as many leaves as slots, 64 or more: see
-// kernels.Tree) and its update claims.
+// kernels.Tree) and its update state (claims, the last priorities
+// UpdatePrioritiesDevice set, the groups to repair: kernels.UpdateState).
 var treeSpecs = append(append([]outSpec(nil), mirrorSpecs...),
 	outSpec{name: "tree", dtype: Float64, stepBytes: 48},
-	outSpec{name: "claims", dtype: Int64, stepBytes: 8},
+	outSpec{name: "update state", dtype: Int64, stepBytes: kernels.UpdateStepBytes},
 )
 
 // metaSpecs lays out a device-selected batch's metadata, one "step" per
@@ -190,10 +194,8 @@ func (t *Table) flushMirrorLocked() error {
 		need = max(need, int64(t.tree.n))
 	}
 	if need > m.slots || m.arena.arena == nil {
-		if m.devSet && m.arena.arena != nil {
-			if err := t.learnLeavesLocked(); err != nil {
-				return err
-			}
+		if err := t.learnLeavesLocked(); err != nil {
+			return err
 		}
 		slots := max(m.slots, 64)
 		for slots < need {
@@ -216,7 +218,7 @@ func (t *Table) flushMirrorLocked() error {
 		// The weights come first in every layout: leaves below the old
 		// size keep their place (and any device-set weights); the new
 		// ones overlay the old sums and are patched.
-		if kernels.Tree(n).Doubles > 6*m.slots {
+		if kernels.Tree(n).Doubles > 6*m.slots || kernels.UpdateState(m.slots, n).Bytes > kernels.UpdateStepBytes*m.slots {
 			return fmt.Errorf("%w: a tree of %d leaves does not fit a mirror of %d slots", ErrBackend, n, m.slots)
 		}
 		for s := m.treeN; s < n; s++ {
@@ -261,26 +263,41 @@ func (t *Table) flushMirrorLocked() error {
 	return nil
 }
 
-// learnLeavesLocked copies the device tree's leaves into the host tree
-// (waiting for the backend) before the mirror moves to a new arena, so
-// that the weights UpdatePrioritiesDevice set survive; with PriorityExponent
-// 1 the items' priorities follow. The caller holds t.mu.
+// learnLeavesLocked copies the device tree's leaves into the host tree,
+// and the priorities UpdatePrioritiesDevice set into the items (waiting
+// for the backend), so that the host knows the priorities the device
+// samples with: before the mirror moves to a new arena (whose patch would
+// undo them), and before a checkpoint. A slot whose leaf differs from the
+// host tree's weight was last set by UpdatePrioritiesDevice (the host
+// patched every other leaf with its own weight), unless the host changed
+// it since (marked, not yet patched: the host's value is the newer). Its
+// priority becomes the float32 the device was given and its weight the
+// device's p^a (exactly p with PriorityExponent 1; with other exponents
+// the device's pow may differ from math.Pow in the last bits). After a
+// failed patch (m.full) the mirror's contents are unknown and nothing is
+// learned. The caller holds t.mu.
 func (t *Table) learnLeavesLocked() error {
 	m := t.dev
+	if !m.devSet || m.arena.arena == nil || m.full || m.treeN == 0 {
+		return nil
+	}
 	be := t.b.be
 	if err := be.Sync(); err != nil {
 		return fmt.Errorf("%w: sync: %w", ErrBackend, err)
 	}
 	ws := grow(&m.leaves, int(m.treeN))
+	ps := grow(&m.prios, int(m.treeN))
+	st := m.arena.offs[3]
 	if err := be.Download(f64Bytes(ws), m.arena.arena, m.arena.offs[2]); err != nil {
 		return fmt.Errorf("%w: download: %w", ErrBackend, err)
 	}
+	if err := be.Download(f32Bytes(ps), m.arena.arena, st+kernels.UpdateState(m.slots, m.treeN).Prios); err != nil {
+		return fmt.Errorf("%w: download: %w", ErrBackend, err)
+	}
 	for s := range min(len(ws), len(t.items)) {
-		if it := &t.items[s]; it.live && ws[s] != t.tree.get(s) {
+		if it := &t.items[s]; it.live && ws[s] != t.tree.get(s) && (s >= len(m.itemMark) || !m.itemMark[s]) {
 			t.tree.set(s, ws[s])
-			if t.a == 1 {
-				it.Priority = ws[s]
-			}
+			it.Priority = float64(ps[s])
 		}
 	}
 	m.devSet = false
@@ -341,7 +358,11 @@ func (t *Table) sampleDevLocked(bt *Batch, n int) error {
 	if err := b.gatherAt(bt, t.dev.sel, n, l, realloc); err != nil {
 		return err
 	}
-	return bt.metaViews(b.be, n, mrealloc)
+	if err := bt.metaViews(b.be, n, mrealloc); err != nil {
+		return err
+	}
+	bt.metaT = t
+	return nil
 }
 
 // gatherAt is gather with the windows the draw wrote to bt.meta.
@@ -382,15 +403,22 @@ func (bt *Batch) retireMeta() {
 	for _, d := range []*tensor.Dense{bt.KeyTensor, bt.ProbabilityTensor, bt.WeightTensor} {
 		retire(d, replaced)
 	}
-	bt.KeyTensor, bt.ProbabilityTensor, bt.WeightTensor, bt.metaN = nil, nil, nil, 0
+	bt.KeyTensor, bt.ProbabilityTensor, bt.WeightTensor, bt.metaN, bt.metaT = nil, nil, nil, 0, nil
 }
 
-// HostMeta copies a device-selected batch's keys, probabilities and
-// weights (KeyTensor, ProbabilityTensor, WeightTensor) into Keys,
-// Probabilities and Weights, waiting for the backend first; for example
-// before UpdatePriorities. It reuses their memory (no allocation once they
-// are large enough). On a batch selected on the host it does nothing. It
-// is not safe for concurrent use with other calls on the batch.
+// HostMeta fills a device-selected batch's Keys, Probabilities and
+// Weights from KeyTensor, ProbabilityTensor and WeightTensor, waiting for
+// the backend first (for example before UpdatePriorities), and its Items
+// from the table by key: Items[i] is the item of Keys[i] as the table
+// holds it when HostMeta runs (Row, Start, Len, Pad and Priority, as a
+// host-selected sample gives them), or the zero Item (Len 0) when that
+// item has left the table since the sample (deleted, evicted or
+// replaced). Priority is the host's: priorities set by
+// UpdatePrioritiesDevice appear once the host has learned them (see
+// UpdatePrioritiesDevice). It reuses the slices' memory (no allocation
+// once they are large enough). On a batch selected on the host it does
+// nothing. It is not safe for concurrent use with other calls on the
+// batch; it is with calls on the table.
 func (bt *Batch) HostMeta() error {
 	if bt.KeyTensor == nil {
 		return nil
@@ -412,6 +440,17 @@ func (bt *Batch) HostMeta() error {
 		if err := o.be.Download(c.dst, o.arena, c.off); err != nil {
 			return fmt.Errorf("%w: download: %w", ErrBackend, err)
 		}
+	}
+	items := grow(&bt.Items, n)
+	if t := bt.metaT; t != nil {
+		t.mu.Lock()
+		for i, k := range keys {
+			items[i] = Item{}
+			if s, ok := t.lookup(k); ok {
+				items[i] = t.items[s].Item
+			}
+		}
+		t.mu.Unlock()
 	}
 	return nil
 }

@@ -164,9 +164,10 @@ func TestMirrorFollowsChurn(t *testing.T) {
 }
 
 // TestDeviceUpdatesSurviveGrowth: priorities set by UpdatePrioritiesDevice
-// reach the host tree (and Items' priorities, exponent 1) when the mirror
-// moves to a larger arena, so the re-patch does not undo them, and the
-// device tree then still equals the host tree.
+// reach the host tree (and Items' priorities) when the mirror moves to a
+// larger arena, so the re-patch does not undo them, except where the host
+// set a priority since (its value is the newer), and the device tree then
+// still equals the host tree.
 func TestDeviceUpdatesSurviveGrowth(t *testing.T) {
 	be, err := DefaultBackend()
 	if err != nil {
@@ -209,6 +210,12 @@ func TestDeviceUpdatesSurviveGrowth(t *testing.T) {
 	if err := tbl.UpdatePrioritiesDevice(kd, pd); err != nil {
 		t.Fatal(err)
 	}
+	// The host sets key 0 after the device did (not yet patched): the
+	// host's value is the newer and must survive the growth.
+	if err := tbl.UpdatePriorities(keys[:1], []float64{9}); err != nil {
+		t.Fatal(err)
+	}
+	prios[0] = 9
 	for i := range 100 { // past 64 slots: a new arena
 		if _, err := tbl.Insert(Item{Row: i % 2, Start: 20 + int64(i), Len: 1, Priority: 2}); err != nil {
 			t.Fatal(err)
@@ -223,7 +230,7 @@ func TestDeviceUpdatesSurviveGrowth(t *testing.T) {
 			t.Fatal("item gone")
 		}
 		if got := tbl.tree.get(int(s)); got != float64(prios[i]) || tbl.items[s].Priority != float64(prios[i]) {
-			t.Fatalf("item %d: host weight %v, priority %v, want the device's %v", i, got, tbl.items[s].Priority, prios[i])
+			t.Fatalf("item %d: host weight %v, priority %v, want %v", i, got, tbl.items[s].Priority, prios[i])
 		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 // devSample is what one sample call returned, in host memory.
 type devSample struct {
 	keys       []uint64
+	items      []tensorbuf.Item
 	probs, wts []float64
 	size       int
 	n, l       int
@@ -109,7 +110,7 @@ func devScenarioOf(t *testing.T, be tensorbuf.Backend, dev bool, o devOpts) []de
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := devSample{keys: hb.Keys, probs: hb.Probabilities, wts: hb.Weights, size: hb.TableSize, fields: map[string][]byte{}}
+		s := devSample{keys: hb.Keys, items: hb.Items, probs: hb.Probabilities, wts: hb.Weights, size: hb.TableSize, fields: map[string][]byte{}}
 		s.n, s.l = hb.Len()
 		for name, d := range hb.Fields {
 			s.fields[name] = rawBytes(d)
@@ -201,6 +202,9 @@ func TestDeviceSelectionMatchesHost(t *testing.T) {
 			}
 			for i := range want {
 				g, w := got[i], want[i]
+				if !reflect.DeepEqual(g.items, w.items) {
+					t.Fatalf("sample %d: items %+v\nwant %+v", i, g.items, w.items)
+				}
 				if g.n != w.n || g.l != w.l || g.size != w.size || !reflect.DeepEqual(g.keys, w.keys) ||
 					!reflect.DeepEqual(g.probs, w.probs) || !reflect.DeepEqual(g.wts, w.wts) {
 					t.Fatalf("sample %d: n %d l %d size %d keys %v probs %v weights %v\nwant n %d l %d size %d keys %v probs %v weights %v",
@@ -263,6 +267,15 @@ func TestDevicePrioritizedMatchesHost(t *testing.T) {
 						wts = wts && math.Abs(g.wts[k]-w.wts[k]) <= 1e-13*w.wts[k]
 					}
 				}
+				// Items come from the table: with device updates their
+				// priorities are the host's, which has not learned them.
+				gi, wi := g.items, w.items
+				if tc.o.updates {
+					gi, wi = withoutPriority(gi), withoutPriority(wi)
+				}
+				if !reflect.DeepEqual(gi, wi) {
+					t.Fatalf("sample %d: items %+v\nwant %+v", i, g.items, w.items)
+				}
 				if g.n != w.n || g.l != w.l || g.size != w.size || !reflect.DeepEqual(g.keys, w.keys) || !reflect.DeepEqual(g.probs, w.probs) || !wts {
 					t.Fatalf("sample %d: n %d l %d size %d keys %v probs %v weights %v\nwant n %d l %d size %d keys %v probs %v weights %v",
 						i, g.n, g.l, g.size, g.keys, g.probs, g.wts, w.n, w.l, w.size, w.keys, w.probs, w.wts)
@@ -275,6 +288,15 @@ func TestDevicePrioritizedMatchesHost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withoutPriority returns a copy of items with Priority 0.
+func withoutPriority(items []tensorbuf.Item) []tensorbuf.Item {
+	out := append([]tensorbuf.Item(nil), items...)
+	for i := range out {
+		out[i].Priority = 0
+	}
+	return out
 }
 
 // TestDeviceSelectionConfig: DeviceSelection is refused with ErrConfig

@@ -60,7 +60,8 @@
 // items changed, and a sample draws and gathers there (two launches on
 // the gpu backend, nothing copied to the device and nothing waited for),
 // with the same draws as the host. Keys, probabilities and weights then
-// come back as tensors (Batch.KeyTensor; Batch.HostMeta copies them), and
+// come back as tensors (Batch.KeyTensor; Batch.HostMeta copies them and
+// fills Items), and
 // Table.UpdatePrioritiesDevice takes a learner's priorities from device
 // tensors. FIFO, LIFO, MaxTimesSampled and rate limits stay on the host.
 //

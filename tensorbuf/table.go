@@ -76,7 +76,7 @@ type TableConfig struct {
 	// batch's L is the table's longest item ever inserted (Len+Pad)
 	// rather than the longest drawn, and keys, probabilities and weights
 	// come back as tensors in backend memory (Batch.KeyTensor; HostMeta
-	// copies them). Items sampled this way are not counted in
+	// copies them and fills Items from the table). Items sampled this way are not counted in
 	// times-sampled. Only Uniform and Prioritized tables without
 	// MaxTimesSampled can select on the backend: FIFO, LIFO and
 	// MaxTimesSampled need the host to see each draw before the next.
@@ -89,7 +89,10 @@ type TableConfig struct {
 	// differ from Go's math.Pow in the last bits). Rate
 	// limits, canSample checks and batch shapes stay on the host.
 	// SampleTransitionsInto still selects on the host (same draws). A
-	// checkpoint does not record it: a loaded table selects on the host.
+	// checkpoint records it, with the priorities UpdatePrioritiesDevice
+	// set (Save waits for the backend to learn them): a loaded table
+	// selects on its backend again, and Load fails with ErrConfig when
+	// that backend cannot (no ItemSelector or PrioritySelector).
 	DeviceSelection bool
 }
 

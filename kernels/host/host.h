@@ -156,10 +156,31 @@ static void tr_host_tree_pull(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 n
 {
 	double *tree = TR_ARG_PTR(double *, p, 0);
 	tr_i64 n = TR_ARG_I64(p, 1), level = TR_ARG_I64(p, 2);
+	tr_u32 *counts = TR_ARG_PTR(tr_u32 *, p, 3);
 	tr_i64 tid;
 	(void)y, (void)gy;
 	for (tid = t0; tid < t1; tid++)
-		tr_tree_pull_run(tree, n, level, tid, nt);
+		tr_tree_pull_run(tree, n, level, counts, tid, nt);
+}
+
+static void tr_host_tree_repair(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
+{
+	double *tree = TR_ARG_PTR(double *, p, 0);
+	tr_i64 treen = TR_ARG_I64(p, 1), slots = TR_ARG_I64(p, 2);
+	tr_u64 state = TR_ARG_U64(p, 3);
+	tr_tree t;
+	tr_i64 tid;
+	int l;
+	/* One block whose phases the device separates with __syncthreads:
+	 * the first unit of the block runs every phase for every thread
+	 * before the next (as trajring_patch_items' host build does). */
+	(void)y, (void)gy, (void)t1;
+	if (t0 != 0)
+		return;
+	tr_tree_layout(treen, &t);
+	for (l = 0; l <= t.levels; l++)
+		for (tid = 0; tid < nt; tid++)
+			tr_tree_repair_run(tree, treen, slots, state, l, tid, nt);
 }
 
 static void tr_host_draw_prioritized(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
@@ -200,18 +221,17 @@ static void tr_host_update_claim(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i6
 static void tr_host_update_apply(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
 {
 	const tr_item *items = TR_ARG_PTR(const tr_item *, p, 0);
-	tr_i64 slots = TR_ARG_I64(p, 1);
+	tr_i64 treen = TR_ARG_I64(p, 1);
 	const tr_u64 *keys = TR_ARG_PTR(const tr_u64 *, p, 2);
 	const float *prios = TR_ARG_PTR(const float *, p, 3);
-	tr_i64 n = TR_ARG_I64(p, 4);
-	const tr_u64 *winners = TR_ARG_PTR(const tr_u64 *, p, 5);
-	tr_u64 epoch = TR_ARG_U64(p, 6);
-	double *tree = TR_ARG_PTR(double *, p, 7);
-	double a = *(const double *)p[8];
+	tr_i64 n = TR_ARG_I64(p, 4), slots = TR_ARG_I64(p, 5);
+	tr_u64 state = TR_ARG_U64(p, 6), epoch = TR_ARG_U64(p, 7);
+	double *tree = TR_ARG_PTR(double *, p, 8);
+	double a = *(const double *)p[9];
 	tr_i64 tid;
 	(void)y, (void)gy;
 	for (tid = t0; tid < t1; tid++)
-		tr_update_apply_run(items, slots, keys, prios, n, winners, epoch, tree, a, tid, nt);
+		tr_update_apply_run(items, treen, keys, prios, n, slots, state, epoch, tree, a, tid, nt);
 }
 
 /* tr_host_lookup returns the host build of the kernel with the given entry
@@ -231,10 +251,11 @@ static tr_host_fn tr_host_lookup(const char *name, int *nargs)
 		{"trajring_nstep_reward", tr_host_nstep_reward, 7},
 		{"trajring_patch_items", tr_host_patch_items, 9},
 		{"trajring_draw_uniform", tr_host_draw_uniform, 12},
-		{"trajring_tree_pull", tr_host_tree_pull, 3},
+		{"trajring_tree_pull", tr_host_tree_pull, 4},
+		{"trajring_tree_repair", tr_host_tree_repair, 4},
 		{"trajring_draw_prioritized", tr_host_draw_prioritized, 14},
 		{"trajring_update_claim", tr_host_update_claim, 6},
-		{"trajring_update_apply", tr_host_update_apply, 9},
+		{"trajring_update_apply", tr_host_update_apply, 10},
 		TR_TEST_KERNELS
 	};
 	size_t i;

@@ -10,12 +10,12 @@
  * it with the CUDA thread index; the host build calls it for every tid in
  * turn, or, in the race-exposure mode of the stand-in (launch.h), in
  * shuffled units on several host threads at once. There is no block-level
- * synchronisation anywhere but one, so running the threads one after
- * another on the host computes the same bytes; the exception,
- * trajring_patch_items repairing a sum tree as one block (tree.h),
- * separates its phases with __syncthreads, and its host build runs each
- * phase for every thread of the block before the next (the race-exposure
- * mode keeps such a launch's block whole). Threads of one launch that touch the
+ * synchronisation anywhere but in two kernels, so running the threads one
+ * after another on the host computes the same bytes; the exceptions,
+ * trajring_patch_items and trajring_tree_repair repairing a sum tree as
+ * one block (tree.h), separate their phases with __syncthreads, and their
+ * host builds run each phase for every thread of the block before the
+ * next (the race-exposure mode keeps such a launch's block whole). Threads of one launch that touch the
  * same memory must do so through the tr_atomic_* helpers below (real
  * atomics in both builds), never with TR_LD/TR_ST.
  *

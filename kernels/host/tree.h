@@ -108,14 +108,18 @@ TR_HD void tr_tree_pull_group(double *tree, const tr_tree *t, tr_i64 level, tr_i
 }
 
 /* tr_tree_pull_run recomputes the groups of level `level`: thread tid
- * takes groups tid, tid+nthreads, ... */
-TR_HD void tr_tree_pull_run(double *tree, tr_i64 n, tr_i64 level, tr_i64 tid, tr_i64 nthreads)
+ * takes groups tid, tid+nthreads, ... With counts != 0 (an update
+ * state's counts, see tr_ustate), thread 0 also zeroes the level's
+ * count: a whole repair after tr_update_apply_run. */
+TR_HD void tr_tree_pull_run(double *tree, tr_i64 n, tr_i64 level, tr_u32 *counts, tr_i64 tid, tr_i64 nthreads)
 {
 	tr_tree t;
 	tr_i64 g;
 	tr_tree_layout(n, &t);
 	for (g = tid; g < t.size[level] / 8; g += nthreads)
 		tr_tree_pull_group(tree, &t, level, g);
+	if (counts != 0 && tid == 0)
+		counts[level] = 0;
 }
 
 /* tr_repair_groups_run recomputes the listed groups of one level.
@@ -223,6 +227,53 @@ TR_HD tr_i64 tr_key_slot(const tr_item *items, tr_i64 slots, tr_u64 key)
 	return s;
 }
 
+/*
+ * The update state of a mirror (kernels.UpdateState), from the address
+ * `winners` (Mirror.WinnersOff) of a mirror of `slots` slots whose tree
+ * has treen leaves:
+ *
+ *	winners [slots]uint64   the update claims (epoch<<32 | i+1)
+ *	prios   [slots]float32  the priority of each slot's last device update
+ *	counts  [12]uint32      per level: groups listed in lists (0 between calls)
+ *	marks   [G]uint32       per group of every level: the last epoch that listed it
+ *	lists   [G]uint32       per level: the groups to repair, in any order
+ *
+ * G is the number of groups of all levels (tr_tree_groups); level l's
+ * marks and lists start at entry goff[l]. tr_update_apply_run marks and
+ * lists the groups above every leaf it sets (atomics: one list entry per
+ * group and epoch), tr_tree_repair_run then repairs the listed groups
+ * level by level as one block and zeroes the counts.
+ */
+typedef struct {
+	tr_u64 *winners;
+	float *prios;
+	tr_u32 *counts;
+	tr_u32 *marks;
+	tr_u32 *lists;
+	tr_i64 goff[TR_TREE_MAXLEV + 1]; /* first group of level l; goff[levels] = G */
+} tr_ustate;
+
+/* tr_tree_groups returns the first group of each level of t in goff
+ * (goff[levels] is the total). */
+TR_HD void tr_tree_groups(const tr_tree *t, tr_i64 *goff)
+{
+	int l;
+	goff[0] = 0;
+	for (l = 0; l < t->levels; l++)
+		goff[l + 1] = goff[l] + t->size[l] / 8;
+}
+
+/* tr_ustate_at lays the update state out from winners. */
+TR_HD void tr_ustate_at(tr_u64 winners, tr_i64 slots, const tr_tree *t, tr_ustate *u)
+{
+	tr_tree_groups(t, u->goff);
+	u->winners = (tr_u64 *)winners;
+	u->prios = (float *)(winners + 8 * (tr_u64)slots);
+	u->counts = (tr_u32 *)(winners + 12 * (tr_u64)slots);
+	u->marks = u->counts + TR_TREE_MAXLEV;
+	u->lists = u->marks + u->goff[t->levels];
+}
+
 /* tr_update_claim_run: update i claims its key's slot, the last update of
  * a slot winning: winners[slot] = max(epoch<<32 | i+1). */
 TR_HD void tr_update_claim_run(const tr_item *items, tr_i64 slots, const tr_u64 *keys, tr_i64 n, tr_u64 *winners, tr_u64 epoch,
@@ -237,21 +288,70 @@ TR_HD void tr_update_claim_run(const tr_item *items, tr_i64 slots, const tr_u64 
 }
 
 /* tr_update_apply_run: the winning update of each slot sets its leaf
- * weight to p^a (p when a is 1); a priority that is negative, NaN or
- * infinite leaves the slot as it was. */
-TR_HD void tr_update_apply_run(const tr_item *items, tr_i64 slots, const tr_u64 *keys, const float *prios, tr_i64 n,
-			       const tr_u64 *winners, tr_u64 epoch, double *tree, double a, tr_i64 tid, tr_i64 nthreads)
+ * weight to p^a (p when a is 1) and records p in prios; a priority that
+ * is negative, NaN or infinite leaves the slot as it was. The groups
+ * above every leaf set are marked with the epoch and listed, each once
+ * per level and epoch (an atomic exchange of its mark decides who lists
+ * it; an atomic add takes the list entry), for tr_tree_repair_run. A
+ * count past its level's groups (counts left over by a failed repair)
+ * lists nothing more: the repair then repairs that whole level. treen
+ * is the tree's leaves (keys of slots past it are skipped). */
+TR_HD void tr_update_apply_run(const tr_item *items, tr_i64 treen, const tr_u64 *keys, const float *prios, tr_i64 n,
+			       tr_i64 slots, tr_u64 state, tr_u64 epoch, double *tree, double a, tr_i64 tid, tr_i64 nthreads)
 {
+	tr_tree t;
+	tr_ustate u;
 	tr_i64 i;
+	tr_tree_layout(treen, &t);
+	tr_ustate_at(state, slots, &t, &u);
 	for (i = tid; i < n; i += nthreads) {
-		tr_i64 s = tr_key_slot(items, slots, keys[i]);
+		tr_i64 s = tr_key_slot(items, treen, keys[i]), g;
 		double p;
-		if (s < 0 || winners[s] != (epoch << 32 | (tr_u64)(i + 1)))
+		int l;
+		if (s < 0 || u.winners[s] != (epoch << 32 | (tr_u64)(i + 1)))
 			continue;
 		p = (double)prios[i];
 		if (!(p >= 0 && p <= 1.7976931348623157e308))
 			continue;
 		tree[s] = a == 1 ? p : pow(p, a);
+		u.prios[s] = prios[i];
+		for (l = 0, g = s / 8; l < t.levels; l++, g /= 8) {
+			tr_u32 k;
+			if (tr_atomic_exch_u32(&u.marks[u.goff[l] + g], (tr_u32)epoch) == (tr_u32)epoch)
+				break; /* listed by another update, with every group above */
+			k = tr_atomic_add_u32(&u.counts[l], 1);
+			if ((tr_i64)k < u.goff[l + 1] - u.goff[l])
+				u.lists[u.goff[l] + k] = (tr_u32)g;
+		}
 	}
+}
+
+/* tr_tree_repair_run is one phase of the repair of the groups listed by
+ * tr_update_apply_run: phase l < levels recomputes the listed groups of
+ * level l (every group of the level when its count exceeds them), thread
+ * tid taking entries tid, tid+nthreads, ...; phase `levels` zeroes the
+ * counts (thread 0). The phases run in order, each after every thread
+ * has finished the previous one (__syncthreads in one block). */
+TR_HD void tr_tree_repair_run(double *tree, tr_i64 treen, tr_i64 slots, tr_u64 state, int phase, tr_i64 tid, tr_i64 nthreads)
+{
+	tr_tree t;
+	tr_ustate u;
+	tr_i64 i, cnt, ng;
+	tr_tree_layout(treen, &t);
+	tr_ustate_at(state, slots, &t, &u);
+	if (phase >= t.levels) {
+		for (i = tid; i < TR_TREE_MAXLEV; i += nthreads)
+			u.counts[i] = 0;
+		return;
+	}
+	ng = u.goff[phase + 1] - u.goff[phase];
+	cnt = u.counts[phase];
+	if (cnt > ng) {
+		for (i = tid; i < ng; i += nthreads)
+			tr_tree_pull_group(tree, &t, phase, i);
+		return;
+	}
+	for (i = tid; i < cnt; i += nthreads)
+		tr_tree_pull_group(tree, &t, phase, u.lists[u.goff[phase] + i]);
 }
 #endif
