@@ -149,8 +149,10 @@ run() {
 		echo "glibc: $(ldd --version 2>&1 | head -n 1) (needs >= 2.34)"
 		nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap,clocks.max.sm --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
 	} >"$out/preflight.txt"
+	local standin=""
 	if ldd bin/gpu.test 2>&1 | grep libcuda | grep -q standin; then
 		echo "preflight: the loader resolves the stand-in, not the driver" >>"$out/preflight.txt"
+		standin=1
 	fi
 	step preflight 60 bin/gpu.test -test.run '^TestStartupTime$' -test.v -test.count=1
 	grep -h 'startup:' "$out/logs/preflight.log" 2>/dev/null | sed 's/^ */   /' >>"$out/preflight.txt"
@@ -161,7 +163,10 @@ run() {
 	step bench-devsel 90 bin/tensorbuf.test -test.run '^$' -test.bench '^BenchmarkDeviceSelection$' -test.benchtime 200x -test.count=1
 	local san
 	san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
-	if [ -n "$san" ]; then
+	if [ -n "$standin" ]; then
+		order+=(memcheck)
+		status[memcheck]="SKIP (stand-in driver: no sanitizer)"
+	elif [ -n "$san" ]; then
 		local subset='^(TestGatherRows|TestScatter|TestConcat|TestGatherWindows|TestNStepReward|TestDeviceSelection|TestSumTree)'
 		step memcheck 90 "$san" --tool memcheck --report-api-errors no --error-exitcode 3 bin/gpu.test -test.run "$subset" -test.short -test.count=1
 		step initcheck 90 "$san" --tool initcheck --error-exitcode 3 bin/gpu.test -test.run "$subset" -test.short -test.count=1

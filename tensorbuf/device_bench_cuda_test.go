@@ -24,7 +24,8 @@ import (
 //	               the ceiling reached
 //	out_MB         bytes written per call (every output tensor), in MB
 //
-// Rings hold 1M steps (16 rows of 65,536), or 16 rows of 256 with -short
+// Rings hold 1M steps (256 rows of 4,096; tables hold 65,536 items), or
+// 16 rows of 256 with -short
 // (smoke runs on the stand-in driver, where the figures mean nothing).
 // bench/gpu-check.sh runs it on a GPU.
 func BenchmarkDevice(b *testing.B) {
@@ -53,9 +54,10 @@ func BenchmarkDevice(b *testing.B) {
 				b.Skipf("no gpu backend: %v", err)
 			}
 			defer be.Close()
-			rows, capacity := 16, 1<<16
+			// 256 rows of 4,096 steps: 1M steps filled in 4,096 adds.
+			rows, capacity := 256, 1<<12
 			if testing.Short() {
-				capacity = 256
+				rows, capacity = 16, 256
 			}
 			if bc.kind == "add" || bc.kind == "add-device" {
 				rows, capacity = bc.n, 64
@@ -93,7 +95,7 @@ func BenchmarkDevice(b *testing.B) {
 					b.Fatal(err)
 				}
 				for r := range rows {
-					for s := 0; s+bc.l <= capacity; s += max(1, capacity/4096) {
+					for s := 0; s+bc.l <= capacity; s += max(1, capacity/256) {
 						if _, err := tbl.Insert(tensorbuf.Item{Row: r, Start: int64(s), Len: bc.l}); err != nil {
 							b.Fatal(err)
 						}
