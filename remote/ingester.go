@@ -44,7 +44,9 @@ type IngesterConfig struct {
 	Buffer *tensorbuf.Buffer
 	// Rows are the buffer rows actors may be given (nil: all rows).
 	Rows []int
-	// NewObserver makes each actor's observer (nil: PlainObserver).
+	// NewObserver makes each actor's observer (nil: the steps are
+	// written as PlainObserver would, by a tensorbuf.Writer of the actor's
+	// rows, without an observer: see plain.go).
 	NewObserver ObserverFactory
 	// Stream, Subject, Durable and DeadSubject name the stream, the subject
 	// prefix of frames, the durable consumer and the dead-letter subject
@@ -206,9 +208,6 @@ func NewIngester(ctx context.Context, cfg IngesterConfig) (*Ingester, error) {
 	def(&cfg.Subject, DefaultSubject)
 	def(&cfg.Durable, DefaultDurable)
 	def(&cfg.DeadSubject, DefaultDeadSubject)
-	if cfg.NewObserver == nil {
-		cfg.NewObserver = PlainObserver
-	}
 	if cfg.GapTimeout == 0 {
 		cfg.GapTimeout = 15 * time.Second
 	}

@@ -7,11 +7,14 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -80,7 +83,11 @@ func startChildren(t *testing.T, ctx context.Context, mode, url string, width in
 	t.Helper()
 	var cs []*child
 	for i, n := range ns {
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestBenchChild$", "-test.count=1")
+		args := []string{"-test.run=^TestBenchChild$", "-test.count=1"}
+		if d := os.Getenv("TRAJRING_BENCH_PROFILE"); d != "" {
+			args = append(args, fmt.Sprintf("-test.cpuprofile=%s/child-%s-%d-%d.prof", d, mode, len(ns), i))
+		}
+		cmd := exec.CommandContext(ctx, os.Args[0], args...)
 		cmd.Env = append(os.Environ(), childEnv+"="+mode, childURL+"="+url, childWidth+"="+strconv.Itoa(width),
 			childN+"="+strconv.FormatInt(n, 10), childIndex+"="+strconv.Itoa(i))
 		cmd.Stderr = os.Stderr
@@ -171,13 +178,18 @@ func procCell(t *testing.T, sh benchShape, actors int) benchResult {
 	defer buf.Close()
 	in, stop := runIngester(t, IngesterConfig{JetStream: js, Buffer: buf})
 	cs := startChildren(t, ctx, "actor", srv.ClientURL(), sh.width, slices.Repeat([]int64{perActor}, actors))
-	start := time.Now()
+	stopProf := profile(t, fmt.Sprintf("remote-%s-%d", strings.ReplaceAll(sh.name, " ", ""), actors))
+	start, cpu0 := time.Now(), cpuTime()
 	goAll(t, cs)
 	waitFor(t, 60*time.Second, fmt.Sprintf("%s, %d actor processes: %d steps ingested (stats %+v)", sh.name, actors, total, in.Stats()),
 		func() bool { return in.Stats().Steps >= total })
-	r.remote = float64(total) / time.Since(start).Seconds()
+	wall := time.Since(start)
+	r.remote = float64(total) / wall.Seconds()
+	cpuRemote := cpuTime() - cpu0
+	stopProf()
 	stop()
 	finish(t, cs)
+	t.Logf("remote: %v wall, learner process (server + ingester) %v CPU, actor processes %v CPU", wall.Round(time.Millisecond), cpuRemote.Round(time.Millisecond), childCPU(cs).Round(time.Millisecond))
 	var bytes int64
 	for _, c := range cs {
 		bytes += c.bytes
@@ -204,16 +216,58 @@ func procCell(t *testing.T, sh benchShape, actors int) benchResult {
 	ns[actors-1] += int64(frames % actors)
 	rc := newRawConsumer(t, ctx, js, frames)
 	cs = startChildren(t, ctx, "raw", srv.ClientURL(), sh.width, ns)
-	start = time.Now()
+	stopProf = profile(t, fmt.Sprintf("raw-%s-%d", strings.ReplaceAll(sh.name, " ", ""), actors))
+	start, cpu0 = time.Now(), cpuTime()
 	goAll(t, cs)
 	rc.wait(t)
-	r.raw = float64(total) / time.Since(start).Seconds()
+	wall = time.Since(start)
+	r.raw = float64(total) / wall.Seconds()
+	cpuRaw := cpuTime() - cpu0
+	stopProf()
 	finish(t, cs)
+	t.Logf("raw: %v wall, consumer process (server + consumer) %v CPU, publisher processes %v CPU", wall.Round(time.Millisecond), cpuRaw.Round(time.Millisecond), childCPU(cs).Round(time.Millisecond))
 
 	// In-process: the same trajectories through observer.Shared.
 	r.proc = inProcess(t, sh, actors, perActor, total)
 	t.Logf("%s, %d actor processes: remote %.0f steps/s, raw %.0f, in-process %.0f", sh.name, actors, r.remote, r.raw, r.proc)
 	return r
+}
+
+// profile writes this process's CPU profile of one measurement to
+// $TRAJRING_BENCH_PROFILE/name.prof when that directory is given (the
+// children's go next to it, see startChildren); call the returned func at
+// the measurement's end.
+func profile(t *testing.T, name string) func() {
+	d := os.Getenv("TRAJRING_BENCH_PROFILE")
+	if d == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(d, name+".prof"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		t.Fatal(err)
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }
+}
+
+// cpuTime returns this process's user and system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// childCPU returns the CPU time of exited children.
+func childCPU(cs []*child) time.Duration {
+	var d time.Duration
+	for _, c := range cs {
+		d += c.cmd.ProcessState.UserTime() + c.cmd.ProcessState.SystemTime()
+	}
+	return d
 }
 
 // rawConsumer consumes a raw stream of frames with a durable pull
