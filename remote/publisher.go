@@ -74,10 +74,11 @@ type PublisherStats struct {
 }
 
 type inflight struct {
-	id   string
-	data []byte
-	fut  jetstream.PubAckFuture
-	sent time.Time
+	id     string
+	data   []byte
+	fut    jetstream.PubAckFuture
+	sent   time.Time
+	resent bool // sent more than once: an older send may still be retried by the client
 }
 
 // Publisher is the actor side: a driver.Observer that frames batched
@@ -106,6 +107,11 @@ type Publisher struct {
 
 	queue  []*inflight
 	qbytes int // bytes of the frames in queue
+	// spare holds the memory of acknowledged frames for the next ones:
+	// once the stream has acknowledged a frame sent once, neither the
+	// Publisher nor the client reads its bytes again (a frame sent again
+	// is not reused: the client may still retry an older send of it).
+	spare [][]byte
 	stats  PublisherStats
 	closed bool
 }
@@ -277,7 +283,10 @@ func (p *Publisher) seal() error {
 		return nil
 	}
 	var data []byte
-	data, p.body = p.schema.encode(nil, p.body, p.cfg.Compress, p.actor, p.seq, p.batch, p.rows, p.first, p.steps, p.cols)
+	if n := len(p.spare); n > 0 {
+		data, p.spare = p.spare[n-1][:0], p.spare[:n-1]
+	}
+	data, p.body = p.schema.encode(data, p.body, p.cfg.Compress, p.actor, p.seq, p.batch, p.rows, p.first, p.steps, p.cols)
 	for _, r := range p.rows {
 		p.next[r] += int64(p.steps)
 	}
@@ -340,6 +349,9 @@ func (p *Publisher) waitOldest() error {
 			p.queue[0] = nil
 			p.queue = p.queue[1:]
 			p.stats.Frames++
+			if !f.resent && len(p.spare) < 8 {
+				p.spare = append(p.spare, f.data)
+			}
 			return nil
 		case <-f.fut.Err():
 		case <-timer.C:
@@ -357,6 +369,7 @@ func (p *Publisher) waitOldest() error {
 	}
 	for _, q := range p.queue {
 		p.stats.Retries++
+		q.resent = true
 		p.send(q)
 	}
 	return nil
