@@ -50,7 +50,9 @@ const (
 // (127.0.0.1, a random port); a raw JetStream publish/consume of the same
 // number of frames of the same bytes from as many processes, in the same
 // run; and in-process collection. It prints a table with the ratios.
-// Every wait has a deadline.
+// Every wait has a deadline. TRAJRING_BENCH_SCALE=N (2-16) measures N
+// times as many steps; TRAJRING_BENCH_PROFILE=dir writes CPU profiles of
+// this process per measurement and of every child there.
 func TestIngestProcesses(t *testing.T) {
 	sel := os.Getenv("TRAJRING_REMOTE_BENCH_PROCS")
 	if sel == "" {
@@ -163,7 +165,11 @@ func procCell(t *testing.T, sh benchShape, actors int) benchResult {
 	_, js := connect(t, srv.ClientURL())
 	ensure(t, js, StreamConfig{MaxBytes: 8 << 30})
 	fields := benchFields(sh.width)
-	perActor := sh.steps / int64(actors) / (benchRows * benchK) * benchK
+	steps := sh.steps
+	if v, err := strconv.Atoi(os.Getenv("TRAJRING_BENCH_SCALE")); err == nil && v > 1 && v <= 16 {
+		steps *= int64(v) // longer measurements (the buffer is a ring: its size stays)
+	}
+	perActor := steps / int64(actors) / (benchRows * benchK) * benchK
 	total := perActor * benchRows * int64(actors)
 	frames := int(total / (benchRows * benchK))
 	r := benchResult{shape: sh.name, actors: actors}

@@ -104,6 +104,7 @@ type Publisher struct {
 	cols  [][]byte
 	body  []byte
 	sel   []int
+	src   [][]byte // the user fields' bytes of the step being appended
 
 	queue  []*inflight
 	qbytes int // bytes of the frames in queue
@@ -214,11 +215,13 @@ func (p *Publisher) Observe(t *driver.Trajectory) error {
 	if len(t.NextStepType) != b || len(t.Reward) != b || len(t.Discount) != b || (t.Active != nil && len(t.Active) != b) {
 		return fmt.Errorf("%w: trajectory columns of different lengths", ErrFrame)
 	}
-	for _, f := range p.schema.fields {
+	p.src = p.src[:0]
+	for c, f := range p.schema.fields {
 		d := source(t, f)
-		if d == nil || d.Dtype() != f.DType.Tensor() || d.RequiresIterator() || len(d.Header.Raw) < b*f.StepBytes() || d.Shape()[0] != b {
+		if d == nil || d.Dtype() != f.DType.Tensor() || d.RequiresIterator() || len(d.Header.Raw) < b*p.schema.colBytes[c] || d.Shape()[0] != b {
 			return fmt.Errorf("%w: trajectory field %q missing or not a contiguous [%d, %v] %v tensor", ErrFrame, f.Name, b, f.Shape, f.DType)
 		}
+		p.src = append(p.src, d.Header.Raw)
 	}
 	if p.batch == 0 {
 		p.batch = b
@@ -254,12 +257,17 @@ func (p *Publisher) Observe(t *driver.Trajectory) error {
 }
 
 // appendStep appends the rows p.rows of one checked trajectory to the
-// frame columns.
+// frame columns; p.src holds its user fields' bytes (see Observe).
 func (p *Publisher) appendStep(t *driver.Trajectory) {
+	if len(p.src) == 0 { // not called from Observe
+		for _, f := range p.schema.fields {
+			p.src = append(p.src, source(t, f).Header.Raw)
+		}
+	}
 	b := p.batch
 	all := len(p.rows) == b
-	for c, f := range p.schema.fields {
-		raw, sb := source(t, f).Header.Raw, f.StepBytes()
+	for c, raw := range p.src {
+		sb := p.schema.colBytes[c]
 		if all {
 			p.cols[c] = append(p.cols[c], raw[:b*sb]...)
 			continue
@@ -275,6 +283,7 @@ func (p *Publisher) appendStep(t *driver.Trajectory) {
 		p.cols[nc+2] = binary.LittleEndian.AppendUint32(p.cols[nc+2], math.Float32bits(t.Reward[r]))
 		p.cols[nc+3] = binary.LittleEndian.AppendUint32(p.cols[nc+3], math.Float32bits(t.Discount[r]))
 	}
+	p.src = p.src[:0]
 }
 
 // seal publishes the frame being filled.
