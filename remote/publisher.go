@@ -112,7 +112,7 @@ type Publisher struct {
 	// once the stream has acknowledged a frame sent once, neither the
 	// Publisher nor the client reads its bytes again (a frame sent again
 	// is not reused: the client may still retry an older send of it).
-	spare [][]byte
+	spare  [][]byte
 	stats  PublisherStats
 	closed bool
 }
