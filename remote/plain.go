@@ -19,8 +19,9 @@ import (
 // build and check per step. The buffer receives exactly the steps, cuts
 // and stats of the observer path (TestPlainWriterMatchesObserver).
 // BenchmarkIngestWrite (8 rows x 32 steps, 4-float observation and int64
-// action, the decode included): 84-87 ns a row step through
-// observer.Shared, XX ns here.
+// action, the decode included; 2-core machine shared with other jobs):
+// 85-115 ns a row step through observer.Shared, 66-92 ns here, of which
+// tensorbuf.Writer.Add (one call per step of 8 rows) is about 80%.
 
 // plainWriter writes an actor's steps straight into its buffer rows. Not
 // safe for concurrent use (the Ingester holds its lock).
@@ -32,7 +33,7 @@ type plainWriter struct {
 	n        int        // rows of the tensors in step.Values (0: none yet)
 	vals     []plainCol // per user field, schema order, shaped [n, ...]
 	sel      []int      // frame row indexes of the step being written
-	stepRows []int
+	stepRows []int      // step.Rows' memory
 }
 
 // plainCol is a user field's tensor of a step and its own memory (the

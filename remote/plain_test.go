@@ -107,3 +107,49 @@ func TestPlainWriterMatchesObserver(t *testing.T) {
 		t.Errorf("buffers differ (%d and %d bytes saved)", len(plain.saved), len(obs.saved))
 	}
 }
+
+// TestPlainWriterObserve checks plainWriter's Observe (the RowObserver
+// method) against observer.Shared: the same trajectories, some rows
+// inactive, give byte-equal buffers; a trajectory of another batch size
+// is refused and writes nothing.
+func TestPlainWriterObserve(t *testing.T) {
+	rows := []int{3, 0, 2}
+	write := func(open func(*tensorbuf.Buffer) (RowObserver, error)) []byte {
+		buf := newTestBuffer(t, 4, 16)
+		o, err := open(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := newGen(3)
+		for i := range 20 {
+			tr := g.next()
+			tr.Active = []bool{i%3 != 0, true, i%4 != 1}
+			if err := o.Observe(tr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := o.Observe(newGen(2).next()); err == nil {
+			t.Fatal("a trajectory of 2 rows was written by an observer of 3")
+		}
+		if err := o.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := buf.Stats().Steps; got != 13+20+15 {
+			t.Fatalf("%d steps written, want 48", got)
+		}
+		var b bytes.Buffer
+		if err := buf.Save(&b, tensorbuf.SaveOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	s, err := NewSchema(testFields())
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := write(func(b *tensorbuf.Buffer) (RowObserver, error) { return newPlainWriter(b, s.fields, rows) })
+	shared := write(func(b *tensorbuf.Buffer) (RowObserver, error) { return PlainObserver(b, rows) })
+	if !bytes.Equal(plain, shared) {
+		t.Fatal("plainWriter.Observe and observer.Shared wrote different buffers")
+	}
+}

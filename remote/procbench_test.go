@@ -68,7 +68,7 @@ func TestIngestProcesses(t *testing.T) {
 			res = append(res, procCell(t, sh, actors))
 		}
 	}
-	fmt.Println(benchTable(res))
+	fmt.Println(benchTable(res, "actor processes"))
 }
 
 // child is a running benchmark child process.
