@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -256,15 +255,6 @@ func profile(t *testing.T, name string) func() {
 		t.Fatal(err)
 	}
 	return func() { pprof.StopCPUProfile(); _ = f.Close() }
-}
-
-// cpuTime returns this process's user and system CPU time.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // childCPU returns the CPU time of exited children.
