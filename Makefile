@@ -32,6 +32,14 @@ fuzz:
 		done; \
 	done
 
+# bench-remote runs the opt-in ingest benchmark of remote/ with 1, 2 and 4
+# actor processes, raw JetStream and in-process collection (a few minutes;
+# BENCH_SCALE=N measures N times as many steps).
+BENCH_SCALE ?= 1
+.PHONY: bench-remote
+bench-remote:
+	TRAJRING_REMOTE_BENCH_PROCS=1 TRAJRING_BENCH_SCALE=$(BENCH_SCALE) $(GO) test -count=1 -run TestIngestProcesses -v -timeout 20m ./remote/
+
 # test-cluster runs the 3-node JetStream cluster scenarios of remote/
 # (node restart, actor killed, learner restarted), opt-in: see TestCluster.
 test-cluster:

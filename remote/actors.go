@@ -36,6 +36,14 @@ func (in *Ingester) join(id uint64, n int) (*actorState, error) {
 
 // open makes the actor's observer and scratch tensors.
 func (in *Ingester) open(a *actorState) error {
+	if in.cfg.NewObserver == nil {
+		p, err := newPlainWriter(in.cfg.Buffer, in.schema.fields, a.rows)
+		if err != nil {
+			return fmt.Errorf("remote: writer for actor %016x: %w", a.id, err)
+		}
+		a.obs, a.fresh = p, true
+		return nil
+	}
 	obs, err := in.cfg.NewObserver(in.cfg.Buffer, a.rows)
 	if err != nil {
 		return fmt.Errorf("remote: observer for actor %016x: %w", a.id, err)

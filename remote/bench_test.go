@@ -63,13 +63,14 @@ func TestIngestThroughput(t *testing.T) {
 			res = append(res, benchCell(t, sh, actors))
 		}
 	}
-	fmt.Println(benchTable(res))
+	fmt.Println(benchTable(res, "actor goroutines"))
 }
 
-// benchTable formats results as a Markdown table.
-func benchTable(res []benchResult) string {
+// benchTable formats results as a Markdown table; actors names the
+// actors column.
+func benchTable(res []benchResult, actors string) string {
 	var b strings.Builder
-	b.WriteString("| step | actors | remote steps/s | remote MB/s | raw JetStream steps/s | raw MB/s | remote/raw | in-process steps/s | remote/in-process |\n")
+	b.WriteString("| step | " + actors + " | remote steps/s | remote MB/s | raw JetStream steps/s | raw MB/s | remote/raw | in-process steps/s | remote/in-process |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range res {
 		fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f | %.0f | %.0f | %.2f | %.0f | %.2f |\n",

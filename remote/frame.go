@@ -255,19 +255,37 @@ func (s *Schema) Decode(data []byte, f *Frame) error {
 		f.Cols = append(f.Cols, body[off:off+n])
 		off += n
 	}
+	// Step types are First, Mid or Last (0, 1, 2 as uint32); rewards and
+	// discounts are finite (an exponent below all ones): checked on the
+	// bits, with one branch per column and the value only on failure.
 	nc := len(s.fields)
 	for c := nc; c < nc+2; c++ {
-		for i := 0; i < len(f.Cols[c]); i += 4 {
-			if st := tensorbuf.StepType(int32(le.Uint32(f.Cols[c][i:]))); st != tensorbuf.First && st != tensorbuf.Mid && st != tensorbuf.Last {
-				return fmt.Errorf("%w: step type %d", ErrFrame, st)
+		bad := false
+		for i := 0; i+4 <= len(f.Cols[c]); i += 4 {
+			bad = bad || le.Uint32(f.Cols[c][i:]) > uint32(tensorbuf.Last)
+		}
+		if bad {
+			for i := 0; i+4 <= len(f.Cols[c]); i += 4 {
+				if st := tensorbuf.StepType(int32(le.Uint32(f.Cols[c][i:]))); st != tensorbuf.First && st != tensorbuf.Mid && st != tensorbuf.Last {
+					return fmt.Errorf("%w: step type %d", ErrFrame, st)
+				}
 			}
 		}
 	}
+	const expBits = 0x7f800000
 	for c := nc + 2; c < nc+4; c++ {
-		for i := 0; i < len(f.Cols[c]); i += 4 {
-			v := math.Float32frombits(le.Uint32(f.Cols[c][i:]))
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return fmt.Errorf("%w: reward or discount %v", ErrFrame, v)
+		var inf uint32
+		for i := 0; i+4 <= len(f.Cols[c]); i += 4 {
+			if le.Uint32(f.Cols[c][i:])&expBits == expBits {
+				inf = expBits
+			}
+		}
+		if inf != 0 {
+			for i := 0; i+4 <= len(f.Cols[c]); i += 4 {
+				v := math.Float32frombits(le.Uint32(f.Cols[c][i:]))
+				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+					return fmt.Errorf("%w: reward or discount %v", ErrFrame, v)
+				}
 			}
 		}
 	}

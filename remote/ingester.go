@@ -44,7 +44,9 @@ type IngesterConfig struct {
 	Buffer *tensorbuf.Buffer
 	// Rows are the buffer rows actors may be given (nil: all rows).
 	Rows []int
-	// NewObserver makes each actor's observer (nil: PlainObserver).
+	// NewObserver makes each actor's observer (nil: the steps are
+	// written as PlainObserver would, by a tensorbuf.Writer of the actor's
+	// rows, without an observer: see plain.go).
 	NewObserver ObserverFactory
 	// Stream, Subject, Durable and DeadSubject name the stream, the subject
 	// prefix of frames, the durable consumer and the dead-letter subject
@@ -63,12 +65,15 @@ type IngesterConfig struct {
 	// stream. A missing frame that was delivered and handed back (see
 	// ReorderBytes) is never given up.
 	GapTimeout time.Duration
-	// ReorderBytes bounds the bytes of the frames held in the ingester
+	// ReorderBytes bounds the memory of the frames held in the ingester
 	// while they wait for a predecessor or for free rows (default 64
-	// MiB). A frame beyond it is handed back to the stream (redelivered
-	// after GapDelay, or a second when its actor waits for rows) and
-	// written when it comes again: no gap before a handed-back frame is
-	// given up.
+	// MiB), each frame counted as its bytes but at least heldFrameCost
+	// (256 bytes: its bookkeeping), which also bounds their number
+	// (ReorderBytes / 256; the consumer's MaxAckPending leaves room for
+	// them besides 4 x Prefetch frames). A frame beyond it is handed back
+	// to the stream (redelivered after GapDelay, or a second when its
+	// actor waits for rows) and written when it comes again: no gap
+	// before a handed-back frame is given up.
 	ReorderBytes int
 	// GapDelay is the redelivery delay of a frame handed back (default
 	// 100 ms) and the period at which held frames are checked.
@@ -91,9 +96,8 @@ type IngesterConfig struct {
 	// AckWait is the consumer's acknowledgement deadline (default 30 s).
 	AckWait time.Duration
 	// Prefetch bounds the frames delivered and not yet acknowledged
-	// besides the held ones (the consumer's MaxAckPending is 68 x
-	// Prefetch, of which at most 64 x Prefetch are frames held for
-	// reordering; default 256).
+	// besides the held ones (the consumer's MaxAckPending is 4 x Prefetch
+	// plus the most frames ReorderBytes can hold; default 256).
 	Prefetch int
 	// PrefetchBytes bounds the frame bytes the client buffers ahead of
 	// the writes (default 32 MiB; keep it under the client's 64 MiB
@@ -206,9 +210,6 @@ func NewIngester(ctx context.Context, cfg IngesterConfig) (*Ingester, error) {
 	def(&cfg.Subject, DefaultSubject)
 	def(&cfg.Durable, DefaultDurable)
 	def(&cfg.DeadSubject, DefaultDeadSubject)
-	if cfg.NewObserver == nil {
-		cfg.NewObserver = PlainObserver
-	}
 	if cfg.GapTimeout == 0 {
 		cfg.GapTimeout = 15 * time.Second
 	}
@@ -236,7 +237,7 @@ func NewIngester(ctx context.Context, cfg IngesterConfig) (*Ingester, error) {
 		}
 	}
 	in := &Ingester{cfg: cfg, schema: s, actors: map[uint64]*actorState{}, free: make([]bool, len(cfg.Rows)), naked: map[uint64]struct{}{}, back: map[uint64]*outFrame{}, out: map[uint64]map[uint64]uint64{},
-		held: map[uint64]*heldFrame{}, maxHeld: 64 * cfg.Prefetch, gone: map[uint64]uint64{}, waiting: map[uint64]*actorState{}}
+		held: map[uint64]*heldFrame{}, maxHeld: maxHeldFrames(cfg.ReorderBytes), gone: map[uint64]uint64{}, waiting: map[uint64]*actorState{}}
 	for i := range in.free {
 		in.free[i] = true
 	}
@@ -244,7 +245,7 @@ func NewIngester(ctx context.Context, cfg IngesterConfig) (*Ingester, error) {
 		Durable:       cfg.Durable,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       cfg.AckWait,
-		MaxAckPending: 68 * cfg.Prefetch,
+		MaxAckPending: in.maxHeld + 4*cfg.Prefetch,
 		FilterSubject: cfg.Subject + ".>",
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}

@@ -74,10 +74,11 @@ type PublisherStats struct {
 }
 
 type inflight struct {
-	id   string
-	data []byte
-	fut  jetstream.PubAckFuture
-	sent time.Time
+	id     string
+	data   []byte
+	fut    jetstream.PubAckFuture
+	sent   time.Time
+	resent bool // sent more than once: an older send may still be retried by the client
 }
 
 // Publisher is the actor side: a driver.Observer that frames batched
@@ -103,9 +104,15 @@ type Publisher struct {
 	cols  [][]byte
 	body  []byte
 	sel   []int
+	src   [][]byte // the user fields' bytes of the step being appended
 
 	queue  []*inflight
 	qbytes int // bytes of the frames in queue
+	// spare holds the memory of acknowledged frames for the next ones:
+	// once the stream has acknowledged a frame sent once, neither the
+	// Publisher nor the client reads its bytes again (a frame sent again
+	// is not reused: the client may still retry an older send of it).
+	spare  [][]byte
 	stats  PublisherStats
 	closed bool
 }
@@ -208,11 +215,13 @@ func (p *Publisher) Observe(t *driver.Trajectory) error {
 	if len(t.NextStepType) != b || len(t.Reward) != b || len(t.Discount) != b || (t.Active != nil && len(t.Active) != b) {
 		return fmt.Errorf("%w: trajectory columns of different lengths", ErrFrame)
 	}
-	for _, f := range p.schema.fields {
+	p.src = p.src[:0]
+	for c, f := range p.schema.fields {
 		d := source(t, f)
-		if d == nil || d.Dtype() != f.DType.Tensor() || d.RequiresIterator() || len(d.Header.Raw) < b*f.StepBytes() || d.Shape()[0] != b {
+		if d == nil || d.Dtype() != f.DType.Tensor() || d.RequiresIterator() || len(d.Header.Raw) < b*p.schema.colBytes[c] || d.Shape()[0] != b {
 			return fmt.Errorf("%w: trajectory field %q missing or not a contiguous [%d, %v] %v tensor", ErrFrame, f.Name, b, f.Shape, f.DType)
 		}
+		p.src = append(p.src, d.Header.Raw)
 	}
 	if p.batch == 0 {
 		p.batch = b
@@ -248,12 +257,17 @@ func (p *Publisher) Observe(t *driver.Trajectory) error {
 }
 
 // appendStep appends the rows p.rows of one checked trajectory to the
-// frame columns.
+// frame columns; p.src holds its user fields' bytes (see Observe).
 func (p *Publisher) appendStep(t *driver.Trajectory) {
+	if len(p.src) == 0 { // not called from Observe
+		for _, f := range p.schema.fields {
+			p.src = append(p.src, source(t, f).Header.Raw)
+		}
+	}
 	b := p.batch
 	all := len(p.rows) == b
-	for c, f := range p.schema.fields {
-		raw, sb := source(t, f).Header.Raw, f.StepBytes()
+	for c, raw := range p.src {
+		sb := p.schema.colBytes[c]
 		if all {
 			p.cols[c] = append(p.cols[c], raw[:b*sb]...)
 			continue
@@ -269,6 +283,7 @@ func (p *Publisher) appendStep(t *driver.Trajectory) {
 		p.cols[nc+2] = binary.LittleEndian.AppendUint32(p.cols[nc+2], math.Float32bits(t.Reward[r]))
 		p.cols[nc+3] = binary.LittleEndian.AppendUint32(p.cols[nc+3], math.Float32bits(t.Discount[r]))
 	}
+	p.src = p.src[:0]
 }
 
 // seal publishes the frame being filled.
@@ -277,7 +292,10 @@ func (p *Publisher) seal() error {
 		return nil
 	}
 	var data []byte
-	data, p.body = p.schema.encode(nil, p.body, p.cfg.Compress, p.actor, p.seq, p.batch, p.rows, p.first, p.steps, p.cols)
+	if n := len(p.spare); n > 0 {
+		data, p.spare = p.spare[n-1][:0], p.spare[:n-1]
+	}
+	data, p.body = p.schema.encode(data, p.body, p.cfg.Compress, p.actor, p.seq, p.batch, p.rows, p.first, p.steps, p.cols)
 	for _, r := range p.rows {
 		p.next[r] += int64(p.steps)
 	}
@@ -340,6 +358,9 @@ func (p *Publisher) waitOldest() error {
 			p.queue[0] = nil
 			p.queue = p.queue[1:]
 			p.stats.Frames++
+			if !f.resent && len(p.spare) < 8 {
+				p.spare = append(p.spare, f.data)
+			}
 			return nil
 		case <-f.fut.Err():
 		case <-timer.C:
@@ -357,6 +378,7 @@ func (p *Publisher) waitOldest() error {
 	}
 	for _, q := range p.queue {
 		p.stats.Retries++
+		q.resent = true
 		p.send(q)
 	}
 	return nil

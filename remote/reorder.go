@@ -19,8 +19,9 @@ import (
 // delay) keeps it counted against the consumer's MaxAckPending: under a
 // backlog the handed-back frames fill that window and hold back the very
 // predecessor they wait for until the gap is cut. Held frames are bounded
-// (ReorderBytes, and 64 of MaxAckPending's 68 x Prefetch in number);
-// beyond that a frame is handed back as before. A handed-back frame comes
+// (ReorderBytes, which also bounds their number: see heldFrameCost; the
+// consumer's MaxAckPending leaves room for that many besides the
+// prefetched ones); beyond that a frame is handed back as before. A handed-back frame comes
 // again (after its delay), so no gap before it is ever given up: a frame
 // held behind it waits for it, however long, and the actor is not idle
 // meanwhile, nor does its bye free its rows before it is written.
@@ -35,6 +36,23 @@ const streamPause = time.Second
 // quietBeforeWallClock is how long no message must have come, with the
 // consumer caught up, before a held frame's wait is measured in wall time.
 const quietBeforeWallClock = time.Second
+
+// heldFrameCost is the least a held frame counts against ReorderBytes
+// (its bookkeeping: the heldFrame, the message, map entries), so that
+// ReorderBytes bounds the number of held frames too. The bound used to be
+// 64 x Prefetch frames (16,384), reached in the 24-row soak at about 12
+// MB of small frames: every later frame was handed back and redelivered
+// each second (Nak churn) while 52 MB of ReorderBytes stayed unused.
+const heldFrameCost = 256
+
+// maxHeldFrames returns the most frames ReorderBytes can hold (at most
+// 1<<24, so that MaxAckPending stays a modest number).
+func maxHeldFrames(reorderBytes int) int {
+	return min(reorderBytes/heldFrameCost, 1<<24)
+}
+
+// heldCost is what a held frame of n bytes counts against ReorderBytes.
+func heldCost(n int) int { return max(n, heldFrameCost) }
 
 // heldFrame is a frame held until its predecessor comes.
 type heldFrame struct {
@@ -71,7 +89,7 @@ func (in *Ingester) ready(a *actorState, f *Frame) bool {
 // when the reorder bounds are reached (the caller hands it back).
 func (in *Ingester) hold(a *actorState, msg jetstream.Msg, seq uint64, f *Frame, stored time.Time) bool {
 	data := msg.Data()
-	if len(in.held) >= in.maxHeld || in.heldBytes+len(data) > in.cfg.ReorderBytes {
+	if len(in.held) >= in.maxHeld || in.heldBytes+heldCost(len(data)) > in.cfg.ReorderBytes {
 		in.full = time.Now()
 		return false
 	}
@@ -93,7 +111,7 @@ func (in *Ingester) hold(a *actorState, msg jetstream.Msg, seq uint64, f *Frame,
 	a.held = slices.Insert(a.held, i, h)
 	in.held[seq] = h
 	in.naked[seq] = struct{}{}
-	in.heldBytes += len(data)
+	in.heldBytes += heldCost(len(data))
 	in.stats.Held++
 	return true
 }
@@ -104,7 +122,7 @@ func (in *Ingester) unhold(a *actorState) (*heldFrame, *Frame, error) {
 	a.held[0] = nil
 	a.held = a.held[1:]
 	delete(in.held, h.seq)
-	in.heldBytes -= len(h.data)
+	in.heldBytes -= heldCost(len(h.data))
 	f := &in.frame
 	return h, f, in.schema.Decode(h.data, f)
 }

@@ -70,9 +70,17 @@ func (in *Ingester) write(a *actorState, f *Frame) {
 			return
 		}
 	}
+	nc := len(in.schema.fields)
+	if p, ok := a.obs.(*plainWriter); ok {
+		written, dups, failed := p.writeFrame(f, a.next, nc)
+		in.stats.Steps += int64(written)
+		in.stats.Duplicates += int64(dups)
+		in.stats.ObserveErr += int64(failed)
+		in.finishFrame(a, f, written)
+		return
+	}
 	t := &a.traj
 	r := len(f.Rows)
-	nc := len(in.schema.fields)
 	all := r == len(a.rows)
 	for i, row := range f.Rows {
 		all = all && row == i
@@ -137,6 +145,11 @@ func (in *Ingester) write(a *actorState, f *Frame) {
 	for c, d := range a.cols {
 		d.Header.Raw = a.own[c]
 	}
+	in.finishFrame(a, f, written)
+}
+
+// finishFrame records that frame f of actor a is written.
+func (in *Ingester) finishFrame(a *actorState, f *Frame, written int) {
 	for i, row := range f.Rows {
 		a.next[row] = max(a.next[row], f.First[i]+int64(f.K))
 	}
