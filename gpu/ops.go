@@ -4,6 +4,7 @@ package gpu
 
 import (
 	"fmt"
+	"math"
 	"unsafe"
 
 	"github.com/trajring/trajring/kernels"
@@ -291,44 +292,16 @@ func (b *Backend) gatherWindows(cols []kernels.Column, wins []kernels.Window, se
 	if problem != "" {
 		return fmt.Errorf("%w: %s", ErrBounds, problem)
 	}
-	rings := scratch(&b.rings, len(cols))
-	outs := scratch(&b.outs, len(cols))
-	for c := range cols {
-		col := &cols[c]
-		ring, err := b.arena(col.Ring)
-		if err != nil {
-			return fmt.Errorf("column %d ring: %w", c, err)
-		}
-		out, err := b.arena(col.Out)
-		if err != nil {
-			return fmt.Errorf("column %d output: %w", c, err)
-		}
-		s := col.StepBytes
-		steps, ok := col.RingSteps(ring.size)
-		if !ok {
-			return fmt.Errorf("%w: column %d: step of %d bytes at offset %d of a stride of %d", ErrBounds, c, s, col.Offset, col.Stride)
-		}
-		if !kernels.Fits(col.OutOff, n, s, out.size) {
-			return fmt.Errorf("%w: column %d: %d steps of %d bytes at %d into %d", ErrBounds, c, n, s, col.OutOff, out.size)
-		}
-		if col.Pad != nil && int64(len(col.Pad)) != s {
-			return fmt.Errorf("%w: column %d: pad of %d bytes for steps of %d", ErrBounds, c, len(col.Pad), s)
-		}
-		if i, bad := kernels.BadWindow(wins, steps/capacity, min(seqLen, capacity)); bad {
-			return fmt.Errorf("%w: column %d: window %d %+v (rows %d, capacity %d, length %d)", ErrBounds, c, i, wins[i], steps/capacity, capacity, seqLen)
-		}
-		rings[c], outs[c] = ring, out
+	rings, outs, rows, err := b.windowCols(cols, n, capacity)
+	if err != nil {
+		return err
 	}
-	var maskPtr uint64
-	if mask != nil {
-		m, err := b.arena(mask)
-		if err != nil {
-			return fmt.Errorf("mask: %w", err)
-		}
-		if maskOff < 0 || maskOff > m.size || n > m.size-maskOff {
-			return fmt.Errorf("%w: mask of %d at %d into %d", ErrBounds, n, maskOff, m.size)
-		}
-		maskPtr = uint64(m.ptr) + uint64(maskOff)
+	if i, bad := kernels.BadWindow(wins, rows, min(seqLen, capacity)); bad {
+		return fmt.Errorf("%w: window %d %+v (rows %d, capacity %d, length %d)", ErrBounds, i, wins[i], rows, capacity, seqLen)
+	}
+	maskPtr, err := b.maskAddr(mask, maskOff, n)
+	if err != nil {
+		return err
 	}
 	if n == 0 || (len(cols) == 0 && maskPtr == 0) {
 		return nil
@@ -372,6 +345,58 @@ func (b *Backend) gatherWindows(cols []kernels.Column, wins []kernels.Window, se
 	return b.launch(kernels.GatherWindows, st, l.n, n, maxWords(descs), gy,
 		uint64(st.dev)+uint64(descOff), uint64(len(cols)), uint64(st.dev)+uint64(winOff), uint64(len(wins)),
 		uint64(seqLen), uint64(capacity), maskPtr)
+}
+
+// windowCols resolves and checks the columns of a window gather of n
+// output steps (GatherWindows, GatherWindowsAt): every ring holds at
+// least one row of capacity steps, every output n steps, every pad one
+// step. It returns the rings, the outputs (scratch of b) and the rows the
+// smallest ring holds. It runs with the backend entered.
+func (b *Backend) windowCols(cols []kernels.Column, n, capacity int64) (rings, outs []*Arena, rows int64, err error) {
+	rings = scratch(&b.rings, len(cols))
+	outs = scratch(&b.outs, len(cols))
+	rows = math.MaxInt64
+	for c := range cols {
+		col := &cols[c]
+		ring, err := b.arena(col.Ring)
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("column %d ring: %w", c, err)
+		}
+		out, err := b.arena(col.Out)
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("column %d output: %w", c, err)
+		}
+		s := col.StepBytes
+		steps, ok := col.RingSteps(ring.size)
+		if !ok || steps/capacity < 1 {
+			return nil, nil, 0, fmt.Errorf("%w: column %d: step of %d bytes at offset %d of a stride of %d, capacity %d", ErrBounds, c, s, col.Offset, col.Stride, capacity)
+		}
+		if !kernels.Fits(col.OutOff, n, s, out.size) {
+			return nil, nil, 0, fmt.Errorf("%w: column %d: %d steps of %d bytes at %d into %d", ErrBounds, c, n, s, col.OutOff, out.size)
+		}
+		if col.Pad != nil && int64(len(col.Pad)) != s {
+			return nil, nil, 0, fmt.Errorf("%w: column %d: pad of %d bytes for steps of %d", ErrBounds, c, len(col.Pad), s)
+		}
+		rings[c], outs[c] = ring, out
+		rows = min(rows, steps/capacity)
+	}
+	return rings, outs, rows, nil
+}
+
+// maskAddr returns the device address of a mask of n bytes at byte off of
+// mask, or 0 without a mask. It runs with the backend entered.
+func (b *Backend) maskAddr(mask kernels.Arena, off, n int64) (uint64, error) {
+	if mask == nil {
+		return 0, nil
+	}
+	m, err := b.arena(mask)
+	if err != nil {
+		return 0, fmt.Errorf("mask: %w", err)
+	}
+	if off < 0 || off > m.size || n > m.size-off {
+		return 0, fmt.Errorf("%w: mask of %d at %d into %d", ErrBounds, n, off, m.size)
+	}
+	return uint64(m.ptr) + uint64(off), nil
 }
 
 // launch copies the parameter block staged in st to the device, launches

@@ -232,41 +232,13 @@ func (b *Backend) GatherWindowsAt(cols []kernels.Column, wins kernels.Arena, win
 	if !ok {
 		return fmt.Errorf("%w: %d windows of %d steps", ErrBounds, nwin, seqLen)
 	}
-	rings := scratch(&b.rings, len(cols))
-	outs := scratch(&b.outs, len(cols))
-	for c := range cols {
-		col := &cols[c]
-		ring, err := b.arena(col.Ring)
-		if err != nil {
-			return fmt.Errorf("column %d ring: %w", c, err)
-		}
-		out, err := b.arena(col.Out)
-		if err != nil {
-			return fmt.Errorf("column %d output: %w", c, err)
-		}
-		s := col.StepBytes
-		steps, ok := col.RingSteps(ring.size)
-		if !ok || steps/capacity < 1 {
-			return fmt.Errorf("%w: column %d: step of %d bytes at offset %d of a stride of %d, capacity %d", ErrBounds, c, s, col.Offset, col.Stride, capacity)
-		}
-		if !kernels.Fits(col.OutOff, n, s, out.size) {
-			return fmt.Errorf("%w: column %d: %d steps of %d bytes at %d into %d", ErrBounds, c, n, s, col.OutOff, out.size)
-		}
-		if col.Pad != nil && int64(len(col.Pad)) != s {
-			return fmt.Errorf("%w: column %d: pad of %d bytes for steps of %d", ErrBounds, c, len(col.Pad), s)
-		}
-		rings[c], outs[c] = ring, out
+	rings, outs, _, err := b.windowCols(cols, n, capacity)
+	if err != nil {
+		return err
 	}
-	var maskPtr uint64
-	if mask != nil {
-		m, err := b.arena(mask)
-		if err != nil {
-			return fmt.Errorf("mask: %w", err)
-		}
-		if maskOff < 0 || maskOff > m.size || n > m.size-maskOff {
-			return fmt.Errorf("%w: mask of %d at %d into %d", ErrBounds, n, maskOff, m.size)
-		}
-		maskPtr = uint64(m.ptr) + uint64(maskOff)
+	maskPtr, err := b.maskAddr(mask, maskOff, n)
+	if err != nil {
+		return err
 	}
 	if n == 0 || (len(cols) == 0 && maskPtr == 0) {
 		return nil
