@@ -13,10 +13,11 @@ import (
 // The default observer's fast path. Without an ObserverFactory the
 // Ingester creates no item, so it writes an actor's steps with a
 // tensorbuf.Writer of its own instead of through an observer.Shared
-// group: each step of a frame becomes one Writer.Add whose user fields
-// are the frame's own bytes (time-major, step k of the frame's rows is
-// one contiguous block in the frame's row order), with no trajectory to
-// build and check per step. The buffer receives exactly the steps, cuts
+// group: a frame whose steps are all new becomes one Writer.AddSteps of
+// its K steps, and otherwise each step one Writer.Add of the rows that
+// still need it; the user fields are the frame's own bytes (time-major,
+// step k of the frame's rows is one contiguous block in the frame's row
+// order), with no trajectory to build and check per step. The buffer receives exactly the steps, cuts
 // and stats of the observer path (TestPlainWriterMatchesObserver).
 // BenchmarkIngestWrite (8 rows x 32 steps, 4-float observation and int64
 // action, the decode included; 2-core machine shared with other jobs):
@@ -34,6 +35,7 @@ type plainWriter struct {
 	vals     []plainCol // per user field, schema order, shaped [n, ...]
 	sel      []int      // frame row indexes of the step being written
 	stepRows []int      // step.Rows' memory
+	capacity int        // the buffer's steps per row: AddSteps' bound on K
 }
 
 // plainCol is a user field's tensor of a step and its own memory (the
@@ -48,7 +50,8 @@ func newPlainWriter(buf *tensorbuf.Buffer, fields []tensorbuf.Field, rows []int)
 	if err != nil {
 		return nil, err
 	}
-	return &plainWriter{w: w, fields: fields, rows: rows, step: tensorbuf.Step{Values: map[string]*tensor.Dense{}}}, nil
+	return &plainWriter{w: w, fields: fields, rows: rows, step: tensorbuf.Step{Values: map[string]*tensor.Dense{}},
+		capacity: buf.Capacity()}, nil
 }
 
 // shape makes the step's user-field tensors n rows long.
@@ -113,6 +116,9 @@ func (p *plainWriter) Close() error { return p.w.Close() }
 // steps written and dropped as duplicates, and the number of failed adds.
 func (p *plainWriter) writeFrame(f *Frame, next []int64, nc int) (written, dups, failed int) {
 	r := len(f.Rows)
+	if p.whole(f, next) {
+		return r * f.K, 0, p.writeWhole(f, nc)
+	}
 	s := &p.step
 	le := binary.LittleEndian
 	for k := range f.K {
@@ -161,4 +167,56 @@ func (p *plainWriter) writeFrame(f *Frame, next []int64, nc int) (written, dups,
 		p.vals[c].d.Header.Raw = p.vals[c].own
 	}
 	return written, dups, failed
+}
+
+// whole reports whether every step of the frame is new (no row has
+// written any of them before) and the frame fits AddSteps.
+func (p *plainWriter) whole(f *Frame, next []int64) bool {
+	if f.K > p.capacity {
+		return false
+	}
+	for i, row := range f.Rows {
+		if f.First[i] < next[row] {
+			return false
+		}
+	}
+	return true
+}
+
+// writeWhole writes all K steps of every row of the frame with one
+// Writer.AddSteps: the frame's columns are already time-major, so the
+// user fields are its own bytes. It returns 1 when the add failed (it
+// writes nothing then; Decode has already refused what Add would).
+// Measured with BenchmarkIngestWrite (the decode included; 2-core machine
+// shared with other jobs, the two versions run one after the other):
+// 74-85 ns a row step with one Add per step, 52-55 ns this way.
+func (p *plainWriter) writeWhole(f *Frame, nc int) (failed int) {
+	r, m := len(f.Rows), len(f.Rows)*f.K
+	s := &p.step
+	le := binary.LittleEndian
+	p.shape(m)
+	for c := range p.vals {
+		p.vals[c].d.Header.Raw = f.Cols[c]
+	}
+	for i := range r {
+		s.Rows[i] = p.rows[f.Rows[i]]
+	}
+	all := s.Rows
+	s.Rows = s.Rows[:r]
+	for x := range m {
+		b := 4 * x
+		s.StepType[x] = tensorbuf.StepType(int32(le.Uint32(f.Cols[nc][b:])))
+		s.NextStepType[x] = tensorbuf.StepType(int32(le.Uint32(f.Cols[nc+1][b:])))
+		s.Reward[x] = math.Float32frombits(le.Uint32(f.Cols[nc+2][b:]))
+		s.Discount[x] = math.Float32frombits(le.Uint32(f.Cols[nc+3][b:]))
+	}
+	if err := p.w.AddSteps(s, f.K); err != nil {
+		failed = 1
+	}
+	s.Rows = all
+	// Frame bytes are not kept past the message.
+	for c := range p.vals {
+		p.vals[c].d.Header.Raw = p.vals[c].own
+	}
+	return failed
 }
