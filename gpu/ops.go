@@ -307,33 +307,14 @@ func (b *Backend) gatherWindows(cols []kernels.Column, wins []kernels.Window, se
 		return nil
 	}
 	var l layout
-	descOff := l.add(max(int64(len(cols)), 1) * kernels.ColDescSize)
+	descOff, padOff := b.windowDescLayout(&l, cols)
 	winOff := l.add(int64(len(wins)) * kernels.WinDescSize)
-	padOff := scratch(&b.padOffs, len(cols))
-	for c := range cols {
-		if cols[c].Pad != nil {
-			padOff[c] = l.add(cols[c].StepBytes)
-		}
-	}
 	st, err := b.slot(l.n)
 	if err != nil {
 		return err
 	}
 	buf := st.bytes(l.n)
-	descs := descSlice(buf, descOff, len(cols))
-	for c := range cols {
-		d := kernels.ColDesc{
-			Ring:   ringAddr(rings[c], &cols[c]),
-			Out:    uint64(outs[c].ptr) + uint64(cols[c].OutOff),
-			Step:   cols[c].StepBytes,
-			Stride: cols[c].RingStride(),
-		}
-		if cols[c].Pad != nil {
-			copy(buf[padOff[c]:], cols[c].Pad)
-			d.Aux = uint64(st.dev) + uint64(padOff[c])
-		}
-		descs[c] = d
-	}
+	descs := putWindowDescs(buf, uint64(st.dev), descOff, padOff, cols, rings, outs)
 	wd := unsafe.Slice((*kernels.WinDesc)(unsafe.Pointer(&buf[winOff])), len(wins))
 	for i, w := range wins {
 		wd[i] = kernels.WinDesc{Row: w.Row, Start: w.Start % capacity, Len: w.Len}
@@ -345,6 +326,40 @@ func (b *Backend) gatherWindows(cols []kernels.Column, wins []kernels.Window, se
 	return b.launch(kernels.GatherWindows, st, l.n, n, maxWords(descs), gy,
 		uint64(st.dev)+uint64(descOff), uint64(len(cols)), uint64(st.dev)+uint64(winOff), uint64(len(wins)),
 		uint64(seqLen), uint64(capacity), maskPtr)
+}
+
+// windowDescLayout places, in l, the column descriptors of a window
+// gather and each column's pad step; the pads' offsets are in b.padOffs.
+func (b *Backend) windowDescLayout(l *layout, cols []kernels.Column) (descOff int64, padOff []int64) {
+	descOff = l.add(max(int64(len(cols)), 1) * kernels.ColDescSize)
+	padOff = scratch(&b.padOffs, len(cols))
+	for c := range cols {
+		if cols[c].Pad != nil {
+			padOff[c] = l.add(cols[c].StepBytes)
+		}
+	}
+	return descOff, padOff
+}
+
+// putWindowDescs writes, into buf (whose device address will be dev),
+// the descriptors of a window gather's columns at descOff and their pad
+// steps at padOff (windowDescLayout), and returns the descriptors.
+func putWindowDescs(buf []byte, dev uint64, descOff int64, padOff []int64, cols []kernels.Column, rings, outs []*Arena) []kernels.ColDesc {
+	descs := descSlice(buf, descOff, len(cols))
+	for c := range cols {
+		d := kernels.ColDesc{
+			Ring:   ringAddr(rings[c], &cols[c]),
+			Out:    uint64(outs[c].ptr) + uint64(cols[c].OutOff),
+			Step:   cols[c].StepBytes,
+			Stride: cols[c].RingStride(),
+		}
+		if cols[c].Pad != nil {
+			copy(buf[padOff[c]:], cols[c].Pad)
+			d.Aux = dev + uint64(padOff[c])
+		}
+		descs[c] = d
+	}
+	return descs
 }
 
 // windowCols resolves and checks the columns of a window gather of n
@@ -405,26 +420,14 @@ func (b *Backend) maskAddr(mask kernels.Arena, off, n int64) (uint64, error) {
 // cu.Function.Launch copies exactly 8 bytes per argument. It runs with the
 // backend entered.
 func (b *Backend) launch(k kernels.Kernel, st *slot, size, n, words, gy int64, args ...uint64) error {
-	if len(args) != k.Args || len(args) > len(b.args) {
-		return fmt.Errorf("%w: %s takes %d arguments, got %d", ErrDriver, k.Entry, k.Args, len(args))
-	}
 	if err := cu.MemcpyHtoDAsync(st.dev, st.host, size, b.stream); err != nil {
 		return driverErr("cuMemcpyHtoDAsync", err)
 	}
-	lanes := kernels.Lanes(max(1, words)) // threads per step, as the kernels group them
-	gx := min(max((n*lanes+blockSize-1)/blockSize, 1), int64(b.blocks))
-	copy(b.args[:], args) // b.params point at b.args: no allocation per launch
-	err := drv.fns[k.Entry].Launch(int(gx), int(min(gy, 65535)), 1, blockSize, 1, 1, 0, b.stream, b.params[:len(args)])
-	if err == nil {
-		b.launches.Add(1)
+	err := b.launchGrid(k, n, words, gy, args...)
+	if rerr := st.record(b.stream); err == nil && rerr != nil {
+		err = driverErr("cuLaunchKernel("+k.Entry+")", rerr)
 	}
-	if rerr := st.record(b.stream); err == nil {
-		err = rerr
-	}
-	if err != nil {
-		return driverErr("cuLaunchKernel("+k.Entry+")", err)
-	}
-	return nil
+	return err
 }
 
 // checkGather validates the columns of a gather of n output steps (and of

@@ -302,13 +302,7 @@ func (b *Backend) colBlock(cols []kernels.Column, rings, outs []*Arena) (*colBlo
 		}
 	}
 	var l layout
-	descOff := l.add(max(int64(len(cols)), 1) * kernels.ColDescSize)
-	padOff := scratch(&b.padOffs, len(cols))
-	for c := range cols {
-		if cols[c].Pad != nil {
-			padOff[c] = l.add(cols[c].StepBytes)
-		}
-	}
+	descOff, padOff := b.windowDescLayout(&l, cols)
 	if victim.block != nil {
 		// Work queued earlier may still read it.
 		if err := driverErr("cuStreamSynchronize", b.stream.Synchronize()); err != nil {
@@ -330,21 +324,7 @@ func (b *Backend) colBlock(cols []kernels.Column, rings, outs []*Arena) (*colBlo
 		_ = b.freeArena(block)
 		return nil, err
 	}
-	buf := st.bytes(l.n)
-	descs := descSlice(buf, descOff, len(cols))
-	for c := range cols {
-		d := kernels.ColDesc{
-			Ring:   ringAddr(rings[c], &cols[c]),
-			Out:    uint64(outs[c].ptr) + uint64(cols[c].OutOff),
-			Step:   cols[c].StepBytes,
-			Stride: cols[c].RingStride(),
-		}
-		if cols[c].Pad != nil {
-			copy(buf[padOff[c]:], cols[c].Pad)
-			d.Aux = uint64(p) + uint64(padOff[c])
-		}
-		descs[c] = d
-	}
+	descs := putWindowDescs(st.bytes(l.n), uint64(p), descOff, padOff, cols, rings, outs)
 	if err := cu.MemcpyHtoDAsync(p, st.host, l.n, b.stream); err != nil {
 		_ = b.freeArena(block)
 		return nil, driverErr("cuMemcpyHtoDAsync", err)
