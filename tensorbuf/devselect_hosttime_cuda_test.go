@@ -9,10 +9,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/trajring/trajring/cpu"
 	"github.com/trajring/trajring/gpu"
@@ -107,13 +105,13 @@ func TestDeviceSelectionHostTime(t *testing.T) {
 				l0 = g.Launches()
 			}
 			dev0, _ := gpu.StandinDeviceTime()
-			cpu0 := threadClock(t)
+			cpu0 := threadCPU(t)
 			for range calls {
 				if err := tbl.SampleInto(ctx, bt, B); err != nil {
 					t.Fatal(err)
 				}
 			}
-			used := threadClock(t) - cpu0
+			used := threadCPU(t) - cpu0
 			dev1, _ := gpu.StandinDeviceTime()
 			switch mode {
 			case "dev":
@@ -143,17 +141,6 @@ func TestDeviceSelectionHostTime(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-}
-
-// threadClock returns the calling thread's CPU time from
-// clock_gettime(CLOCK_THREAD_CPUTIME_ID).
-func threadClock(t *testing.T) time.Duration {
-	var ts syscall.Timespec
-	const clockThreadCPUTime = 3
-	if _, _, e := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTime, uintptr(unsafe.Pointer(&ts)), 0); e != 0 {
-		t.Fatal(e)
-	}
-	return time.Duration(ts.Nano())
 }
 
 // BenchmarkDeviceSelection times SampleInto of a DeviceSelection table on
@@ -259,17 +246,15 @@ func BenchmarkDeviceSelection(b *testing.B) {
 				runtime.LockOSThread()
 				defer runtime.UnlockOSThread()
 				d0, _ := gpu.StandinDeviceTime()
-				var ts0 syscall.Timespec
-				clockThread(&ts0)
+				c0 := threadCPU(b)
 				for range k {
 					if err := op(); err != nil {
 						return 0, err
 					}
 				}
-				var ts1 syscall.Timespec
-				clockThread(&ts1)
+				c1 := threadCPU(b)
 				d1, _ := gpu.StandinDeviceTime()
-				return (time.Duration(ts1.Nano()-ts0.Nano()) - (d1 - d0)) / time.Duration(k), g.Sync()
+				return (c1 - c0 - (d1 - d0)) / time.Duration(k), g.Sync()
 			}
 			host, err := run(100)
 			if err != nil {
@@ -305,10 +290,4 @@ func BenchmarkDeviceSelection(b *testing.B) {
 			b.ReportMetric(launches, "launches/op")
 		})
 	}
-}
-
-// clockThread reads clock_gettime(CLOCK_THREAD_CPUTIME_ID) into ts.
-func clockThread(ts *syscall.Timespec) {
-	const clockThreadCPUTime = 3
-	_, _, _ = syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTime, uintptr(unsafe.Pointer(ts)), 0)
 }

@@ -147,7 +147,7 @@ func TestHostTime(t *testing.T) {
 // nanosecond (clock_gettime(CLOCK_THREAD_CPUTIME_ID); getrusage's
 // RUSAGE_THREAD moves in scheduler ticks of milliseconds here, as coarse
 // as a whole row's 400 calls).
-func threadCPU(t *testing.T) time.Duration {
+func threadCPU(t testing.TB) time.Duration {
 	var ts syscall.Timespec
 	const clockThreadCPUTimeID = 3
 	if _, _, e := syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTimeID, uintptr(unsafe.Pointer(&ts)), 0); e != 0 {
