@@ -104,10 +104,7 @@ func (*Backend) DrawUniform(d kernels.UniformDraw) error {
 	if d.N == 0 {
 		return nil
 	}
-	wins := unsafe.Slice((*kernels.WinDesc)(unsafe.Pointer(&o.b[d.WinOff])), d.N)
-	keys := unsafe.Slice((*uint64)(unsafe.Pointer(&o.b[d.KeyOff])), d.N)
-	probs := unsafe.Slice((*float64)(unsafe.Pointer(&o.b[d.ProbOff])), d.N)
-	weights := unsafe.Slice((*float64)(unsafe.Pointer(&o.b[d.WeightOff])), d.N)
+	wins, keys, probs, weights := drawViews(o, d)
 	for k := range d.N {
 		x := philox.Draw(d.Seed, 0, d.Call, uint32(k))
 		r := &recs[live[philox.Index(x, uint64(d.NLive))]]
@@ -127,6 +124,15 @@ func checkDrawn(seed, call uint64, n int64, live []int32, slots int64) error {
 		}
 	}
 	return nil
+}
+
+// drawViews returns the outputs of d's draws in o (checked by drawOut).
+func drawViews(o *Arena, d kernels.UniformDraw) (wins []kernels.WinDesc, keys []uint64, probs, weights []float64) {
+	wins = unsafe.Slice((*kernels.WinDesc)(unsafe.Pointer(&o.b[d.WinOff])), d.N)
+	keys = unsafe.Slice((*uint64)(unsafe.Pointer(&o.b[d.KeyOff])), d.N)
+	probs = unsafe.Slice((*float64)(unsafe.Pointer(&o.b[d.ProbOff])), d.N)
+	weights = unsafe.Slice((*float64)(unsafe.Pointer(&o.b[d.WeightOff])), d.N)
+	return wins, keys, probs, weights
 }
 
 // drawOut reports whether the outputs of d fit o, 8-byte aligned.

@@ -180,10 +180,7 @@ func (*Backend) DrawPrioritized(d kernels.PrioritizedDraw) error {
 	if d.N == 0 {
 		return nil
 	}
-	wins := unsafe.Slice((*kernels.WinDesc)(unsafe.Pointer(&o.b[d.WinOff])), d.N)
-	keys := unsafe.Slice((*uint64)(unsafe.Pointer(&o.b[d.KeyOff])), d.N)
-	probs := unsafe.Slice((*float64)(unsafe.Pointer(&o.b[d.ProbOff])), d.N)
-	weights := unsafe.Slice((*float64)(unsafe.Pointer(&o.b[d.WeightOff])), d.N)
+	wins, keys, probs, weights := drawViews(o, d.UniformDraw)
 	for k := range d.N {
 		x := philox.Draw(d.Seed, 0, d.Call, uint32(k))
 		var slot int64
