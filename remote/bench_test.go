@@ -49,21 +49,29 @@ type benchResult struct {
 // collection (the actors writing through observer.Shared directly). It
 // prints a table with the ratios. Every wait has a deadline.
 func TestIngestThroughput(t *testing.T) {
-	sel := os.Getenv("TRAJRING_REMOTE_BENCH")
+	runBenchCells(t, "TRAJRING_REMOTE_BENCH", "actor goroutines", benchCell)
+}
+
+// runBenchCells runs cell for every shape and 1, 2 and 4 actors that
+// the environment variable env selects ("1": all; else a comma list of
+// cells such as "low-dim/2"; unset: the test is skipped) and prints the
+// table, with actors naming the actors column.
+func runBenchCells(t *testing.T, env, actors string, cell func(*testing.T, benchShape, int) benchResult) {
+	sel := os.Getenv(env)
 	if sel == "" {
-		t.Skip("set TRAJRING_REMOTE_BENCH=1")
+		t.Skip("set " + env + "=1")
 	}
 	var res []benchResult
 	for _, sh := range benchShapes {
-		for _, actors := range []int{1, 2, 4} {
-			cell := fmt.Sprintf("%s/%d", sh.name, actors)
-			if sel != "1" && !slices.Contains(strings.Split(sel, ","), cell) {
+		for _, n := range []int{1, 2, 4} {
+			name := fmt.Sprintf("%s/%d", sh.name, n)
+			if sel != "1" && !slices.Contains(strings.Split(sel, ","), name) {
 				continue
 			}
-			res = append(res, benchCell(t, sh, actors))
+			res = append(res, cell(t, sh, n))
 		}
 	}
-	fmt.Println(benchTable(res, "actor goroutines"))
+	fmt.Println(benchTable(res, actors))
 }
 
 // benchTable formats results as a Markdown table; actors names the

@@ -53,21 +53,7 @@ const (
 // times as many steps; TRAJRING_BENCH_PROFILE=dir writes CPU profiles of
 // this process per measurement and of every child there.
 func TestIngestProcesses(t *testing.T) {
-	sel := os.Getenv("TRAJRING_REMOTE_BENCH_PROCS")
-	if sel == "" {
-		t.Skip("set TRAJRING_REMOTE_BENCH_PROCS=1")
-	}
-	var res []benchResult
-	for _, sh := range benchShapes {
-		for _, actors := range []int{1, 2, 4} {
-			cell := fmt.Sprintf("%s/%d", sh.name, actors)
-			if sel != "1" && !slices.Contains(strings.Split(sel, ","), cell) {
-				continue
-			}
-			res = append(res, procCell(t, sh, actors))
-		}
-	}
-	fmt.Println(benchTable(res, "actor processes"))
+	runBenchCells(t, "TRAJRING_REMOTE_BENCH_PROCS", "actor processes", procCell)
 }
 
 // child is a running benchmark child process.
