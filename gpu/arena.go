@@ -46,11 +46,11 @@ func (b *Backend) Alloc(n int64) (kernels.Arena, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("%w: alloc of %d bytes", ErrBounds, n)
 	}
-	r, err := b.enter()
+	err := b.enter()
 	if err != nil {
 		return nil, err
 	}
-	defer b.exit(r)
+	defer b.exit()
 	a := &Arena{size: n, owner: b}
 	if n > 0 {
 		p, err := cu.MemAlloc(n)
@@ -74,11 +74,11 @@ func (b *Backend) Alloc(n int64) (kernels.Arena, error) {
 // Free waits for work that may use the arena, then releases it. Using it
 // afterwards is an error.
 func (b *Backend) Free(a kernels.Arena) error {
-	r, err := b.enter()
+	err := b.enter()
 	if err != nil {
 		return err
 	}
-	defer b.exit(r)
+	defer b.exit()
 	return b.free(a)
 }
 
@@ -108,11 +108,11 @@ func (b *Backend) freeArena(d *Arena) error {
 // pinned staging and are copied asynchronously (src may be reused at
 // once); larger uploads wait for queued work and copy synchronously.
 func (b *Backend) Upload(dst kernels.Arena, off int64, src []byte) error {
-	r, err := b.enter()
+	err := b.enter()
 	if err != nil {
 		return err
 	}
-	defer b.exit(r)
+	defer b.exit()
 	return b.upload(dst, off, src)
 }
 
@@ -148,11 +148,11 @@ func (b *Backend) upload(dst kernels.Arena, off int64, src []byte) error {
 // Download waits for the work queued so far, then copies len(dst) bytes
 // of src from byte offset off into dst.
 func (b *Backend) Download(dst []byte, src kernels.Arena, off int64) error {
-	r, err := b.enter()
+	err := b.enter()
 	if err != nil {
 		return err
 	}
-	defer b.exit(r)
+	defer b.exit()
 	return b.download(dst, src, off)
 }
 
@@ -178,11 +178,11 @@ func (b *Backend) download(dst []byte, src kernels.Arena, off int64) error {
 // srcOff to dst at dstOff on the backend's stream. The ranges must not
 // overlap. It is the ceiling the kernels are measured against.
 func (b *Backend) Copy(dst kernels.Arena, dstOff int64, src kernels.Arena, srcOff, n int64) error {
-	r, err := b.enter()
+	err := b.enter()
 	if err != nil {
 		return err
 	}
-	defer b.exit(r)
+	defer b.exit()
 	return b.copyDtoD(dst, dstOff, src, srcOff, n)
 }
 

@@ -3,6 +3,9 @@
 package gpu
 
 /*
+#cgo noescape trajring_launch
+#cgo nocallback trajring_launch
+#cgo nocallback trajring_bind
 #include <cuda.h>
 int trajring_cu_init_result(void);
 
@@ -27,6 +30,38 @@ static trajring_bound trajring_bind(CUcontext want)
 		b.changed = 1;
 	}
 	return b;
+}
+
+// trajring_launch launches f on s with its nargs 8-byte arguments in one
+// cgo call (gorgonia.org/cu's Function.Launch makes five: two mallocs and
+// two frees for the parameter arrays, then the launch). With want set it
+// also makes want current for the launch and puts back what the thread
+// had, as bind and unbind would around it.
+static CUresult trajring_launch(CUcontext want, CUfunction f, unsigned gx, unsigned gy, unsigned bx, CUstream s,
+		const unsigned long long *args, int nargs)
+{
+	unsigned long long v[16];
+	void *p[16];
+	CUcontext cur = NULL;
+	CUresult r;
+	int i;
+	if (nargs > 16)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (i = 0; i < nargs; i++) {
+		v[i] = args[i];
+		p[i] = &v[i];
+	}
+	if (want != NULL) {
+		r = cuCtxGetCurrent(&cur);
+		if (r != CUDA_SUCCESS)
+			return r;
+		if (cur != want && (r = cuCtxSetCurrent(want)) != CUDA_SUCCESS)
+			return r;
+	}
+	r = cuLaunchKernel(f, gx, gy, 1, bx, 1, 1, 0, s, p, NULL);
+	if (want != NULL && cur != want)
+		cuCtxSetCurrent(cur);
+	return r;
 }
 */
 import "C"
@@ -56,7 +91,7 @@ var drv struct {
 	dev     cu.Device
 	ctx     cu.CUContext
 	ctxC    C.CUcontext // ctx as this package's cgo type
-	fns     map[string]cu.Function
+	fns     map[string]C.CUfunction
 	sms     int
 	devName string
 }
@@ -125,7 +160,7 @@ func setupDriver() error {
 		return err
 	}
 	defer unbind(prev)
-	drv.fns = map[string]cu.Function{}
+	drv.fns = map[string]C.CUfunction{}
 	for _, k := range kernels.All {
 		img, err := k.Image()
 		if err != nil {
@@ -139,7 +174,7 @@ func setupDriver() error {
 		if err != nil {
 			return driverErr("cuModuleGetFunction("+k.Entry+")", err)
 		}
-		drv.fns[k.Entry] = fn
+		drv.fns[k.Entry] = *(*C.CUfunction)(unsafe.Pointer(&fn))
 	}
 	if drv.sms, err = drv.dev.Attribute(cu.MultiprocessorCount); err != nil || drv.sms < 1 {
 		drv.sms = 1
@@ -194,4 +229,23 @@ type cudaError int
 
 func (e cudaError) Error() string {
 	return fmt.Sprintf("CUDA error %d (%s)", int(e), cuResultName(int(e)))
+}
+
+// maxKernelArgs is the most arguments launchKernel passes.
+const maxKernelArgs = 16
+
+// launchKernel launches f over gx×gy blocks of bx threads on s with args
+// (8 bytes each, at most maxKernelArgs) as its parameters, in one cgo
+// call. Unless bound (the caller bound the context with bind), the
+// launch binds the primary context for itself.
+func launchKernel(f C.CUfunction, gx, gy, bx int, s cu.Stream, args []uint64, bound bool) error {
+	want := drv.ctxC
+	if bound {
+		want = nil
+	}
+	if r := C.trajring_launch(want, f, C.uint(gx), C.uint(gy), C.uint(bx), C.CUstream(unsafe.Pointer(s.C())),
+		(*C.ulonglong)(unsafe.Pointer(unsafe.SliceData(args))), C.int(len(args))); r != C.CUDA_SUCCESS {
+		return cudaError(r)
+	}
+	return nil
 }

@@ -23,11 +23,11 @@ func (b *Backend) AllocPinned(n int64) ([]byte, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("%w: pinned alloc of %d bytes", ErrBounds, n)
 	}
-	r, err := b.enter()
+	err := b.enter()
 	if err != nil {
 		return nil, err
 	}
-	defer b.exit(r)
+	defer b.exit()
 	p, err := hostAlloc(n)
 	if err != nil {
 		return nil, err
@@ -39,11 +39,11 @@ func (b *Backend) AllocPinned(n int64) ([]byte, error) {
 // FreePinned waits for the backend's queued work (a HostInto may still
 // write the memory) and frees memory from AllocPinned.
 func (b *Backend) FreePinned(buf []byte) error {
-	r, err := b.enter()
+	err := b.enter()
 	if err != nil {
 		return err
 	}
-	defer b.exit(r)
+	defer b.exit()
 	for i, blk := range b.pinned {
 		if len(buf) > 0 && unsafe.Pointer(&buf[0]) == blk.p {
 			if err := driverErr("cuStreamSynchronize", b.stream.Synchronize()); err != nil {
@@ -63,11 +63,11 @@ func (b *Backend) FreePinned(buf []byte) error {
 // Synchronize or Done) or after Sync. It allocates nothing. It is safe
 // for concurrent use.
 func (b *Backend) HostInto(dst []byte, src kernels.Arena, off int64) error {
-	r, err := b.enter()
+	err := b.enter()
 	if err != nil {
 		return err
 	}
-	defer b.exit(r)
+	defer b.exit()
 	d, err := b.arena(src)
 	if err != nil {
 		return err

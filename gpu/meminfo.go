@@ -8,11 +8,11 @@ import "gorgonia.org/cu"
 // what new arenas can take now, as far as the driver knows. It implements
 // tensorbuf.MemoryReporter and is safe for concurrent use.
 func (b *Backend) MemAvailable() (int64, error) {
-	r, err := b.enter()
+	err := b.enter()
 	if err != nil {
 		return 0, err
 	}
-	defer b.exit(r)
+	defer b.exit()
 	free, _, err := cu.MemInfo()
 	if err != nil {
 		return 0, driverErr("cuMemGetInfo", err)

@@ -39,11 +39,11 @@ import (
 // nothing. No windows means no launch. It returns once the launch is
 // queued; wins may be reused at once. It is safe for concurrent use.
 func (b *Backend) NStepReward(ring, out kernels.Arena, outOff int64, wins []kernels.Window, capacity int64, gamma float64) error {
-	r, err := b.enter()
+	err := b.enter()
 	if err != nil {
 		return err
 	}
-	defer b.exit(r)
+	defer b.exit()
 	return b.nstepReward(kernels.Column{Ring: ring, StepBytes: 4}, out, outOff, wins, capacity, gamma)
 }
 
@@ -53,11 +53,11 @@ func (b *Backend) NStepReward(ring, out kernels.Arena, outOff int64, wins []kern
 // rew.StepBytes must be 4 and the offset and stride multiples of 4; Out,
 // OutOff and Pad of rew are ignored. It is safe for concurrent use.
 func (b *Backend) NStepRewardColumn(rew kernels.Column, out kernels.Arena, outOff int64, wins []kernels.Window, capacity int64, gamma float64) error {
-	r, err := b.enter()
+	err := b.enter()
 	if err != nil {
 		return err
 	}
-	defer b.exit(r)
+	defer b.exit()
 	return b.nstepReward(rew, out, outOff, wins, capacity, gamma)
 }
 

@@ -28,11 +28,11 @@ import (
 // reused as soon as Scatter returns. When an index repeats, the last
 // source step written to it wins, as in the loop above.
 func (b *Backend) Scatter(cols []kernels.Column, src [][]byte, idx []int64) error {
-	r, err := b.enter()
+	err := b.enter()
 	if err != nil {
 		return err
 	}
-	defer b.exit(r)
+	defer b.exit()
 	return b.scatter(cols, src, nil, idx)
 }
 
@@ -51,11 +51,11 @@ func (b *Backend) ScatterFrom(cols []kernels.Column, src [][]byte, dev []*tensor
 	if len(dev) != len(cols) {
 		return fmt.Errorf("%w: %d device sources for %d columns", ErrBounds, len(dev), len(cols))
 	}
-	r, err := b.enter()
+	err := b.enter()
 	if err != nil {
 		return err
 	}
-	defer b.exit(r)
+	defer b.exit()
 	return b.scatter(cols, src, dev, idx)
 }
 
@@ -143,11 +143,11 @@ func (b *Backend) scatter(cols []kernels.Column, src [][]byte, dev []*tensor.Den
 //		}
 //	}
 func (b *Backend) GatherRows(cols []kernels.Column, idx []int64) error {
-	r, err := b.enter()
+	err := b.enter()
 	if err != nil {
 		return err
 	}
-	defer b.exit(r)
+	defer b.exit()
 	return b.gatherRows(cols, idx)
 }
 
@@ -198,11 +198,11 @@ func (b *Backend) gatherRows(cols []kernels.Column, idx []int64) error {
 //
 // len(next) == len(idx).
 func (b *Backend) Concat(cols []kernels.Column, idx, next []int64) error {
-	r, err := b.enter()
+	err := b.enter()
 	if err != nil {
 		return err
 	}
-	defer b.exit(r)
+	defer b.exit()
 	return b.concat(cols, idx, next)
 }
 
@@ -279,11 +279,11 @@ func (b *Backend) concat(cols []kernels.Column, idx, next []int64) error {
 // The mask is skipped when mask is nil. Pad steps and mask are written by
 // the kernel; nothing is stored for them in the ring.
 func (b *Backend) GatherWindows(cols []kernels.Column, wins []kernels.Window, seqLen, capacity int64, mask kernels.Arena, maskOff int64) error {
-	r, err := b.enter()
+	err := b.enter()
 	if err != nil {
 		return err
 	}
-	defer b.exit(r)
+	defer b.exit()
 	return b.gatherWindows(cols, wins, seqLen, capacity, mask, maskOff)
 }
 

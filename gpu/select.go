@@ -44,11 +44,11 @@ func (b *Backend) mirror(m kernels.Mirror) (items, live uint64, err error) {
 // may appear once (threads write them in no particular order). No
 // patches means no launch. It is safe for concurrent use.
 func (b *Backend) PatchItems(m kernels.Mirror, items []kernels.ItemPatch, live []kernels.LivePatch) error {
-	r, err := b.enter()
+	err := b.enter()
 	if err != nil {
 		return err
 	}
-	defer b.exit(r)
+	defer b.exit()
 	ia, la, err := b.mirror(m)
 	if err != nil {
 		return err
@@ -167,11 +167,11 @@ func (b *Backend) treeGroups(items []kernels.ItemPatch, treeN int64) []int64 {
 // when it wrote them, and a fresh mirror holds zeros. It is safe for
 // concurrent use.
 func (b *Backend) DrawUniform(d kernels.UniformDraw) error {
-	r, err := b.enter()
+	err := b.enterLaunch()
 	if err != nil {
 		return err
 	}
-	defer b.exit(r)
+	defer b.exit()
 	ia, la, err := b.mirror(d.Mirror)
 	if err != nil {
 		return err
@@ -210,11 +210,11 @@ func (b *Backend) DrawUniform(d kernels.UniformDraw) error {
 // capacity and 0 <= Len <= min(seqLen, capacity), as the draw kernels
 // write them from a table's items. It is safe for concurrent use.
 func (b *Backend) GatherWindowsAt(cols []kernels.Column, wins kernels.Arena, winOff, nwin, seqLen, capacity int64, mask kernels.Arena, maskOff int64) error {
-	r, err := b.enter()
+	err := b.enterLaunch()
 	if err != nil {
 		return err
 	}
-	defer b.exit(r)
+	defer b.exit()
 	w, err := b.arena(wins)
 	if err != nil {
 		return fmt.Errorf("windows: %w", err)
@@ -301,6 +301,9 @@ func (b *Backend) colBlock(cols []kernels.Column, rings, outs []*Arena) (*colBlo
 			victim = c
 		}
 	}
+	if err := b.bindNow(); err != nil { // entered by enterLaunch
+		return nil, err
+	}
 	var l layout
 	descOff, padOff := b.windowDescLayout(&l, cols)
 	if victim.block != nil {
@@ -345,15 +348,15 @@ func (b *Backend) colBlock(cols []kernels.Column, rings, outs []*Arena) (*colBlo
 
 // launchGrid launches kernel k over n steps of up to words words in gy
 // columns, as launch does, with arguments that all travel as kernel
-// parameters (no staging slot). It runs with the backend entered.
+// parameters (no staging slot). It runs with the backend entered
+// (enter or enterLaunch).
 func (b *Backend) launchGrid(k kernels.Kernel, n, words, gy int64, args ...uint64) error {
-	if len(args) != k.Args || len(args) > len(b.args) {
+	if len(args) != k.Args || len(args) > maxKernelArgs {
 		return fmt.Errorf("%w: %s takes %d arguments, got %d", ErrDriver, k.Entry, k.Args, len(args))
 	}
 	lanes := kernels.Lanes(max(1, words))
 	gx := min(max((n*lanes+blockSize-1)/blockSize, 1), int64(b.blocks))
-	copy(b.args[:], args)
-	if err := drv.fns[k.Entry].Launch(int(gx), int(min(gy, 65535)), 1, blockSize, 1, 1, 0, b.stream, b.params[:len(args)]); err != nil {
+	if err := launchKernel(drv.fns[k.Entry], int(gx), int(min(gy, 65535)), blockSize, b.stream, args, b.bound); err != nil {
 		return driverErr("cuLaunchKernel("+k.Entry+")", err)
 	}
 	b.launches.Add(1)

@@ -39,11 +39,11 @@ func (b *Backend) Stream() uintptr {
 
 // NewEvent creates an event. Free it with Close.
 func (b *Backend) NewEvent() (kernels.Event, error) {
-	r, err := b.enter()
+	err := b.enter()
 	if err != nil {
 		return nil, err
 	}
-	defer b.exit(r)
+	defer b.exit()
 	ev, err := cu.MakeEvent(cu.DisableTiming)
 	if err != nil {
 		return nil, driverErr("cuEventCreate", err)
@@ -64,11 +64,11 @@ func (b *Backend) event(e kernels.Event) (*Event, error) {
 // (a sample, an export): a consumer stream that waits on e.Handle() reads
 // their outputs only once they are written.
 func (b *Backend) Record(e kernels.Event) error {
-	r, err := b.enter()
+	err := b.enter()
 	if err != nil {
 		return err
 	}
-	defer b.exit(r)
+	defer b.exit()
 	ev, err := b.event(e)
 	if err != nil {
 		return err
@@ -85,11 +85,11 @@ func (b *Backend) WaitHandle(h uintptr) error {
 	if h == 0 {
 		return nil
 	}
-	r, err := b.enter()
+	err := b.enter()
 	if err != nil {
 		return err
 	}
-	defer b.exit(r)
+	defer b.exit()
 	if res := C.trajring_wait_event(*(*C.CUstream)(unsafe.Pointer(&b.stream)), C.uintptr_t(h)); res != C.CUDA_SUCCESS {
 		return driverErr("cuStreamWaitEvent", cudaError(res))
 	}
@@ -103,32 +103,32 @@ func (e *Event) Handle() uintptr { return *(*uintptr)(unsafe.Pointer(&e.ev)) }
 // Synchronize waits on the host until the work recorded before e has
 // finished.
 func (e *Event) Synchronize() error {
-	r, err := e.b.enter()
+	err := e.b.enter()
 	if err != nil {
 		return err
 	}
-	defer e.b.exit(r)
+	defer e.b.exit()
 	return driverErr("cuEventSynchronize", e.ev.Synchronize())
 }
 
 // Done reports without waiting whether the work recorded before e has
 // finished.
 func (e *Event) Done() (bool, error) {
-	r, err := e.b.enter()
+	err := e.b.enter()
 	if err != nil {
 		return false, err
 	}
-	defer e.b.exit(r)
+	defer e.b.exit()
 	return eventDone(e.ev)
 }
 
 // Close destroys the event.
 func (e *Event) Close() error {
-	r, err := e.b.enter()
+	err := e.b.enter()
 	if err != nil {
 		return err
 	}
-	defer e.b.exit(r)
+	defer e.b.exit()
 	if e.ev == (cu.Event{}) {
 		return fmt.Errorf("%w: event closed twice", ErrArena)
 	}

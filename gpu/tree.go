@@ -29,11 +29,11 @@ func (b *Backend) tree(m kernels.Mirror) (uint64, error) {
 // minima as the host tree, bit for bit. It queues the launches and
 // returns. It is safe for concurrent use.
 func (b *Backend) RepairTree(m kernels.Mirror) error {
-	r, err := b.enter()
+	err := b.enter()
 	if err != nil {
 		return err
 	}
-	defer b.exit(r)
+	defer b.exit()
 	if _, _, err := b.mirror(m); err != nil {
 		return err
 	}
@@ -58,11 +58,11 @@ func (b *Backend) RepairTree(m kernels.Mirror) error {
 // math.Pow in the last bit (exact when Beta is 0). It is safe for
 // concurrent use.
 func (b *Backend) DrawPrioritized(d kernels.PrioritizedDraw) error {
-	r, err := b.enter()
+	err := b.enterLaunch()
 	if err != nil {
 		return err
 	}
-	defer b.exit(r)
+	defer b.exit()
 	ia, la, err := b.mirror(d.Mirror)
 	if err != nil {
 		return err
@@ -110,11 +110,11 @@ func (b *Backend) DrawPrioritized(d kernels.PrioritizedDraw) error {
 // stay below 2^32. p^a uses the device's pow (exact when a is 1). It is
 // safe for concurrent use.
 func (b *Backend) UpdatePriorities(m kernels.Mirror, keys, prios *tensor.Dense, epoch uint64, a float64) error {
-	r, err := b.enter()
+	err := b.enterLaunch()
 	if err != nil {
 		return err
 	}
-	defer b.exit(r)
+	defer b.exit()
 	ia, _, err := b.mirror(m)
 	if err != nil {
 		return err
