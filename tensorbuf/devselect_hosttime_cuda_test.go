@@ -24,7 +24,8 @@ import (
 // and gather queued, nothing waited for), and with host selection, next to
 // the cpu backend's whole sample of the same table (same rows, items and
 // seed), in the same run. Times are the calling thread's CPU time per
-// call (the best of 8 rounds of 250 calls) (CLOCK_THREAD_CPUTIME_ID, the clock the stand-in times its device
+// call (the best of 16 interleaved rounds of 250 calls per mode;
+// CLOCK_THREAD_CPUTIME_ID, the clock the stand-in times its device
 // work with: getrusage's thread times are too coarse for calls of a
 // microsecond) less the stand-in's device time (see TestHostTime). Set
 // TRAJRING_HOSTTIME=1 to run it; TRAJRING_HOSTTIME_OUT=file also writes
@@ -35,7 +36,7 @@ func TestDeviceSelectionHostTime(t *testing.T) {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	const B, calls, rounds = 256, 2000, 8
+	const B, calls, rounds = 256, 4000, 16
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%-38s %14s %14s %14s %9s %9s\n", "SampleInto B=256", "gpu dev-sel µs", "gpu host-sel µs", "cpu whole µs", "dev/cpu", "launches")
 	for _, c := range []struct {
@@ -51,113 +52,131 @@ func TestDeviceSelectionHostTime(t *testing.T) {
 		{tensorbuf.Prioritized, "low-dim", 1024, 512, 256},
 	} {
 		name := fmt.Sprintf("%v %s, %d items", c.sel, c.rows, c.envs*c.perRow)
-		var devT, hostT, cpuT time.Duration
-		var launches float64
-		for _, mode := range []string{"dev", "host", "cpu"} {
-			var be tensorbuf.Backend
-			var g *gpu.Backend
-			if mode == "cpu" {
-				be = cpu.New()
-			} else {
-				var err error
-				if g, err = gpu.New(); err != nil {
-					t.Fatal(err)
-				}
-				be = g
-			}
-			fields := hostTimeFields[c.rows]
-			buf, err := tensorbuf.New(tensorbuf.Config{NumEnvs: c.envs, Capacity: c.capacity, Fields: fields, Seed: 1, Backend: be})
-			if err != nil {
-				t.Fatal(err)
-			}
-			w, err := buf.NewWriter()
-			if err != nil {
-				t.Fatal(err)
-			}
-			step := fullStep(fields, c.envs)
-			for range c.capacity {
-				if err := w.Add(step); err != nil {
-					t.Fatal(err)
-				}
-			}
-			tbl, err := buf.NewTable(tensorbuf.TableConfig{Name: "t", Selector: c.sel, Beta: 0.4, Seed: 5, DeviceSelection: mode == "dev"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for r := range c.envs {
-				for s := range int64(c.perRow) {
-					if _, err := tbl.Insert(tensorbuf.Item{Row: r, Start: s * int64(c.capacity/c.perRow), Len: 1, Priority: float64(1 + (r+int(s))%9)}); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			ctx := context.Background()
-			bt := new(tensorbuf.Batch)
-			// Warm up with as many calls as are timed: the stand-in's
-			// queue then holds them without growing (a driver's command
-			// buffer does not grow either), and the first table pays no
-			// more than the last.
-			for range calls {
-				if err := tbl.SampleInto(ctx, bt, B); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := be.Sync(); err != nil {
-				t.Fatal(err)
-			}
-			// The best of several rounds: a round the machine's other
-			// work (or a sibling hyperthread) slowed is not the call's
-			// cost. Every mode is timed the same way.
-			var l0 int64
-			if g != nil {
-				l0 = g.Launches()
-			}
-			used, devUsed := time.Duration(math.MaxInt64), time.Duration(0)
-			for range rounds {
+		modes := []string{"dev", "host", "cpu"}
+		setups := make([]*hostTimeSetup, len(modes))
+		for i, mode := range modes {
+			setups[i] = newHostTimeSetup(t, mode, c.sel, c.rows, c.envs, c.capacity, c.perRow)
+		}
+		// Warm up with as many calls as are timed: the stand-in's queue
+		// then holds them without growing (a driver's command buffer
+		// does not grow either).
+		for _, su := range setups {
+			su.run(t, B, calls)
+		}
+		// Rounds of the three modes interleaved, the best round of each
+		// kept: a round that the machine's other work (or a sibling
+		// hyperthread) slowed is not the call's cost, and every mode
+		// sees the same machine.
+		best := make([]time.Duration, len(modes))
+		for i := range best {
+			best[i] = time.Duration(math.MaxInt64)
+		}
+		var l0, launched int64
+		if g := setups[0].g; g != nil {
+			l0 = g.Launches()
+		}
+		for range rounds {
+			for i, su := range setups {
 				dev0, _ := gpu.StandinDeviceTime()
 				cpu0 := threadCPU(t)
-				for range calls / rounds {
-					if err := tbl.SampleInto(ctx, bt, B); err != nil {
-						t.Fatal(err)
-					}
-				}
-				u := threadCPU(t) - cpu0
+				su.run(t, B, calls/rounds)
+				used := threadCPU(t) - cpu0
 				dev1, _ := gpu.StandinDeviceTime()
-				if u-(dev1-dev0) < used-devUsed {
-					used, devUsed = u, dev1-dev0
+				if su.g != nil {
+					used -= dev1 - dev0
 				}
-				if err := be.Sync(); err != nil {
+				best[i] = min(best[i], used/(calls/rounds))
+				if i == 0 {
+					launched = setups[0].g.Launches() - l0
+				}
+				if err := su.be.Sync(); err != nil {
 					t.Fatal(err)
 				}
 			}
-			const per = calls / rounds
-			switch mode {
-			case "dev":
-				devT = (used - devUsed) / per
-				t.Logf("%s: device selection: thread CPU %v per call, of which stand-in device time %v", name, used/per, devUsed/per)
-				launches = float64(g.Launches()-l0) / calls
-			case "host":
-				hostT = (used - devUsed) / per
-			default:
-				cpuT = used / per
-			}
-			if err := be.Sync(); err != nil {
-				t.Fatal(err)
-			}
-			_ = bt.Release()
-			_ = buf.Close()
-			if g != nil {
-				_ = g.Close()
-			}
+		}
+		for _, su := range setups {
+			su.close()
 		}
 		us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
-		fmt.Fprintf(&sb, "%-38s %14.1f %14.1f %14.1f %8.3fx %9.1f\n", name, us(devT), us(hostT), us(cpuT), float64(devT)/float64(cpuT), launches)
+		fmt.Fprintf(&sb, "%-38s %14.2f %14.1f %14.1f %8.3fx %9.1f\n", name, us(best[0]), us(best[1]), us(best[2]),
+			float64(best[0])/float64(best[2]), float64(launched)/calls)
 	}
 	t.Log("\n" + sb.String())
 	if out := os.Getenv("TRAJRING_HOSTTIME_OUT"); out != "" {
 		if err := os.WriteFile(out, []byte(sb.String()), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// hostTimeSetup is one table of TestDeviceSelectionHostTime: a buffer of
+// envs rows of capacity steps on the gpu backend with device selection
+// (mode "dev") or host selection ("host"), or on the cpu backend ("cpu"),
+// and perRow items of one step per row.
+type hostTimeSetup struct {
+	be  tensorbuf.Backend
+	g   *gpu.Backend
+	buf *tensorbuf.Buffer
+	tbl *tensorbuf.Table
+	bt  *tensorbuf.Batch
+}
+
+func newHostTimeSetup(t *testing.T, mode string, sel tensorbuf.Selector, rows string, envs, capacity, perRow int) *hostTimeSetup {
+	t.Helper()
+	su := &hostTimeSetup{bt: new(tensorbuf.Batch)}
+	if mode == "cpu" {
+		su.be = cpu.New()
+	} else {
+		var err error
+		if su.g, err = gpu.New(); err != nil {
+			t.Fatal(err)
+		}
+		su.be = su.g
+	}
+	fields := hostTimeFields[rows]
+	var err error
+	if su.buf, err = tensorbuf.New(tensorbuf.Config{NumEnvs: envs, Capacity: capacity, Fields: fields, Seed: 1, Backend: su.be}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := su.buf.NewWriter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := fullStep(fields, envs)
+	for range capacity {
+		if err := w.Add(step); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if su.tbl, err = su.buf.NewTable(tensorbuf.TableConfig{Name: "t", Selector: sel, Beta: 0.4, Seed: 5, DeviceSelection: mode == "dev"}); err != nil {
+		t.Fatal(err)
+	}
+	for r := range envs {
+		for s := range int64(perRow) {
+			if _, err := su.tbl.Insert(tensorbuf.Item{Row: r, Start: s * int64(capacity/perRow), Len: 1, Priority: float64(1 + (r+int(s))%9)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return su
+}
+
+// run samples n items k times.
+func (su *hostTimeSetup) run(t *testing.T, n, k int) {
+	ctx := context.Background()
+	for range k {
+		if err := su.tbl.SampleInto(ctx, su.bt, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (su *hostTimeSetup) close() {
+	_ = su.be.Sync()
+	_ = su.bt.Release()
+	_ = su.buf.Close()
+	if su.g != nil {
+		_ = su.g.Close()
 	}
 }
 
