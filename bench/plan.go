@@ -29,8 +29,10 @@ func Scenarios(mode Mode, filter *regexp.Regexp) []string {
 	for _, b := range []int{16, 256, 4096, 65536} {
 		all = append(all, fmt.Sprintf("sample lowdim L=1 B=%d (1M steps)", b))
 	}
-	for _, b := range []int{256, 65536} {
-		all = append(all, fmt.Sprintf("prioritized lowdim B=%d (%s items)", b, fmtRate(float64(items))))
+	for _, kind := range []string{"table uniform lowdim", "prioritized lowdim"} {
+		for _, b := range []int{256, 65536} {
+			all = append(all, fmt.Sprintf("%s B=%d (%s items)", kind, b, fmtRate(float64(items))))
+		}
 	}
 	all = append(all, fmt.Sprintf("export lowdim batch (%s transitions)", fmtRate(float64(16*62500))))
 	// capacityGroup.

@@ -39,15 +39,20 @@ func TestScenariosMatchSavedReport(t *testing.T) {
 	if len(full) == 0 {
 		t.Fatal("no full report in results/")
 	}
-	if got := Scenarios(Full, nil); !slices.Equal(got, full) {
-		t.Errorf("Scenarios(Full, nil) =\n%q\nsaved full report:\n%q", got, full)
+	// Rows added since the saved report was measured: drop them from
+	// this list when a new full report is saved.
+	added := []string{"table uniform lowdim B=256 (1.00M items)", "table uniform lowdim B=65536 (1.00M items)"}
+	got := slices.DeleteFunc(Scenarios(Full, nil), func(s string) bool { return slices.Contains(added, s) && !slices.Contains(full, s) })
+	if !slices.Equal(got, full) {
+		t.Errorf("Scenarios(Full, nil) less the rows added since =\n%q\nsaved full report:\n%q", got, full)
 	}
 }
 
 func TestScenariosQuickAndFilter(t *testing.T) {
 	quick := Scenarios(Quick, nil)
-	if len(quick) != 25 || quick[0] != "sample pixels L=1 B=256 (131.1k steps)" ||
-		quick[9] != "prioritized lowdim B=256 (250.0k items)" || quick[15] != "add pixels W=1 (65.5k steps)" {
+	if len(quick) != 27 || quick[0] != "sample pixels L=1 B=256 (131.1k steps)" ||
+		quick[9] != "table uniform lowdim B=256 (250.0k items)" || quick[11] != "prioritized lowdim B=256 (250.0k items)" ||
+		quick[17] != "add pixels W=1 (65.5k steps)" {
 		t.Errorf("Scenarios(Quick, nil) = %q", quick)
 	}
 	got := Scenarios(Quick, regexp.MustCompile(`^driver (noop|cartpole) envs=1$`))

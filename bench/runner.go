@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/trajring/trajring/tensorbuf"
@@ -156,8 +157,24 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	for i := range r.rep.Rows {
 		r.rep.Rows[i].finish()
 	}
+	r.notePrioritized()
 	r.line("bench: %d scenarios in %s", len(r.rep.Rows), time.Since(r.start).Round(time.Second))
 	return r.rep, nil
+}
+
+// notePrioritized notes, for each prioritized row whose uniform table of
+// the same items was measured in the run, the ratio of their p50s.
+func (r *runner) notePrioritized() {
+	p50 := map[string]float64{}
+	for _, row := range r.rep.Rows {
+		p50[row.Scenario] = row.Ours.P50
+	}
+	for _, row := range r.rep.Rows {
+		rest, ok := strings.CutPrefix(row.Scenario, "prioritized lowdim ")
+		if u := p50["table uniform lowdim "+rest]; ok && u > 0 && row.Ours.P50 > 0 {
+			r.note("%s: %.2f× the p50 of the uniform table of the same items (table uniform lowdim %s)", row.Scenario, row.Ours.P50/u, rest)
+		}
+	}
 }
 
 // status shows a progress line: rewritten in place on a terminal, one

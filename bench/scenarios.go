@@ -240,9 +240,11 @@ func (r *runner) lowDimGroup(ctx context.Context) error {
 		itemRows = numEnvs / 4 // 250k items: inserting is most of the cost
 	}
 	items := fmtRate(float64(itemRows * capacity))
-	if !r.anyWanted([]string{"sample lowdim L=4 B=256 (1M steps)", "sample lowdim L=1 B=16 (1M steps)", "sample lowdim L=1 B=256 (1M steps)",
-		"sample lowdim L=1 B=4096 (1M steps)", "sample lowdim L=1 B=65536 (1M steps)", "prioritized lowdim B=256 (" + items + " items)",
-		"prioritized lowdim B=65536 (" + items + " items)", "export lowdim batch (1.00M transitions)"}) {
+	uniNames := []string{"table uniform lowdim B=256 (" + items + " items)", "table uniform lowdim B=65536 (" + items + " items)"}
+	prioNames := []string{"prioritized lowdim B=256 (" + items + " items)", "prioritized lowdim B=65536 (" + items + " items)"}
+	if !r.anyWanted(append(append([]string{"sample lowdim L=4 B=256 (1M steps)", "sample lowdim L=1 B=16 (1M steps)", "sample lowdim L=1 B=256 (1M steps)",
+		"sample lowdim L=1 B=4096 (1M steps)", "sample lowdim L=1 B=65536 (1M steps)", "export lowdim batch (1.00M transitions)"},
+		uniNames...), prioNames...)) {
 		return nil
 	}
 	export := int64(numEnvs * capacity)
@@ -259,14 +261,27 @@ func (r *runner) lowDimGroup(ctx context.Context) error {
 			return err
 		}
 	}
-	if r.anyWanted([]string{"prioritized lowdim B=256 (" + items + " items)", "prioritized lowdim B=65536 (" + items + " items)"}) {
-		r.status("bench: inserting %s prioritized items", items)
-		t, err := fillTable(f, itemRows, tensorbuf.TableConfig{Name: "prioritized", Selector: tensorbuf.Prioritized, PriorityExponent: 0.6, Beta: 0.4, Seed: 13})
+	// A uniform table over the same items as the prioritized one: the
+	// prioritized rows' yardstick (Run notes their ratio). Both stay
+	// until the fixture closes (a buffer drops no table).
+	for _, tc := range []struct {
+		group string
+		names []string
+		cfg   tensorbuf.TableConfig
+	}{
+		{"sample", uniNames, tensorbuf.TableConfig{Name: "uniform", Selector: tensorbuf.Uniform, Seed: 13}},
+		{"prioritized", prioNames, tensorbuf.TableConfig{Name: "prioritized", Selector: tensorbuf.Prioritized, PriorityExponent: 0.6, Beta: 0.4, Seed: 13}},
+	} {
+		if !r.anyWanted(tc.names) {
+			continue
+		}
+		r.status("bench: inserting %s %s items", items, tc.cfg.Name)
+		t, err := fillTable(f, itemRows, tc.cfg)
 		if err != nil {
 			return err
 		}
-		for _, b := range []int{256, 65536} {
-			if err := r.run(r.tableScenario(f, t, "prioritized", fmt.Sprintf("prioritized lowdim B=%d (%s items)", b, items), b)); err != nil {
+		for i, b := range []int{256, 65536} {
+			if err := r.run(r.tableScenario(f, t, tc.group, tc.names[i], b)); err != nil {
 				return err
 			}
 		}
