@@ -42,8 +42,14 @@ var (
 const blockSize = 256
 
 // stagingSlots is the number of pinned staging buffers used in turn, so
-// the host can fill one while earlier copies are still in flight.
-const stagingSlots = 4
+// the host can fill one while earlier copies are still in flight. Each is
+// allocated on first use (at least 64 KiB pinned and 64 KiB on the
+// device). 16, not 4: a caller that runs ahead of the device (a k-deep
+// BatchSource and a writer on one backend) blocks in the fifth call with
+// 4. On the stand-in, which runs queued work only when something waits,
+// back-to-back calls waited every 4th call: host time of a device-source
+// Writer.Add W=256 14.1 -> 7.4 µs (low-dim), 25.6 -> 15.6 µs (3 KB rows).
+const stagingSlots = 16
 
 // maxStagedUpload is the largest Upload copied through pinned staging;
 // larger ones are copied from the caller's memory after waiting for it

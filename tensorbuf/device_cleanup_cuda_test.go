@@ -25,14 +25,17 @@ func TestDroppedDeviceResultsAreFreed(t *testing.T) {
 		}
 		return n
 	}
-	// One sample first: the backend keeps the staging it grows for the
-	// index lists of a large sample, and that is not result memory.
-	warm, err := tbl.Sample(context.Background(), 8192)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := warm.Release(); err != nil {
-		t.Fatal(err)
+	// Samples first, as many as the backend has staging slots and more:
+	// it keeps the staging it grows for the index lists of a large sample
+	// (one slot per call, used in turn), and that is not result memory.
+	for range 32 {
+		warm, err := tbl.Sample(context.Background(), 8192)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := warm.Release(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	base := free()
 	held := make([]*tensorbuf.Batch, 20) // reachable until measured
