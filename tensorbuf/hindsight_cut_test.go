@@ -116,3 +116,57 @@ func TestHindsightCutMidSample(t *testing.T) {
 		t.Errorf("RelabelAtSample GoalFinal: goals from across the cut: %v", bad)
 	}
 }
+
+func TestHindsightCutEpisode(t *testing.T) {
+	F, M, L := tensorbuf.First, tensorbuf.Mid, tensorbuf.Last
+	steps := []goalStep{
+		{F, M, 0, 9, -1, 1},
+		{M, M, 1, 9, -1, 1},
+		{M, M, 2, 9, -1, 1}, // the reset comes after this step
+		{F, M, 10, 12, -1, 1},
+		{M, L, 11, 12, -1, 1},
+		{L, F, 12, 12, 0, 1},
+	}
+	b, _ := newGoalBuffer(t, nil, 8, steps)
+	hs, err := tensorbuf.NewHindsight(b, lineConfig(tensorbuf.GoalFinal, 1, tensorbuf.RelabelAtEpisodeEnd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := hs.Generate(); n != 2 || err != nil {
+		t.Fatalf("Generate = %d, %v; want the 2 transitions of the complete episode", n, err)
+	}
+	exp, rel, err := hs.AllExperiences(tensorbuf.ExportBatch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []hsExp
+	for _, x := range readHindsight(t, exp[0], rel) {
+		if x.relabeled {
+			got = append(got, x)
+		}
+	}
+	if len(got) != 2 || got[0].step != 3 || got[0].goal != 12 || got[1].step != 4 || got[1].goal != 12 || got[1].reward != 0 || got[1].done != 1 {
+		t.Fatalf("relabeled %+v", got)
+	}
+	at, err := tensorbuf.NewHindsight(b, lineConfig(tensorbuf.GoalFinal, 1000, tensorbuf.RelabelAtSample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ht := new(tensorbuf.HindsightTransitions)
+	if err := at.SampleInto(ht, 200); err != nil {
+		t.Fatal(err)
+	}
+	// Transition 2 crosses the cut (its next observation is step 3); the
+	// others take their own episode's final position.
+	want := map[int64]float64{0: 2, 1: 2, 3: 12, 4: 12}
+	for _, x := range readHindsight(t, &ht.Transitions, ht.Relabeled) {
+		if g, ok := want[x.step]; ok && x.relabeled && x.goal != g {
+			t.Fatalf("step %d relabeled with %v, want %v", x.step, x.goal, g)
+		}
+	}
+}
+
+// TestHindsightTwoRowsExportOrder relabels the same history on two rows,
+// row 1 one step behind row 0, and checks the export's time-major,
+// env-minor order with each real transition followed by its relabeled
+// experience.

@@ -3,6 +3,8 @@ package tensorbuf_test
 import (
 	"context"
 	"errors"
+	"math"
+	"slices"
 	"testing"
 
 	"github.com/trajring/trajring/tensorbuf"
@@ -74,3 +76,85 @@ func TestNewHindsightClosedBuffer(t *testing.T) {
 		}
 	}
 }
+
+func TestHindsightRejectsBadConfig(t *testing.T) {
+	b, _ := newGoalBuffer(t, nil, 8, lineSteps[:4])
+	other, _ := newGoalBuffer(t, nil, 8, nil)
+	otherTable, err := other.NewTable(tensorbuf.TableConfig{Name: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limited, err := b.NewTable(tensorbuf.TableConfig{Name: "limited", RateLimiter: &tensorbuf.RateLimiter{SamplesPerInsert: 1, ErrorBuffer: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := b.NewTable(tensorbuf.TableConfig{Name: "plain"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := lineConfig(tensorbuf.GoalFuture, 4, tensorbuf.RelabelAtEpisodeEnd)
+	for _, tc := range []struct {
+		name   string
+		mutate func(c *tensorbuf.HindsightConfig)
+		want   error
+	}{
+		{"unknown achieved field", func(c *tensorbuf.HindsightConfig) { c.AchievedGoal.Field = "nope" }, tensorbuf.ErrUnknownField},
+		{"unknown desired field", func(c *tensorbuf.HindsightConfig) { c.DesiredGoal.Field = "nope" }, tensorbuf.ErrUnknownField},
+		{"built-in field", func(c *tensorbuf.HindsightConfig) { c.DesiredGoal.Field = tensorbuf.RewardName }, tensorbuf.ErrUnknownField},
+		{"action field", func(c *tensorbuf.HindsightConfig) { c.DesiredGoal.Field = "act" }, tensorbuf.ErrConfig},
+		{"index past end", func(c *tensorbuf.HindsightConfig) { c.DesiredGoal.Indices = []int{3} }, tensorbuf.ErrConfig},
+		{"negative index", func(c *tensorbuf.HindsightConfig) { c.AchievedGoal.Indices = []int{-1} }, tensorbuf.ErrConfig},
+		{"no indices", func(c *tensorbuf.HindsightConfig) { c.AchievedGoal.Indices = nil }, tensorbuf.ErrConfig},
+		{"repeated index", func(c *tensorbuf.HindsightConfig) {
+			c.AchievedGoal.Indices = []int{0, 0}
+			c.DesiredGoal.Indices = []int{1, 2}
+		}, tensorbuf.ErrConfig},
+		{"sizes differ", func(c *tensorbuf.HindsightConfig) { c.DesiredGoal.Indices = []int{1, 2} }, tensorbuf.ErrConfig},
+		{"shared element", func(c *tensorbuf.HindsightConfig) { c.DesiredGoal.Indices = []int{0} }, tensorbuf.ErrConfig},
+		{"no reward", func(c *tensorbuf.HindsightConfig) { c.Reward = nil }, tensorbuf.ErrConfig},
+		{"no is-done", func(c *tensorbuf.HindsightConfig) { c.IsDone = nil }, tensorbuf.ErrConfig},
+		{"k 0", func(c *tensorbuf.HindsightConfig) { c.NumGoals = 0 }, tensorbuf.ErrConfig},
+		{"k 1<<40", func(c *tensorbuf.HindsightConfig) { c.NumGoals = 1 << 40 }, tensorbuf.ErrConfig},
+		{"k above MaxNumGoals", func(c *tensorbuf.HindsightConfig) { c.NumGoals = tensorbuf.MaxNumGoals + 1 }, tensorbuf.ErrConfig},
+		{"k 1<<40 at sample time", func(c *tensorbuf.HindsightConfig) { c.NumGoals, c.Mode = 1<<40, tensorbuf.RelabelAtSample }, tensorbuf.ErrConfig},
+		{"strategy", func(c *tensorbuf.HindsightConfig) { c.Strategy = 9 }, tensorbuf.ErrConfig},
+		{"mode", func(c *tensorbuf.HindsightConfig) { c.Mode = 5 }, tensorbuf.ErrConfig},
+		{"priority", func(c *tensorbuf.HindsightConfig) { c.Priority = math.Inf(1) }, tensorbuf.ErrConfig},
+		{"foreign table", func(c *tensorbuf.HindsightConfig) { c.Table = otherTable }, tensorbuf.ErrConfig},
+		{"rate-limited table", func(c *tensorbuf.HindsightConfig) { c.Table = limited }, tensorbuf.ErrConfig},
+		{"table at sample time", func(c *tensorbuf.HindsightConfig) { c.Table, c.Mode = plain, tensorbuf.RelabelAtSample }, tensorbuf.ErrConfig},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := good
+			cfg.AchievedGoal.Indices = slices.Clone(good.AchievedGoal.Indices)
+			cfg.DesiredGoal.Indices = slices.Clone(good.DesiredGoal.Indices)
+			tc.mutate(&cfg)
+			if _, err := tensorbuf.NewHindsight(b, cfg); !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+		})
+	}
+	hs, err := tensorbuf.NewHindsight(b, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ht := new(tensorbuf.HindsightTransitions)
+	if err := hs.SampleInto(ht, 0); !errors.Is(err, tensorbuf.ErrInvalidArg) {
+		t.Fatalf("sample of 0: %v", err)
+	}
+	if err := hs.SampleTable(context.Background(), ht, 1); !errors.Is(err, tensorbuf.ErrConfig) {
+		t.Fatalf("SampleTable without a table: %v", err)
+	}
+	if _, _, err := hs.AllExperiences(7); !errors.Is(err, tensorbuf.ErrInvalidArg) {
+		t.Fatalf("export mode: %v", err)
+	}
+	if _, err := tensorbuf.NewHindsight(nil, good); !errors.Is(err, tensorbuf.ErrConfig) {
+		t.Fatalf("nil buffer: %v", err)
+	}
+}
+
+// TestHindsightCutEpisode stores an episode cut short by a reset (a First
+// step with no boundary step before it, as a driver run restarted without
+// its time step leaves): it is never complete, so Generate relabels only
+// the next episode, and sample-time goals never come from the other side
+// of the cut.
