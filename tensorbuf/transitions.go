@@ -163,9 +163,9 @@ func (b *Buffer) materialiseCols(tr *Transitions, n int64) error {
 	if err := b.be.Concat(tr.cols, tr.idx, tr.next); err != nil {
 		return fmt.Errorf("%w: concat: %w", ErrBackend, err)
 	}
-	tr.done = tr.done[:0]
+	done := grow(&tr.done, len(tr.Rows))
 	for i, r := range tr.Rows {
-		tr.done = append(tr.done, b.isDone(r, tr.Steps[i]))
+		done[i] = b.isDone(r, tr.Steps[i])
 	}
 	if err := b.be.Upload(tr.out.arena, tr.out.offs[k+2], tr.done); err != nil {
 		return fmt.Errorf("%w: upload: %w", ErrBackend, err)
@@ -365,10 +365,13 @@ func (b *Buffer) AllExperiences(mode ExportMode) ([]*Transitions, error) {
 // indexSuccessors sets tr's gather indices to the slots of its
 // transitions' steps and of their successors.
 func (b *Buffer) indexSuccessors(tr *Transitions) {
-	tr.idx, tr.next = tr.idx[:0], tr.next[:0]
+	// Sized once: an export's million transitions grown by append copied
+	// the lists again and again: a 1M-transition low-dim export took
+	// 498-1163 ms before, 321-461 ms after (old and new binaries
+	// alternated 6 times on a loaded machine).
+	idx, next := grow(&tr.idx, len(tr.Rows)), grow(&tr.next, len(tr.Rows))
 	for i, r := range tr.Rows {
-		tr.idx = append(tr.idx, b.slot(r, tr.Steps[i]))
-		tr.next = append(tr.next, b.slot(r, tr.Steps[i]+1))
+		idx[i], next[i] = b.slot(r, tr.Steps[i]), b.slot(r, tr.Steps[i]+1)
 	}
 }
 
