@@ -5,7 +5,6 @@ package tensorbuf_test
 import (
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -57,49 +56,20 @@ func TestDeviceSelectionHostTime(t *testing.T) {
 		for i, mode := range modes {
 			setups[i] = newHostTimeSetup(t, mode, c.sel, c.rows, c.envs, c.capacity, c.perRow)
 		}
-		// Warm up with as many calls as are timed: the stand-in's queue
-		// then holds them without growing (a driver's command buffer
-		// does not grow either).
-		for _, su := range setups {
-			su.run(t, B, calls)
+		runs := make([]hostRun, len(setups))
+		for i, su := range setups {
+			runs[i] = hostRun{be: su.be, run: func(k int) { su.run(t, B, k) }}
 		}
-		// Rounds of the three modes interleaved, the best round of each
-		// kept: a round that the machine's other work (or a sibling
-		// hyperthread) slowed is not the call's cost, and every mode
-		// sees the same machine.
-		best := make([]time.Duration, len(modes))
-		for i := range best {
-			best[i] = time.Duration(math.MaxInt64)
-		}
-		var l0, launched int64
-		if g := setups[0].g; g != nil {
-			l0 = g.Launches()
-		}
-		for range rounds {
-			for i, su := range setups {
-				dev0, _ := gpu.StandinDeviceTime()
-				cpu0 := threadCPU(t)
-				su.run(t, B, calls/rounds)
-				used := threadCPU(t) - cpu0
-				dev1, _ := gpu.StandinDeviceTime()
-				if su.g != nil {
-					used -= dev1 - dev0
-				}
-				best[i] = min(best[i], used/(calls/rounds))
-				if i == 0 {
-					launched = setups[0].g.Launches() - l0
-				}
-				if err := su.be.Sync(); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
+		g := setups[0].g
+		l0 := g.Launches()
+		best := bestHostTimes(t, runs, calls, rounds)
+		launched := g.Launches() - l0
 		for _, su := range setups {
 			su.close()
 		}
 		us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 		fmt.Fprintf(&sb, "%-38s %14.2f %14.1f %14.1f %8.3fx %9.1f\n", name, us(best[0]), us(best[1]), us(best[2]),
-			float64(best[0])/float64(best[2]), float64(launched)/calls)
+			float64(best[0])/float64(best[2]), float64(launched)/(2*calls)) // warm-up and timed calls
 	}
 	t.Log("\n" + sb.String())
 	if out := os.Getenv("TRAJRING_HOSTTIME_OUT"); out != "" {

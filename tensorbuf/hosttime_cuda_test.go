@@ -46,28 +46,11 @@ func TestHostTime(t *testing.T) {
 	for _, kind := range []string{"low-dim", "3KB"} {
 		setups := []*addSampleSetup{newAddSampleSetup(t, true, kind, B), newAddSampleSetup(t, false, kind, B)}
 		for _, name := range order {
-			for _, su := range setups { // warm up (see TestDeviceSelectionHostTime)
-				su.run(t, name, calls)
+			runs := make([]hostRun, len(setups))
+			for i, su := range setups {
+				runs[i] = hostRun{be: su.be, run: func(k int) { su.run(t, name, k) }}
 			}
-			// Rounds of the two backends interleaved, the best of each
-			// kept (see TestDeviceSelectionHostTime).
-			best := [2]time.Duration{math.MaxInt64, math.MaxInt64}
-			for range rounds {
-				for i, su := range setups {
-					dev0, _ := gpu.StandinDeviceTime()
-					cpu0 := threadCPU(t)
-					su.run(t, name, calls/rounds)
-					used := threadCPU(t) - cpu0
-					dev1, _ := gpu.StandinDeviceTime()
-					if i == 0 {
-						used -= dev1 - dev0
-					}
-					best[i] = min(best[i], used/(calls/rounds))
-					if err := su.be.Sync(); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			best := bestHostTimes(t, runs, calls, rounds)
 			fmt.Fprintf(&sb, "%-38s %-8s %12.2f %12.1f %7.3fx\n", name, kind,
 				float64(best[0].Nanoseconds())/1e3, float64(best[1].Nanoseconds())/1e3, float64(best[0])/float64(best[1]))
 		}
@@ -173,6 +156,50 @@ func (su *addSampleSetup) close() {
 	if su.g != nil {
 		_ = su.g.Close()
 	}
+}
+
+// hostRun is one contender of bestHostTimes: run makes k calls on be.
+type hostRun struct {
+	be  tensorbuf.Backend
+	run func(k int)
+}
+
+// bestHostTimes times the host CPU time per call of each run, interleaved
+// in rounds of calls/rounds calls, and returns the best round of each: a
+// round that the machine's other work (or a sibling hyperthread) slowed
+// is not the call's cost, and every run sees the same machine. Each run
+// first makes as many calls as are timed, so the stand-in's queue holds
+// them without growing (a driver's command buffer does not grow either).
+// A gpu backend's time is its thread CPU time less the stand-in's device
+// time; every backend is synchronised after its round. The caller has
+// locked its OS thread.
+func bestHostTimes(t *testing.T, runs []hostRun, calls, rounds int) []time.Duration {
+	t.Helper()
+	for _, r := range runs {
+		r.run(calls)
+	}
+	best := make([]time.Duration, len(runs))
+	for i := range best {
+		best[i] = time.Duration(math.MaxInt64)
+	}
+	per := calls / rounds
+	for range rounds {
+		for i, r := range runs {
+			dev0, _ := gpu.StandinDeviceTime()
+			cpu0 := threadCPU(t)
+			r.run(per)
+			used := threadCPU(t) - cpu0
+			dev1, _ := gpu.StandinDeviceTime()
+			if _, ok := r.be.(*gpu.Backend); ok {
+				used -= dev1 - dev0
+			}
+			best[i] = min(best[i], used/time.Duration(per))
+			if err := r.be.Sync(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return best
 }
 
 // threadCPU returns the CPU time of the calling thread, to the
