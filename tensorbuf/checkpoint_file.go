@@ -148,7 +148,8 @@ func ReadCheckpointInfoFile(path string) (CheckpointInfo, error) {
 }
 
 // String returns a readable multi-line summary: sizes, fields, rows and
-// tables.
+// tables (whether each selects its items on the host or, with
+// TableConfig.DeviceSelection, on the backend).
 func (ci CheckpointInfo) String() string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "trajring checkpoint, format version %d\n", ci.Version)
@@ -174,14 +175,18 @@ func (ci CheckpointInfo) String() string {
 		return sb.String()
 	}
 	tw = tabwriter.NewWriter(&sb, 2, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "table\tselector\titems\tinserts\tsamples\tmax size\tmax priority\trate limiter")
+	fmt.Fprintln(tw, "table\tselector\titems\tinserts\tsamples\tmax size\tmax priority\tselects on\trate limiter")
 	for _, t := range ci.Tables {
 		rl := "none"
 		if r := t.Config.RateLimiter; r != nil {
 			rl = fmt.Sprintf("min %d, %g samples/insert, error buffer %g", r.MinSize, r.SamplesPerInsert, r.ErrorBuffer)
 		}
-		fmt.Fprintf(tw, "%s\t%v\t%d\t%d\t%d\t%d\t%g\t%s\n", t.Config.Name, t.Config.Selector, t.Size, t.Inserts, t.Samples,
-			t.Config.MaxSize, t.MaxPriority, rl)
+		on := "host"
+		if t.Config.DeviceSelection {
+			on = "device"
+		}
+		fmt.Fprintf(tw, "%s\t%v\t%d\t%d\t%d\t%d\t%g\t%s\t%s\n", t.Config.Name, t.Config.Selector, t.Size, t.Inserts, t.Samples,
+			t.Config.MaxSize, t.MaxPriority, on, rl)
 	}
 	_ = tw.Flush()
 	return sb.String()

@@ -181,6 +181,18 @@ func TestLoadDeviceSelectionTable(t *testing.T) {
 		return buf.Bytes()
 	}
 	ckpt := save(false)
+	info, err := ReadCheckpointInfo(bytes.NewReader(ckpt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(info.String(), "\n") {
+		if f := strings.Fields(l); len(f) > 7 && strings.HasPrefix(f[0], "dev-") && f[7] != "device" {
+			t.Errorf("summary line %q: want the table to select on the device", l)
+		}
+	}
+	if !strings.Contains(info.String(), "selects on") {
+		t.Errorf("summary lacks the selects-on column:\n%s", info)
+	}
 	for _, tc := range []struct {
 		name string
 		be   Backend
