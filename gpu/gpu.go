@@ -76,6 +76,7 @@ type Backend struct {
 	rings, outs   []*Arena
 	nexts         []*Arena
 	offs, padOffs []int64
+	dma           []bool                 // Scatter: the column's host source is AllocSource memory
 	colCache      [colCacheSize]colBlock // GatherWindowsAt's column descriptors (select.go)
 	colTick       uint64
 	groupScratch  []int64 // PatchItems' tree groups (select.go)

@@ -10,16 +10,19 @@ import (
 	"gorgonia.org/cu"
 )
 
-// pinnedBlock is one AllocPinned block.
+// pinnedBlock is one AllocPinned or AllocSource block.
 type pinnedBlock struct {
-	p unsafe.Pointer
-	n int64
+	p      unsafe.Pointer
+	n      int64
+	source bool // from AllocSource: Scatter reads it by DMA, uncopied
 }
 
 // AllocPinned returns n bytes of page-locked host memory for HostInto,
 // owned by the backend until FreePinned or Close. It is safe for
 // concurrent use.
-func (b *Backend) AllocPinned(n int64) ([]byte, error) {
+func (b *Backend) AllocPinned(n int64) ([]byte, error) { return b.allocPinned(n, false) }
+
+func (b *Backend) allocPinned(n int64, source bool) ([]byte, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("%w: pinned alloc of %d bytes", ErrBounds, n)
 	}
@@ -32,12 +35,38 @@ func (b *Backend) AllocPinned(n int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.pinned = append(b.pinned, pinnedBlock{p, n})
+	b.pinned = append(b.pinned, pinnedBlock{p, n, source})
 	return unsafe.Slice((*byte)(p), n), nil
 }
 
+// AllocSource returns n bytes of page-locked host memory for the fields
+// of steps to add, owned by the backend until FreePinned or Close. A
+// Scatter (Writer.Add) whose source bytes lie in it copies nothing on the
+// host: it queues a DMA copy from this memory on the backend's stream, so
+// the call returns after a driver call instead of a copy of the step.
+// The device reads the bytes when that work runs, so, as with a device
+// source, do not write the memory until an event recorded after the Add
+// (Record, then Done or Synchronize) has completed, or Sync has returned:
+// a double-buffered environment writes the next step into a second
+// block meanwhile. Memory from AllocPinned keeps being copied at the
+// call, as any Go memory is. It is safe for concurrent use.
+func (b *Backend) AllocSource(n int64) ([]byte, error) { return b.allocPinned(n, true) }
+
+// pinnedIn reports whether the n bytes at p lie inside one pinned block,
+// and whether that block is from AllocSource. It runs with the backend
+// entered.
+func (b *Backend) pinnedIn(p unsafe.Pointer, n int64) (in, source bool) {
+	for _, blk := range b.pinned {
+		if base := uintptr(blk.p); uintptr(p) >= base && uintptr(p)-base+uintptr(n) <= uintptr(blk.n) {
+			return true, blk.source
+		}
+	}
+	return false, false
+}
+
 // FreePinned waits for the backend's queued work (a HostInto may still
-// write the memory) and frees memory from AllocPinned.
+// write the memory, a Scatter still read it) and frees memory from
+// AllocPinned or AllocSource.
 func (b *Backend) FreePinned(buf []byte) error {
 	err := b.enter()
 	if err != nil {
@@ -79,15 +108,7 @@ func (b *Backend) HostInto(dst []byte, src kernels.Arena, off int64) error {
 	if n == 0 {
 		return nil
 	}
-	p := uintptr(unsafe.Pointer(&dst[0]))
-	ok := false
-	for _, blk := range b.pinned {
-		if base := uintptr(blk.p); p >= base && p-base+uintptr(n) <= uintptr(blk.n) {
-			ok = true
-			break
-		}
-	}
-	if !ok {
+	if ok, _ := b.pinnedIn(unsafe.Pointer(&dst[0]), n); !ok {
 		return fmt.Errorf("%w: HostInto destination is not memory from AllocPinned", ErrBounds)
 	}
 	return driverErr("cuMemcpyDtoHAsync", cu.MemcpyDtoHAsync(unsafe.Pointer(&dst[0]), d.ptr+cu.DevicePtr(off), n, b.stream))

@@ -105,12 +105,24 @@ func (b *Backend) scatter(cols []kernels.Column, src [][]byte, dev []*tensor.Den
 	if n == 0 || len(cols) == 0 {
 		return nil
 	}
+	// The parameter block: descriptors, indices and the host sources
+	// staged by a copy; then room on the device for the sources in
+	// AllocSource memory, which DMA copies fill without a host copy.
 	var l layout
 	descOff := l.add(int64(len(cols)) * kernels.ColDescSize)
 	idxOff := l.add(n * 8)
 	srcOff := scratch(&b.offs, len(cols))
+	dma := scratch(&b.dma, len(cols))
 	for c := range cols {
 		if addr[c] == 0 {
+			if _, dma[c] = b.pinnedIn(unsafe.Pointer(unsafe.SliceData(src[c])), int64(len(src[c]))); !dma[c] {
+				srcOff[c] = l.add(n * cols[c].StepBytes)
+			}
+		}
+	}
+	staged := l.n
+	for c := range cols {
+		if dma[c] {
 			srcOff[c] = l.add(n * cols[c].StepBytes)
 		}
 	}
@@ -118,18 +130,22 @@ func (b *Backend) scatter(cols []kernels.Column, src [][]byte, dev []*tensor.Den
 	if err != nil {
 		return err
 	}
-	buf := st.bytes(l.n)
+	buf := st.bytes(staged)
 	descs := descSlice(buf, descOff, len(cols))
 	for c := range cols {
 		aux := addr[c]
 		if aux == 0 {
-			copy(buf[srcOff[c]:], src[c])
 			aux = uint64(st.dev) + uint64(srcOff[c])
+			if !dma[c] {
+				copy(buf[srcOff[c]:], src[c])
+			} else if err := cu.MemcpyHtoDAsync(st.dev+cu.DevicePtr(srcOff[c]), unsafe.Pointer(unsafe.SliceData(src[c])), int64(len(src[c])), b.stream); err != nil {
+				return driverErr("cuMemcpyHtoDAsync (AllocSource source)", err)
+			}
 		}
 		descs[c] = kernels.ColDesc{Ring: ringAddr(rings[c], &cols[c]), Aux: aux, Step: cols[c].StepBytes, Stride: cols[c].RingStride()}
 	}
 	lastWins(int64Slice(buf, idxOff, n), idx)
-	return b.launch(kernels.Scatter, st, l.n, n, maxWords(descs), int64(len(cols)),
+	return b.launch(kernels.Scatter, st, staged, n, maxWords(descs), int64(len(cols)),
 		uint64(st.dev)+uint64(descOff), uint64(len(cols)), uint64(st.dev)+uint64(idxOff), uint64(n))
 }
 

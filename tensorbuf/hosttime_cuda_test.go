@@ -31,7 +31,10 @@ import (
 // on the machine do not inflate them. "Writer.Add W=256 device source"
 // adds a step whose fields are device tensors of the gpu backend (a
 // GPU-resident environment's step; the built-in columns stay host
-// slices), next to the cpu backend's Add of the same step from the host.
+// slices), next to the cpu backend's Add of the same step from the host;
+// "AllocSource source" adds it from host memory of gpu.AllocSource,
+// which the device reads by DMA (an environment that writes its steps
+// there). The best of interleaved rounds is kept (bestHostTimes).
 func TestHostTime(t *testing.T) {
 	if os.Getenv("TRAJRING_HOSTTIME") == "" {
 		t.Skip("set TRAJRING_HOSTTIME=1 to measure host time")
@@ -42,7 +45,7 @@ func TestHostTime(t *testing.T) {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%-38s %-8s %12s %12s %8s\n", "call (B=256)", "rows", "gpu host CPU µs", "cpu CPU µs", "ratio")
 	order := []string{"Table.SampleInto L=1", "Table.SampleInto L=1 device selection", "SampleTransitionsInto",
-		"Writer.Add W=256", "Writer.Add W=256 device source"}
+		"Writer.Add W=256", "Writer.Add W=256 AllocSource source", "Writer.Add W=256 device source"}
 	for _, kind := range []string{"low-dim", "3KB"} {
 		setups := []*addSampleSetup{newAddSampleSetup(t, true, kind, B), newAddSampleSetup(t, false, kind, B)}
 		for _, name := range order {
@@ -79,6 +82,7 @@ type addSampleSetup struct {
 	bt, devBt     *tensorbuf.Batch
 	tr            *tensorbuf.Transitions
 	step, devStep *tensorbuf.Step
+	srcStep       *tensorbuf.Step // fields in AllocSource memory (gpu)
 }
 
 func newAddSampleSetup(t *testing.T, onGPU bool, kind string, B int) *addSampleSetup {
@@ -107,6 +111,7 @@ func newAddSampleSetup(t *testing.T, onGPU bool, kind string, B int) *addSampleS
 		}
 	}
 	su.devStep = deviceStep(t, su.be, hostTimeFields[kind], su.step)
+	su.srcStep = allocSourceStep(t, su.be, su.step)
 	for i, tb := range []**tensorbuf.Table{&su.tbl, &su.devTbl} {
 		if *tb, err = su.buf.NewTable(tensorbuf.TableConfig{Name: fmt.Sprint("t", i), DeviceSelection: i == 1 && onGPU}); err != nil {
 			t.Fatal(err)
@@ -135,6 +140,8 @@ func (su *addSampleSetup) run(t *testing.T, name string, k int) {
 		f = func() error { return su.buf.SampleTransitionsInto(su.tr, B) }
 	case "Writer.Add W=256":
 		f = func() error { return su.w.Add(su.step) }
+	case "Writer.Add W=256 AllocSource source":
+		f = func() error { return su.w.Add(su.srcStep) }
 	case "Writer.Add W=256 device source":
 		f = func() error { return su.w.Add(su.devStep) }
 	default:
@@ -213,6 +220,29 @@ func threadCPU(t testing.TB) time.Duration {
 		t.Fatal(e)
 	}
 	return time.Duration(ts.Nano())
+}
+
+// allocSourceStep returns step with its fields copied into memory from
+// the gpu backend's AllocSource (freed with the backend), and step itself
+// on another backend.
+func allocSourceStep(t testing.TB, be tensorbuf.Backend, step *tensorbuf.Step) *tensorbuf.Step {
+	t.Helper()
+	g, ok := be.(*gpu.Backend)
+	if !ok {
+		return step
+	}
+	ps := *step
+	ps.Values = map[string]*tensor.Dense{}
+	for name, d := range step.Values {
+		m, err := g.AllocSource(int64(len(d.Header.Raw)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		copy(m, d.Header.Raw)
+		ps.Values[name] = tensor.New(tensor.Of(d.Dtype()), tensor.WithShape(d.Shape().Clone()...),
+			tensor.FromMemory(uintptr(unsafe.Pointer(&m[0])), uintptr(len(m))))
+	}
+	return &ps
 }
 
 // deviceStep returns step with its fields as device tensors of be when be
