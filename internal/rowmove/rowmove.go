@@ -1,0 +1,37 @@
+// Package rowmove moves fixed-size rows gathered from a strided ring into
+// a dense output: the inner loop of the cpu backend's gathers.
+//
+// On amd64 the loop is written in assembly with the size class chosen
+// once per call: each row then moves as at most eight overlapping 16-byte
+// loads and stores (two 4- or 8-byte ones for small rows), with no call
+// per row. Go's copy calls runtime.memmove per row, whose size dispatch
+// and call cost more than the move itself for rows of a few dozen bytes.
+package rowmove
+
+import "unsafe"
+
+// MaxSize is the largest row Rows moves in its own loop; larger rows
+// are moved with copy, where a call per row is cheap next to the move.
+const MaxSize = 128
+
+// Rows moves row i of len(idx) rows of size bytes from src+idx[i]*stride
+// to dst+i*size. The caller guarantees that every row lies within its
+// memory and that the rows do not overlap the destination.
+func Rows(dst, src unsafe.Pointer, idx []int64, stride, size int64) {
+	if len(idx) == 0 || size <= 0 {
+		return
+	}
+	if size >= 4 && size <= MaxSize && enabled {
+		rows(dst, src, idx, stride, size)
+		return
+	}
+	rowsGo(dst, src, idx, stride, size)
+}
+
+// rowsGo is Rows' portable loop.
+func rowsGo(dst, src unsafe.Pointer, idx []int64, stride, size int64) {
+	for i, ix := range idx {
+		d := unsafe.Slice((*byte)(unsafe.Add(dst, int64(i)*size)), size)
+		copy(d, unsafe.Slice((*byte)(unsafe.Add(src, ix*stride)), size))
+	}
+}
