@@ -14,7 +14,10 @@
 // Every function is pure and safe for concurrent use.
 package philox
 
-import "math/bits"
+import (
+	"math/bits"
+	"unsafe"
+)
 
 // The multipliers and Weyl key increments of Philox4x32.
 const (
@@ -60,13 +63,29 @@ func Draw(seed uint64, stream uint32, call uint64, k uint32) uint64 {
 // Fill sets dst[i] to Draw(seed, stream, call, k+i) for every i, two
 // draws per block and two blocks at a time (the rounds of one block form
 // a chain of multiplies; two chains keep the multiplier busy): about 7 ns
-// a draw here against 17 for Draw. k+len(dst) must not pass 2^32.
+// a draw here against 17 for Draw. With AVX2 (amd64), runs of 16 draws
+// take eight blocks at once in vector registers (fill16): 256 draws in
+// 527 against 1,499 ns (2.84x, median of 300 interleaved in-process
+// rounds, 2-core AMD EPYC VM), and a B=256 L=1 low-dim direct sample
+// 6.9 -> 5.5 µs (medians of 8 alternating runs of two test binaries).
+// k+len(dst) must not pass 2^32.
 func Fill(dst []uint64, seed uint64, stream uint32, call uint64, k uint32) {
 	s0, s1, c0, c1 := uint32(seed), uint32(seed>>32), uint32(call), uint32(call>>32)
 	i := 0
 	if k&1 != 0 && len(dst) > 0 {
 		dst[0] = Draw(seed, stream, call, k)
 		i, k = 1, k+1
+	}
+	if g := (len(dst) - i) / 16; hasAVX2 && g > 0 {
+		var keys [20]uint64
+		k0, k1 := s0, s1
+		for r := range 10 {
+			keys[2*r], keys[2*r+1] = uint64(k0), uint64(k1)
+			k0 += w0
+			k1 += w1
+		}
+		fill16(unsafe.Pointer(&dst[i]), g, k>>1, stream, c0, c1, &keys)
+		i, k = i+16*g, k+16*uint32(g)
 	}
 	for ; i+4 <= len(dst); i, k = i+4, k+4 {
 		a0, a1, a2, a3, b0, b1, b2, b3 := block2(k>>1, k>>1+1, stream, c0, c1, s0, s1)
