@@ -35,3 +35,29 @@ func rowsGo(dst, src unsafe.Pointer, idx []int64, stride, size int64) {
 		copy(d, unsafe.Slice((*byte)(unsafe.Add(src, ix*stride)), size))
 	}
 }
+
+// Col is one column of a Cols move: rows of Size bytes, Stride bytes
+// apart from Src, to the dense run at Dst.
+type Col struct {
+	Dst, Src     unsafe.Pointer
+	Stride, Size int64
+}
+
+// Fits reports whether Cols moves rows of size bytes in its own loop.
+func Fits(size int64) bool { return size >= 4 && size <= MaxSize }
+
+// Cols moves rows idx of every column c, as Rows(c.Dst+first*c.Size,
+// c.Src, idx, c.Stride, c.Size) would, in one call. Every column's Size
+// must satisfy Fits. The caller guarantees the memory as for Rows.
+func Cols(cs []Col, idx []int64, first int64) {
+	if len(cs) == 0 || len(idx) == 0 {
+		return
+	}
+	if enabled {
+		cols(unsafe.Pointer(unsafe.SliceData(cs)), len(cs), idx, first)
+		return
+	}
+	for _, c := range cs {
+		rowsGo(unsafe.Add(c.Dst, first*c.Size), c.Src, idx, c.Stride, c.Size)
+	}
+}

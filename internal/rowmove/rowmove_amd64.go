@@ -10,3 +10,8 @@ const enabled = true
 //
 //go:noescape
 func rows(dst, src unsafe.Pointer, idx []int64, stride, size int64)
+
+// cols is Cols over n columns from cs.
+//
+//go:noescape
+func cols(cs unsafe.Pointer, n int, idx []int64, first int64)

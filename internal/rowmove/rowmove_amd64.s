@@ -139,3 +139,156 @@ loop65to128:
 
 done:
 	RET
+
+// func cols(cs unsafe.Pointer, n int, idx []int64, first int64)
+//
+// Column j of cs (a Col: Dst, Src, Stride, Size, 32 bytes) moves rows
+// idx to Dst+(first+i)*Size as rows does; R11 walks the columns, R12
+// counts them.
+TEXT ·cols(SB), NOSPLIT, $0-48
+	MOVQ cs+0(FP), R11
+	MOVQ n+8(FP), R12
+	TESTQ R12, R12
+	JEQ cdone
+	MOVQ idx_len+24(FP), CX
+	TESTQ CX, CX
+	JEQ cdone
+
+ccol:
+	MOVQ 0(R11), DI
+	MOVQ 8(R11), SI
+	MOVQ 16(R11), DX
+	MOVQ 24(R11), R8
+	MOVQ first+40(FP), AX
+	IMULQ R8, AX
+	ADDQ AX, DI
+	MOVQ idx_base+16(FP), BX
+	MOVQ idx_len+24(FP), CX
+	CMPQ R8, $4
+	JEQ cloop4
+	CMPQ R8, $8
+	JEQ cloop8
+	JB cloop5to7
+	CMPQ R8, $16
+	JBE cloop9to16
+	CMPQ R8, $32
+	JBE cloop17to32
+	CMPQ R8, $64
+	JBE cloop33to64
+	JMP cloop65to128
+
+cloop4:
+	MOVQ (BX), AX
+	IMULQ DX, AX
+	MOVL (SI)(AX*1), R9
+	MOVL R9, (DI)
+	ADDQ $4, DI
+	ADDQ $8, BX
+	DECQ CX
+	JNE cloop4
+	JMP cnext
+
+cloop8:
+	MOVQ (BX), AX
+	IMULQ DX, AX
+	MOVQ (SI)(AX*1), R9
+	MOVQ R9, (DI)
+	ADDQ $8, DI
+	ADDQ $8, BX
+	DECQ CX
+	JNE cloop8
+	JMP cnext
+
+cloop5to7:
+	MOVQ (BX), AX
+	IMULQ DX, AX
+	ADDQ SI, AX
+	MOVL (AX), R9
+	MOVL -4(AX)(R8*1), R10
+	MOVL R9, (DI)
+	MOVL R10, -4(DI)(R8*1)
+	ADDQ R8, DI
+	ADDQ $8, BX
+	DECQ CX
+	JNE cloop5to7
+	JMP cnext
+
+cloop9to16:
+	MOVQ (BX), AX
+	IMULQ DX, AX
+	ADDQ SI, AX
+	MOVQ (AX), R9
+	MOVQ -8(AX)(R8*1), R10
+	MOVQ R9, (DI)
+	MOVQ R10, -8(DI)(R8*1)
+	ADDQ R8, DI
+	ADDQ $8, BX
+	DECQ CX
+	JNE cloop9to16
+	JMP cnext
+
+cloop17to32:
+	MOVQ (BX), AX
+	IMULQ DX, AX
+	ADDQ SI, AX
+	MOVOU (AX), X0
+	MOVOU -16(AX)(R8*1), X1
+	MOVOU X0, (DI)
+	MOVOU X1, -16(DI)(R8*1)
+	ADDQ R8, DI
+	ADDQ $8, BX
+	DECQ CX
+	JNE cloop17to32
+	JMP cnext
+
+cloop33to64:
+	MOVQ (BX), AX
+	IMULQ DX, AX
+	ADDQ SI, AX
+	MOVOU (AX), X0
+	MOVOU 16(AX), X1
+	MOVOU -32(AX)(R8*1), X2
+	MOVOU -16(AX)(R8*1), X3
+	MOVOU X0, (DI)
+	MOVOU X1, 16(DI)
+	MOVOU X2, -32(DI)(R8*1)
+	MOVOU X3, -16(DI)(R8*1)
+	ADDQ R8, DI
+	ADDQ $8, BX
+	DECQ CX
+	JNE cloop33to64
+	JMP cnext
+
+cloop65to128:
+	MOVQ (BX), AX
+	IMULQ DX, AX
+	ADDQ SI, AX
+	MOVOU (AX), X0
+	MOVOU 16(AX), X1
+	MOVOU 32(AX), X2
+	MOVOU 48(AX), X3
+	MOVOU -64(AX)(R8*1), X4
+	MOVOU -48(AX)(R8*1), X5
+	MOVOU -32(AX)(R8*1), X6
+	MOVOU -16(AX)(R8*1), X7
+	MOVOU X0, (DI)
+	MOVOU X1, 16(DI)
+	MOVOU X2, 32(DI)
+	MOVOU X3, 48(DI)
+	MOVOU X4, -64(DI)(R8*1)
+	MOVOU X5, -48(DI)(R8*1)
+	MOVOU X6, -32(DI)(R8*1)
+	MOVOU X7, -16(DI)(R8*1)
+	ADDQ R8, DI
+	ADDQ $8, BX
+	DECQ CX
+	JNE cloop65to128
+	JMP cnext
+
+cnext:
+	ADDQ $32, R11
+	DECQ R12
+	JNE ccol
+
+cdone:
+	RET

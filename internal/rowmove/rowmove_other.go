@@ -9,3 +9,7 @@ const enabled = false
 func rows(dst, src unsafe.Pointer, idx []int64, stride, size int64) {
 	rowsGo(dst, src, idx, stride, size)
 }
+
+func cols(cs unsafe.Pointer, n int, idx []int64, first int64) {
+	panic("rowmove: no assembly loop")
+}
