@@ -93,3 +93,14 @@ func TestColsMatchesRows(t *testing.T) {
 		}
 	}
 }
+
+// TestRowsAllocatesNothing: Rows hands cols a column on its stack.
+func TestRowsAllocatesNothing(t *testing.T) {
+	src, dst := make([]byte, 64*40), make([]byte, 40*8)
+	idx := []int64{3, 1, 7, 0, 5, 2, 6, 4}
+	if n := testing.AllocsPerRun(100, func() {
+		Rows(unsafe.Pointer(&dst[0]), unsafe.Pointer(&src[0]), idx, 64, 40)
+	}); n != 0 {
+		t.Fatalf("Rows allocates %v times per call", n)
+	}
+}
