@@ -69,7 +69,7 @@ type Backend struct {
 	bound   bool      // the call in progress has bound the context (bindNow)
 	restore ctxHandle // what bindNow replaced
 	arenas  map[*Arena]struct{}
-	pinned  []pinnedBlock // AllocPinned memory
+	pinned  []pinnedBlock // AllocPinned and AllocSource memory
 
 	// Scratch reused by every call so that the steady state of adding
 	// and sampling allocates nothing.
