@@ -7,6 +7,7 @@ package gpu
 #cgo nocallback trajring_launch
 #cgo nocallback trajring_bind
 #include <cuda.h>
+#include <stdlib.h>
 int trajring_cu_init_result(void);
 
 typedef struct {
@@ -90,8 +91,8 @@ var drv struct {
 	err     error
 	dev     cu.Device
 	ctx     cu.CUContext
-	ctxC    C.CUcontext // ctx as this package's cgo type
-	fns     map[string]C.CUfunction
+	ctxC    C.CUcontext    // ctx as this package's cgo type
+	fns     []C.CUfunction // by kernels.Kernel.ID
 	sms     int
 	devName string
 }
@@ -160,8 +161,11 @@ func setupDriver() error {
 		return err
 	}
 	defer unbind(prev)
-	drv.fns = map[string]C.CUfunction{}
-	for _, k := range kernels.All {
+	drv.fns = make([]C.CUfunction, len(kernels.All))
+	for i, k := range kernels.All {
+		if k.ID != i {
+			return fmt.Errorf("%w: kernel %s has ID %d at index %d of kernels.All", ErrDriver, k.Entry, k.ID, i)
+		}
 		img, err := k.Image()
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrDriver, err)
@@ -174,7 +178,7 @@ func setupDriver() error {
 		if err != nil {
 			return driverErr("cuModuleGetFunction("+k.Entry+")", err)
 		}
-		drv.fns[k.Entry] = *(*C.CUfunction)(unsafe.Pointer(&fn))
+		drv.fns[i] = *(*C.CUfunction)(unsafe.Pointer(&fn))
 	}
 	if drv.sms, err = drv.dev.Attribute(cu.MultiprocessorCount); err != nil || drv.sms < 1 {
 		drv.sms = 1
@@ -234,17 +238,30 @@ func (e cudaError) Error() string {
 // maxKernelArgs is the most arguments launchKernel passes.
 const maxKernelArgs = 16
 
-// launchKernel launches f over gx×gy blocks of bx threads on s with args
-// (8 bytes each, at most maxKernelArgs) as its parameters, in one cgo
-// call. Unless bound (the caller bound the context with bind), the
-// launch binds the primary context for itself.
-func launchKernel(f C.CUfunction, gx, gy, bx int, s cu.Stream, args []uint64, bound bool) error {
+// kernelArgs holds a launch's arguments in C memory, one array per
+// Backend (used with its mutex held): a pointer to Go memory passed to C
+// costs a cgocheck walk on every launch; one to C memory does not.
+type kernelArgs = [maxKernelArgs]uint64
+
+// newKernelArgs allocates a kernelArgs in C memory, freed by
+// freeKernelArgs.
+func newKernelArgs() *kernelArgs {
+	return (*kernelArgs)(C.calloc(maxKernelArgs, 8))
+}
+
+func freeKernelArgs(a *kernelArgs) { C.free(unsafe.Pointer(a)) }
+
+// launchKernel launches f over gx×gy blocks of bx threads on s with the
+// first n of args (8 bytes each) as its parameters, in one cgo call.
+// Unless bound (the caller bound the context with bind), the launch binds
+// the primary context for itself.
+func launchKernel(f C.CUfunction, gx, gy, bx int, s cu.Stream, args *kernelArgs, n int, bound bool) error {
 	want := drv.ctxC
 	if bound {
 		want = nil
 	}
 	if r := C.trajring_launch(want, f, C.uint(gx), C.uint(gy), C.uint(bx), C.CUstream(unsafe.Pointer(s.C())),
-		(*C.ulonglong)(unsafe.Pointer(unsafe.SliceData(args))), C.int(len(args))); r != C.CUDA_SUCCESS {
+		(*C.ulonglong)(unsafe.Pointer(args)), C.int(n)); r != C.CUDA_SUCCESS {
 		return cudaError(r)
 	}
 	return nil

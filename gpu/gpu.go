@@ -63,6 +63,7 @@ type Backend struct {
 	launches atomic.Int64 // kernel launches issued (see Launches)
 
 	stream  cu.Stream
+	args    *kernelArgs // C memory for launchKernel's arguments
 	slots   [stagingSlots]slot
 	next    int
 	blocks  int       // grid-stride launches use at most this many blocks in x
@@ -111,6 +112,7 @@ func New() (*Backend, error) {
 
 func (b *Backend) init() error {
 	var err error
+	b.args = newKernelArgs()
 	if b.stream, err = cu.MakeStream(cu.NonBlocking); err != nil {
 		return driverErr("cuStreamCreate", err)
 	}
@@ -150,6 +152,10 @@ func (b *Backend) release() error {
 	if b.stream != (cu.Stream{}) {
 		keep(driverErr("cuStreamDestroy", b.stream.Destroy()))
 		b.stream = cu.Stream{}
+	}
+	if b.args != nil {
+		freeKernelArgs(b.args)
+		b.args = nil
 	}
 	return first
 }

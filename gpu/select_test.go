@@ -226,3 +226,56 @@ func TestGatherWindowsAtColumnCache(t *testing.T) {
 	pad[0] = 5
 	gather(outs[0], 1, []byte{22, 23, 5, 13, 5, 5})
 }
+
+// TestGatherWindowsAtRechecksCachedColumns: a set of columns GatherWindowsAt
+// has checked and cached skips the checks only for gathers they cover (as
+// many output steps or fewer, the same capacity) while every arena lives:
+// more steps, another capacity, or a freed output or ring are refused
+// (nothing launched) as for columns seen the first time.
+func TestGatherWindowsAtRechecksCachedColumns(t *testing.T) {
+	b := newBackend(t)
+	ring, _ := b.Alloc(8)
+	wins, _ := b.Alloc(2 * kernels.WinDescSize)
+	out, _ := b.Alloc(16)
+	cols := []kernels.Column{{Ring: ring, StepBytes: 1, Out: out}}
+	if err := b.GatherWindowsAt(cols, wins, 0, 2, 3, 4, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.GatherWindowsAt(cols, wins, 0, 2, 2, 4, nil, 0); err != nil { // fewer steps: covered
+		t.Fatal(err)
+	}
+	before := b.Launches()
+	for _, tc := range []struct {
+		name string
+		err  error
+		call func() error
+	}{
+		{"more steps than the output holds", ErrBounds, func() error { return b.GatherWindowsAt(cols, wins, 0, 2, 9, 4, nil, 0) }},
+		{"a capacity the ring cannot hold", ErrBounds, func() error { return b.GatherWindowsAt(cols, wins, 0, 2, 3, 16, nil, 0) }},
+		{"output freed", ErrArena, func() error {
+			if err := b.Free(out); err != nil {
+				return err
+			}
+			return b.GatherWindowsAt(cols, wins, 0, 2, 3, 4, nil, 0)
+		}},
+		{"ring freed", ErrArena, func() error {
+			o2, _ := b.Alloc(16)
+			c2 := []kernels.Column{{Ring: ring, StepBytes: 1, Out: o2}}
+			if err := b.GatherWindowsAt(c2, wins, 0, 2, 3, 4, nil, 0); err != nil {
+				return err
+			}
+			before++ // that gather launched
+			if err := b.Free(ring); err != nil {
+				return err
+			}
+			return b.GatherWindowsAt(c2, wins, 0, 2, 3, 4, nil, 0)
+		}},
+	} {
+		if err := tc.call(); !errors.Is(err, tc.err) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.err)
+		}
+	}
+	if got := b.Launches(); got != before {
+		t.Errorf("%d launches after refused calls", got-before)
+	}
+}

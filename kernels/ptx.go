@@ -14,6 +14,7 @@ var fatbinFS embed.FS
 // Kernel names one CUDA kernel: the PTX module (one per .cu file) that
 // holds it, and its entry point.
 type Kernel struct {
+	ID     int    // index in All, so that a backend finds its function without a map lookup
 	Module string // file name under ptx/, without ".ptx"
 	Entry  string // extern "C" entry point
 	Args   int    // number of 8-byte arguments
@@ -21,18 +22,18 @@ type Kernel struct {
 
 // The kernels, one per .cu file.
 var (
-	Scatter       = Kernel{Module: "scatter", Entry: "trajring_scatter", Args: 4}
-	GatherRows    = Kernel{Module: "gather_rows", Entry: "trajring_gather_rows", Args: 4}
-	Concat        = Kernel{Module: "concat", Entry: "trajring_concat", Args: 5}
-	GatherWindows = Kernel{Module: "window_gather", Entry: "trajring_gather_windows", Args: 7}
-	NStepReward   = Kernel{Module: "nstep_reward", Entry: "trajring_nstep_reward", Args: 7}
-	PatchItems    = Kernel{Module: "patch_items", Entry: "trajring_patch_items", Args: 9}
-	DrawUniform   = Kernel{Module: "draw_uniform", Entry: "trajring_draw_uniform", Args: 12}
-	TreePull      = Kernel{Module: "tree_pull", Entry: "trajring_tree_pull", Args: 4}
-	TreeRepair    = Kernel{Module: "tree_repair", Entry: "trajring_tree_repair", Args: 4}
-	DrawPrio      = Kernel{Module: "draw_prioritized", Entry: "trajring_draw_prioritized", Args: 14}
-	UpdateClaim   = Kernel{Module: "update_claim", Entry: "trajring_update_claim", Args: 6}
-	UpdateApply   = Kernel{Module: "update_apply", Entry: "trajring_update_apply", Args: 10}
+	Scatter       = Kernel{ID: 0, Module: "scatter", Entry: "trajring_scatter", Args: 4}
+	GatherRows    = Kernel{ID: 1, Module: "gather_rows", Entry: "trajring_gather_rows", Args: 4}
+	Concat        = Kernel{ID: 2, Module: "concat", Entry: "trajring_concat", Args: 5}
+	GatherWindows = Kernel{ID: 3, Module: "window_gather", Entry: "trajring_gather_windows", Args: 7}
+	NStepReward   = Kernel{ID: 4, Module: "nstep_reward", Entry: "trajring_nstep_reward", Args: 7}
+	PatchItems    = Kernel{ID: 5, Module: "patch_items", Entry: "trajring_patch_items", Args: 9}
+	DrawUniform   = Kernel{ID: 6, Module: "draw_uniform", Entry: "trajring_draw_uniform", Args: 12}
+	TreePull      = Kernel{ID: 7, Module: "tree_pull", Entry: "trajring_tree_pull", Args: 4}
+	TreeRepair    = Kernel{ID: 8, Module: "tree_repair", Entry: "trajring_tree_repair", Args: 4}
+	DrawPrio      = Kernel{ID: 9, Module: "draw_prioritized", Entry: "trajring_draw_prioritized", Args: 14}
+	UpdateClaim   = Kernel{ID: 10, Module: "update_claim", Entry: "trajring_update_claim", Args: 6}
+	UpdateApply   = Kernel{ID: 11, Module: "update_apply", Entry: "trajring_update_apply", Args: 10}
 )
 
 // All lists every kernel.

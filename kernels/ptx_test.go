@@ -13,7 +13,10 @@ import (
 // regenerating it is byte-stable).
 func TestEmbeddedPTX(t *testing.T) {
 	entry := regexp.MustCompile(`\.visible \.entry (\w+)\(([^)]*)\)`)
-	for _, k := range All {
+	for i, k := range All {
+		if k.ID != i {
+			t.Errorf("%s: ID %d at index %d of All", k.Entry, k.ID, i)
+		}
 		ptx, err := k.PTX()
 		if err != nil {
 			t.Fatal(err)

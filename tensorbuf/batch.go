@@ -191,6 +191,7 @@ type Batch struct {
 	specs  []outSpec
 	n, l   int
 	cols   []Column
+	colsOf Arena // the output arena cols point at (batchCols)
 	wins   []Window
 	prefix []int64
 	draws  []uint64 // scratch of a direct sample's draws
@@ -256,15 +257,22 @@ func (b *Buffer) prepare(bt *Batch, n, maxL int) (realloc bool, err error) {
 // gather reads bt.wins (n windows of L steps) into bt and sets its
 // tensors; rebuild forces new tensor views.
 func (b *Buffer) gather(bt *Batch, n, l int, rebuild bool) error {
-	b.batchCols(bt)
+	b.batchCols(bt, rebuild)
 	if err := b.be.GatherWindows(bt.cols, bt.wins, int64(l), b.capacity, bt.out.arena, bt.out.offs[len(b.cols)]); err != nil {
 		return fmt.Errorf("%w: gather windows: %w", ErrBackend, err)
 	}
 	return b.views(bt, n, l, rebuild)
 }
 
-// batchCols points bt.cols at the buffer's rings and the batch's outputs.
-func (b *Buffer) batchCols(bt *Batch) {
+// batchCols points bt.cols at the buffer's rings and the batch's outputs,
+// unless they already point at them: the outputs' offsets follow from
+// the arena and the buffer's layout (prepare), so the columns stay right
+// until prepare reallocates (rebuild).
+func (b *Buffer) batchCols(bt *Batch, rebuild bool) {
+	if !rebuild && bt.colsOf != nil && bt.colsOf == bt.out.arena {
+		return
+	}
+	bt.colsOf = bt.out.arena
 	for i := range b.cols {
 		col := b.ring[i]
 		col.Out, col.OutOff, col.Pad = bt.out.arena, bt.out.offs[i], b.cols[i].pad

@@ -367,7 +367,7 @@ func (t *Table) sampleDevLocked(bt *Batch, n int) error {
 
 // gatherAt is gather with the windows the draw wrote to bt.meta.
 func (b *Buffer) gatherAt(bt *Batch, sel ItemSelector, n, l int, rebuild bool) error {
-	b.batchCols(bt)
+	b.batchCols(bt, rebuild)
 	if err := sel.GatherWindowsAt(bt.cols, bt.meta.arena, bt.meta.offs[metaWins], int64(n), int64(l), b.capacity,
 		bt.out.arena, bt.out.offs[len(b.cols)]); err != nil {
 		return fmt.Errorf("%w: gather windows: %w", ErrBackend, err)
