@@ -1,0 +1,57 @@
+// Package explog computes math.Exp(y*math.Log(x)) for a slice of x and
+// one y, bit for bit as the math package does, four values at a time
+// where the machine allows.
+//
+// On amd64 with AVX2, math.Exp and math.Log are straight-line assembly
+// whose every operation is an IEEE-754 add, subtract, multiply, divide or
+// fused multiply-add (the last where math.Exp itself uses them: AVX and
+// FMA present). The vector loop performs the same operations in the same
+// order on four lanes, so each lane rounds exactly as the scalar code
+// does. Lanes whose x or y*Log(x) would take one of the functions'
+// special branches (x not a positive normal finite number; a result that
+// overflows, is subnormal or not finite) are computed by the math
+// package itself: the whole group of four that holds one.
+//
+// Measured with BenchmarkExpScaledLog* and BenchmarkScalar* (the math
+// loop) in one test binary, y = -0.4, x in [1, 1e6], AVX2+FMA (2-core
+// VM, three runs each): 256 values 1.21 µs against 5.6-6.6 µs, 65536
+// values 303-308 µs against 1408-1421 µs (4.6x).
+package explog
+
+import "math"
+
+// ExpScaledLog sets dst[i] = math.Exp(y*math.Log(xs[i])) for every i,
+// with results identical bit for bit to that loop:
+//
+//	for i, x := range xs {
+//		dst[i] = math.Exp(y * math.Log(x))
+//	}
+//
+// It panics if len(dst) != len(xs). dst and xs may be the same slice but
+// must not otherwise overlap. It is safe for concurrent use on distinct
+// slices.
+func ExpScaledLog(dst, xs []float64, y float64) {
+	if len(dst) != len(xs) {
+		panic("explog: slices of different lengths")
+	}
+	i := 0
+	if useAVX2 {
+		for n := len(dst) &^ 3; i < n; i += 4 {
+			// The vector loop stops at the first group of four it
+			// cannot compute; that group is done one value at a time.
+			if i += vector(dst[i:n], xs[i:n], y); i == n {
+				break
+			}
+			scalar(dst[i:i+4], xs[i:i+4], y)
+		}
+	}
+	scalar(dst[i:], xs[i:], y)
+}
+
+// scalar is the reference loop.
+func scalar(dst, xs []float64, y float64) {
+	xs = xs[:len(dst)]
+	for i, x := range xs {
+		dst[i] = math.Exp(y * math.Log(x))
+	}
+}
