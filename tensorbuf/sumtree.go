@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/trajring/trajring/internal/prefetch"
+	"github.com/trajring/trajring/internal/treestep"
 )
 
 // treeFanout is the number of children of a sum-tree node. Eight float64
@@ -12,6 +13,9 @@ import (
 // level: 7 levels for a million leaves where a binary tree has 20, and the
 // levels that miss the cache fall from about 10 to about 4.
 const treeFanout = 8 // child unrolls its comparisons for 8
+
+// treestep.Level descends groups of the same width.
+const _ = uint(treeFanout-treestep.Fanout) + uint(treestep.Fanout-treeFanout)
 
 // sumTree keeps, over slots 0..n-1, a treeFanout-ary tree of sums and
 // minima of non-negative weights, for prioritized sampling in O(log n):
@@ -240,69 +244,56 @@ const treeChunk = 256
 // overlap no better than the binary tree's). Both kept together.
 var treePrefetch = prefetch.Enabled
 
+// treeCachedLevel is the most float64s of a level that findChunk does
+// not prefetch: a level of 32 KiB or less is read by every sample and
+// stays in the cache, so prefetching it only costs instructions
+// (TestTableSampleHostSpeed, binaries alternated twice: prioritized/
+// uniform 1.68-1.70x -> 1.62-1.64x at B=256, 1.59-1.67x -> 1.65-1.68x at
+// B=65536, within the noise there).
+const treeCachedLevel = 4096
+
+// findChunk descends every level, the leaves' running sums (sum[0])
+// included, with treestep.Level: two 256-bit compares a draw where the
+// CPU has AVX2, the Go loop elsewhere; childPast takes a draw that
+// rounding put at or past its group's sum. The slots' weights are read
+// from w afterwards (their lines prefetched with sum[0]'s).
+//
+// Measured with BenchmarkSumTreeFindMany (1M weights, B=256 / B=65536,
+// draws included) and TestTableSampleHostSpeed (250k items), binaries
+// alternated twice each: the Go compare loop (running sums compared as
+// integers) -> treestep.Level above the leaves: 13.4-13.7 -> 8.0-8.3 µs,
+// 3.4-4.3 -> 1.9-2.1 ms, a prioritized sample over the uniform one of the
+// same rows 2.08-2.14x -> 1.77-1.82x (B=256) and 2.14-2.19x -> 1.74-1.77x
+// (B=65536). Then the leaves through sum[0] with treestep.Level, rather
+// than their running sums formed from w one add at a time (which read one
+// line a draw, not two, and won while the compares were scalar): 7.9-8.8
+// -> 5.9-6.2 µs, 1.91-1.98 -> 1.53-1.59 ms; 1.79-1.81x -> 1.69-1.70x and
+// 1.73-1.78x -> 1.60-1.64x.
 func (t *sumTree) findChunk(us []float64, out []int32) {
 	clear(out)
-	for l := len(t.sum) - 1; l > 0; l-- {
+	for l := len(t.sum) - 1; l >= 0; l-- {
 		level := t.sum[l]
-		// The running sums as bits: compared as integers straight from
-		// memory. Read as float64s and converted by math.Float64bits, each
-		// went through a store to the stack and a load back (the compiler
-		// spilled them), 3 memory operations a comparison instead of 1.
-		// Measured with BenchmarkSumTreeFindMany (1M weights, draws
-		// included), old and new binaries alternated three times:
-		// B=256 24.9-26.1 -> 21.0-22.2 µs, B=65536 6.29-6.67 -> 5.27-5.80 ms.
 		bits := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(level))), len(level))
-		for d, i := range out {
-			// child, inlined by hand (the compiler will not: 8 compares).
-			ps := (*[treeFanout]uint64)(bits[int(i)*treeFanout:])
-			u := us[d]
-			ub := math.Float64bits(u)
-			j := b2i(ub >= ps[0]) + b2i(ub >= ps[1]) + b2i(ub >= ps[2]) + b2i(ub >= ps[3]) +
-				b2i(ub >= ps[4]) + b2i(ub >= ps[5]) + b2i(ub >= ps[6]) + b2i(ub >= ps[7])
-			if j == treeFanout {
-				j, u = childPast((*[treeFanout]float64)(level[int(i)*treeFanout:]), u)
-			} else {
-				u -= math.Float64frombits(ps[(j-1)&(treeFanout-1)] & -uint64(b2i(j > 0)))
+		for d := 0; d < len(out); d++ {
+			if d = treestep.Level(bits, us, out, d); d == len(out) {
+				break
 			}
+			i := out[d]
+			j, u := childPast((*[treeFanout]float64)(level[int(i)*treeFanout:]), us[d])
 			out[d], us[d] = i*treeFanout+int32(j), u
 		}
 		if treePrefetch {
 			if l > 1 {
-				prefetch.Rows32(unsafe.Pointer(unsafe.SliceData(t.sum[l-1])), out, treeFanout*8)
-			} else {
+				if len(t.sum[l-1]) > treeCachedLevel {
+					prefetch.Rows32(unsafe.Pointer(unsafe.SliceData(t.sum[l-1])), out, treeFanout*8)
+				}
+			} else if l == 1 {
+				prefetch.Rows32(unsafe.Pointer(unsafe.SliceData(t.sum[0])), out, treeFanout*8)
 				prefetch.Rows32(unsafe.Pointer(unsafe.SliceData(t.w)), out, treeFanout*8)
 			}
 		}
 	}
-	// The leaves: the running sums of a leaf group are formed from its
-	// weights, added left to right as pull adds them, so they equal
-	// sum[0]'s bit for bit, and the descent reads one line per draw
-	// (the weights, which it returns) instead of two. TestFindMany checks
-	// it against find, which reads sum[0]. Measured with the bench
-	// harness's quick rows (prioritized low-dim, 250k items), binaries
-	// alternated three times: B=256 p50 54-60 µs against 59-65 µs reading
-	// sum[0] and then the weights; B=65536 15.8-16.1 ms against 15.7-19.7 ms.
-	// Each running sum is compared as it is formed (in a register), not
-	// stored to an array first.
-	for d, i := range out {
-		wg := (*[treeFanout]float64)(t.w[int(i)*treeFanout:])
-		u := us[d]
-		ub := math.Float64bits(u)
-		acc := 0.0
-		j := 0
-		for _, w := range wg {
-			acc += w
-			j += b2i(ub >= math.Float64bits(acc))
-		}
-		if j == treeFanout {
-			var ps [treeFanout]float64
-			acc := 0.0
-			for k, w := range wg {
-				acc += w
-				ps[k] = acc
-			}
-			j, _ = childPast(&ps, u)
-		}
-		out[d], us[d] = i*treeFanout+int32(j), wg[j]
+	for d, s := range out {
+		us[d] = t.w[s]
 	}
 }
