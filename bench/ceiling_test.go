@@ -3,7 +3,9 @@ package bench
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"regexp"
+	"slices"
 	"testing"
 
 	"github.com/trajring/trajring/cpu"
@@ -181,6 +183,32 @@ func TestRunSmoke(t *testing.T) {
 	}
 	if d := rep.Rows[1]; d.Group != "driver" || d.B != 16 || d.StepsPerSec <= 0 {
 		t.Errorf("driver row %+v", d)
+	}
+}
+
+// TestPrioritizedYardstick: a prioritized row samples the uniform table of
+// the same items in its own rounds (the uniform-table peer), and the run
+// notes their ratio from it, even when the uniform table's own rows are not
+// wanted.
+func TestPrioritizedYardstick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills two tables of 250k items and measures; skipped in -short")
+	}
+	rep, err := Run(context.Background(), Options{Mode: Quick, Python: "none", NoGoPeer: true, Filter: regexp.MustCompile(`prioritized lowdim B=256 `)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 1 {
+		t.Fatalf("%d rows, want 1: %+v", len(rep.Rows), rep.Rows)
+	}
+	r := rep.Rows[0]
+	p := r.Peer(PeerUniformTable)
+	if p == nil || p.Stats.Ops < 3 || p.Stats.P50 <= 0 || p.Ratio <= 0 {
+		t.Fatalf("uniform-table yardstick %+v in row %+v", p, r)
+	}
+	want := fmt.Sprintf("%s: %.2f× the p50 of the uniform table of the same items, sampled in the same rounds", r.Scenario, r.Ours.P50/p.Stats.P50)
+	if !slices.Contains(rep.Notes, want) {
+		t.Errorf("notes %q lack %q", rep.Notes, want)
 	}
 }
 

@@ -78,7 +78,7 @@ func sweepSeries(rows []Row, group string, x func(*Row) float64) []series {
 		for _, p := range r.Peers {
 			// The rand.Perm peer spans five decades: it stays in the table
 			// but would flatten every other line.
-			if p.GBps <= 0 || p.Name == PeerGoPerm {
+			if p.GBps <= 0 || p.Name == PeerGoPerm || p.Name == PeerUniformTable {
 				continue
 			}
 			s, ok := peers[p.Name]

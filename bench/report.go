@@ -18,10 +18,13 @@ const (
 	PeerTorch  = "torch"
 	PeerGoPerm = "go-structs-perm"
 	PeerGoIntN = "go-structs"
+	// PeerUniformTable is a prioritized row's yardstick, not a peer: the
+	// uniform table of the same items, sampled in the same rounds.
+	PeerUniformTable = "uniform-table"
 )
 
 // peerOrder is the column order of peers in the markdown table.
-var peerOrder = []string{PeerNumPy, PeerTorch1, PeerTorch, PeerGoPerm, PeerGoIntN}
+var peerOrder = []string{PeerNumPy, PeerTorch1, PeerTorch, PeerGoPerm, PeerGoIntN, PeerUniformTable}
 
 // PeerResult is one peer's measurement of a scenario.
 type PeerResult struct {
@@ -293,7 +296,7 @@ func (rep *Report) Markdown(w io.Writer) error {
 		fmt.Fprintln(bw)
 	}
 	fmt.Fprintln(bw)
-	fmt.Fprintln(bw, "GB/s = 2·B·L·S / p50. \"of plain copy\" / \"of gather copy\" / \"of cold copy\": yardstick p50 over ours, measured in the same run, interleaved (plain copy: the same bytes contiguous, hot in cache; gather copy: a tight copy() loop over the same random rows, same page kind; cold copy: the same bytes contiguous from a source larger than the last-level cache, the memory-bandwidth bound of a random-row gather). Peer columns: peer p50 over ours (above 1× means trajring is faster), every peer interleaved in the same rounds as ours and the yardsticks; numpy: fancy indexing, torch: index_select (one thread, then default threads), both over the same per-column layout and, on sample rows, the same draws as ours (ring step indices read from a file, so no random draw is timed in them; windows that wrap the ring are moved to end at its last slot); go-structs-perm: a slice of step structs sampled with rand.Perm per call, go-structs: the same with rand.IntN draws (add rows: struct copies). Driver rows: steps/s are env steps per second.")
+	fmt.Fprintln(bw, "GB/s = 2·B·L·S / p50. \"of plain copy\" / \"of gather copy\" / \"of cold copy\": yardstick p50 over ours, measured in the same run, interleaved (plain copy: the same bytes contiguous, hot in cache; gather copy: a tight copy() loop over the same random rows, same page kind; cold copy: the same bytes contiguous from a source larger than the last-level cache, the memory-bandwidth bound of a random-row gather). Peer columns: peer p50 over ours (above 1× means trajring is faster), every peer interleaved in the same rounds as ours and the yardsticks; numpy: fancy indexing, torch: index_select (one thread, then default threads), both over the same per-column layout and, on sample rows, the same draws as ours (ring step indices read from a file, so no random draw is timed in them; windows that wrap the ring are moved to end at its last slot); go-structs-perm: a slice of step structs sampled with rand.Perm per call, go-structs: the same with rand.IntN draws (add rows: struct copies); uniform-table, on prioritized rows: the uniform table of the same items, sampled in the same rounds (below 1× as it does less work). Driver rows: steps/s are env steps per second.")
 	m := rep.Machine
 	fmt.Fprintf(bw, "\nMachine: %s, %d cores (GOMAXPROCS %d), %s, %s/%s, %s, THP %q.\n", m.CPU, m.Cores, m.GOMAXPROCS, m.MemTotal, m.OS, m.Arch, m.Go, m.THP)
 	for _, s := range rep.Skipped {

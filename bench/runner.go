@@ -136,7 +136,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	r.bud, r.rounds = opt.Mode.budget()
 	r.total = len(Scenarios(opt.Mode, opt.Filter))
 	r.tty = isTerminal(opt.Progress)
-	r.note("no peers on table, prioritized and driver rows (no NumPy/PyTorch core of the same work), nor Go peers on export; the go-structs-perm peer is not in the plots")
+	r.note("no peers on table, prioritized and driver rows (no NumPy/PyTorch core of the same work; prioritized rows have the uniform table of the same items as a yardstick), nor Go peers on export; the go-structs-perm peer is not in the plots")
 	if be.Name() != "cpu" {
 		r.note("ceilings on the %s backend: %s", be.Name(), ceilingNote(be))
 	}
@@ -162,8 +162,10 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	return r.rep, nil
 }
 
-// notePrioritized notes, for each prioritized row whose uniform table of
-// the same items was measured in the run, the ratio of their p50s.
+// notePrioritized notes, for each prioritized row, the ratio of its p50
+// to the uniform table of the same items sampled in the same rounds (the
+// uniform-table peer); without that peer, to the uniform table's own row
+// when the run measured it (two scenarios run apart, so noisier).
 func (r *runner) notePrioritized() {
 	p50 := map[string]float64{}
 	for _, row := range r.rep.Rows {
@@ -171,8 +173,13 @@ func (r *runner) notePrioritized() {
 	}
 	for _, row := range r.rep.Rows {
 		rest, ok := strings.CutPrefix(row.Scenario, "prioritized lowdim ")
-		if u := p50["table uniform lowdim "+rest]; ok && u > 0 && row.Ours.P50 > 0 {
-			r.note("%s: %.2f× the p50 of the uniform table of the same items (table uniform lowdim %s)", row.Scenario, row.Ours.P50/u, rest)
+		if !ok || row.Ours.P50 <= 0 {
+			continue
+		}
+		if p := row.Peer(PeerUniformTable); p != nil && p.Stats.P50 > 0 {
+			r.note("%s: %.2f× the p50 of the uniform table of the same items, sampled in the same rounds", row.Scenario, row.Ours.P50/p.Stats.P50)
+		} else if u := p50["table uniform lowdim "+rest]; u > 0 {
+			r.note("%s: %.2f× the p50 of the uniform table of the same items (table uniform lowdim %s, another scenario)", row.Scenario, row.Ours.P50/u, rest)
 		}
 	}
 }

@@ -134,11 +134,16 @@ func (r *runner) transitionScenario(f *fixture, group, name string, n int) (*sce
 
 // tableScenario samples n one-step items through a table holding one
 // item per stored step (uniform or prioritized).
-func (r *runner) tableScenario(f *fixture, t *tensorbuf.Table, group, name string, n int) (*scenario, func(), error) {
+func (r *runner) tableScenario(f *fixture, t *tensorbuf.Table, group, name string, n int, uniform *tensorbuf.Table) (*scenario, func(), error) {
 	sc := &scenario{row: Row{Scenario: name, Group: group, Layout: f.layout.Name, B: n, L: 1, S: f.layout.StepBytes() + 1, Capacity: f.steps()}}
-	bt := new(tensorbuf.Batch)
+	bt, ubt := new(tensorbuf.Batch), new(tensorbuf.Batch)
 	ctx := context.Background()
 	sc.ours = r.syncOp(func() error { return t.SampleInto(ctx, bt, n) })
+	if uniform != nil {
+		// The uniform table of the same items, in the same rounds: the
+		// yardstick of a prioritized table.
+		sc.peers = append(sc.peers, op{PeerUniformTable, r.syncOp(func() error { return uniform.SampleInto(ctx, ubt, n) })})
+	}
 	if f.ceil != nil {
 		var d [][]tensorbuf.Window
 		for range drawCount(n, f.steps()) {
@@ -156,7 +161,7 @@ func (r *runner) tableScenario(f *fixture, t *tensorbuf.Table, group, name strin
 			sc.gather = func() error { return f.ceil.Windows(d[next()], 1) }
 		}
 	}
-	return sc, func() { bt.Release() }, nil
+	return sc, func() { bt.Release(); ubt.Release() }, nil
 }
 
 // fillTable inserts one item of one step per stored step of the first
@@ -211,7 +216,7 @@ func (r *runner) pixelGroup(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := r.run(r.tableScenario(f, t, "sample", "table uniform pixels B=256"+suffix, n)); err != nil {
+		if err := r.run(r.tableScenario(f, t, "sample", "table uniform pixels B=256"+suffix, n, nil)); err != nil {
 			return err
 		}
 	}
@@ -262,8 +267,10 @@ func (r *runner) lowDimGroup(ctx context.Context) error {
 		}
 	}
 	// A uniform table over the same items as the prioritized one: the
-	// prioritized rows' yardstick (Run notes their ratio). Both stay
-	// until the fixture closes (a buffer drops no table).
+	// prioritized rows' yardstick, sampled in their rounds as a peer (Run
+	// notes their ratio). Both stay until the fixture closes (a buffer
+	// drops no table).
+	var uniform *tensorbuf.Table
 	for _, tc := range []struct {
 		group string
 		names []string
@@ -272,7 +279,8 @@ func (r *runner) lowDimGroup(ctx context.Context) error {
 		{"sample", uniNames, tensorbuf.TableConfig{Name: "uniform", Selector: tensorbuf.Uniform, Seed: 13}},
 		{"prioritized", prioNames, tensorbuf.TableConfig{Name: "prioritized", Selector: tensorbuf.Prioritized, PriorityExponent: 0.6, Beta: 0.4, Seed: 13}},
 	} {
-		if !r.anyWanted(tc.names) {
+		prio := tc.cfg.Selector == tensorbuf.Prioritized
+		if !r.anyWanted(tc.names) && (prio || !r.anyWanted(prioNames)) {
 			continue
 		}
 		r.status("bench: inserting %s %s items", items, tc.cfg.Name)
@@ -280,8 +288,17 @@ func (r *runner) lowDimGroup(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		var yard *tensorbuf.Table
+		if prio {
+			yard = uniform
+		} else {
+			uniform = t
+		}
 		for i, b := range []int{256, 65536} {
-			if err := r.run(r.tableScenario(f, t, tc.group, tc.names[i], b)); err != nil {
+			if !r.want(tc.names[i]) {
+				continue
+			}
+			if err := r.run(r.tableScenario(f, t, tc.group, tc.names[i], b, yard)); err != nil {
 				return err
 			}
 		}
