@@ -203,8 +203,10 @@ func (b *Backend) DrawUniform(d kernels.UniformDraw) error {
 // of 8. The column descriptors and pad steps are kept on the device per
 // set of columns (the last 8 sets used): a batch sampled again and again
 // launches its gather with nothing copied to the device and no staging
-// slot to wait for; a new set costs one staged copy. Columns, outputs and mask are
-// checked as GatherWindows checks them; the windows cannot be (they are
+// slot to wait for; a new set costs one staged copy. Columns, outputs and
+// mask are checked as GatherWindows checks them, a cached set of columns
+// once for as many output steps and the same capacity while its arenas
+// live (the checks cannot change then); the windows cannot be (they are
 // in device memory, and reading them would wait for the work that writes
 // them): each must have 0 <= Row < the rings' rows, 0 <= Start <
 // capacity and 0 <= Len <= min(seqLen, capacity), as the draw kernels
