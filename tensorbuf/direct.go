@@ -94,6 +94,7 @@ func (b *Buffer) SampleSequencesInto(bt *Batch, n, l int, opt SequenceOptions) e
 	if err != nil {
 		return err
 	}
+	bt.retireMeta() // a device-selected sample's keys and weights are not this sample's
 	bt.Keys, bt.Probabilities = bt.Keys[:0], bt.Probabilities[:0]
 	bt.TableSize = 0
 	items, weights := grow(&bt.Items, n), grow(&bt.Weights, n)
