@@ -251,10 +251,9 @@ func (b *Backend) GatherWindowsAt(cols []kernels.Column, wins kernels.Arena, win
 		return nil
 	}
 	if cb == nil {
-		if cb, err = b.colBlock(cols, rings, outs); err != nil {
+		if cb, err = b.colBlock(cols, rings, outs, n, capacity); err != nil {
 			return err
 		}
-		cb.noteChecked(rings, outs, n, capacity)
 	}
 	gy := int64(len(cols))
 	if maskPtr != 0 {
@@ -284,8 +283,8 @@ type colBlock struct {
 	rings, outs     []*Arena
 }
 
-// noteChecked records that cols passed GatherWindowsAt's checks for n
-// output steps from rings of capacity steps, with arenas rings and outs.
+// noteChecked records that c's columns passed GatherWindowsAt's checks for
+// n output steps from rings of capacity steps, with arenas rings and outs.
 func (c *colBlock) noteChecked(rings, outs []*Arena, n, capacity int64) {
 	if c.capacity != capacity {
 		c.capacity, c.steps = capacity, 0
@@ -330,18 +329,21 @@ func (c *colBlock) matches(cols []kernels.Column) bool {
 	return true
 }
 
-// colBlock returns the device descriptors of cols (already checked, their
-// arenas rings and outs), from the cache or, on a miss, written into a
-// new block by one staged copy that replaces the least recently used
-// entry. A batch sampled again and again thus launches its gather without
-// copying anything to the device. It runs with the backend entered.
-func (b *Backend) colBlock(cols []kernels.Column, rings, outs []*Arena) (*colBlock, error) {
+// colBlock returns the device descriptors of cols (already checked for n
+// output steps from rings of capacity steps, their arenas rings and outs;
+// the entry records it for checkedCols), from the cache or, on a miss,
+// written into a new block by one staged copy that replaces the least
+// recently used entry. A batch sampled again and again thus launches its
+// gather without copying anything to the device. It runs with the backend
+// entered.
+func (b *Backend) colBlock(cols []kernels.Column, rings, outs []*Arena, n, capacity int64) (*colBlock, error) {
 	b.colTick++
 	victim := &b.colCache[0]
 	for i := range b.colCache {
 		c := &b.colCache[i]
 		if c.matches(cols) && !c.block.freed {
 			c.used = b.colTick
+			c.noteChecked(rings, outs, n, capacity)
 			return c, nil
 		}
 		if c.used < victim.used {
@@ -390,7 +392,8 @@ func (b *Backend) colBlock(cols []kernels.Column, rings, outs []*Arena) (*colBlo
 		victim.cols = append(victim.cols, c)
 	}
 	victim.block, victim.words, victim.used = block, maxWords(descs), b.colTick
-	victim.steps, victim.capacity = 0, 0 // checked by the caller (noteChecked)
+	victim.steps, victim.capacity = 0, 0 // the old columns' checks
+	victim.noteChecked(rings, outs, n, capacity)
 	return victim, nil
 }
 

@@ -167,9 +167,10 @@ func (t *sumTree) minPositive() float64 {
 //
 // The comparisons are made on the bits of the floats (for non-negative
 // floats the order of the bits is the order of the values) and counted as
-// integers, so the loop compiles without a data-dependent branch and the
-// descents of independent draws overlap in findMany instead of waiting
-// on mispredicted branches.
+// integers, without a data-dependent branch. child is find's step, one
+// draw at a time; findMany moves a whole chunk a level at a time with
+// treestep.Level, the same comparison, and TestFindMany checks the two
+// descents against each other.
 func child(ps *[treeFanout]float64, u float64) (int, float64) {
 	ub := math.Float64bits(u)
 	j := b2i(ub >= math.Float64bits(ps[0])) + b2i(ub >= math.Float64bits(ps[1])) +
