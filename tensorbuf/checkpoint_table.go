@@ -143,7 +143,7 @@ func (t *Table) install(s *tableSnap) error {
 		for i := range t.items {
 			if t.items[i].live {
 				w, _ := t.weight(t.items[i].Priority)
-				t.tree.set(i, w)
+				t.setWeight(int32(i), w)
 				total += w
 			}
 		}

@@ -233,6 +233,9 @@ func TestDeviceUpdatesSurviveGrowth(t *testing.T) {
 			t.Fatalf("item %d: host weight %v, priority %v, want %v", i, got, tbl.items[s].Priority, prios[i])
 		}
 	}
+	if err := itemWeightsErr(tbl); err != nil {
+		t.Fatalf("after the device's priorities: %v", err)
+	}
 }
 
 // deviceTensor returns a tensor in backend memory holding vals.

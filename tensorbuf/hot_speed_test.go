@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -17,9 +18,15 @@ import (
 // prioritized table (PriorityExponent 0.6, Beta 0.4) over the same
 // items: one item of one step per stored step of the first four rows
 // (250,000 items), priorities 1..16 cycling, as the harness fills them.
+// TRAJRING_HOTROWS=16 puts items on every row (1M items, as the full
+// bench's prioritized rows).
 func hotFixture(tb testing.TB) (*tensorbuf.Buffer, *tensorbuf.Table, *tensorbuf.Table) {
 	tb.Helper()
-	const envs, capacity, itemRows = 16, 62500, 4
+	const envs, capacity = 16, 62500
+	itemRows := 4
+	if r, err := strconv.Atoi(os.Getenv("TRAJRING_HOTROWS")); err == nil && r > 0 && r <= envs {
+		itemRows = r
+	}
 	fields := []tensorbuf.Field{
 		{Name: "obs", Role: tensorbuf.Observation, DType: tensorbuf.Float32, Shape: []int{17}},
 		{Name: "action", Role: tensorbuf.Action, DType: tensorbuf.Float32, Shape: []int{6}},

@@ -177,7 +177,7 @@ func (t *Table) selectLocked(n int, out selection) (maxLen int) {
 			for k := range us {
 				us[k] = philox.Float64(xs[k]) * total
 			}
-			t.tree.findMany(us, slots) // us now holds the slots' weights
+			t.tree.findMany(us, slots)
 		} else {
 			live := len(t.live)
 			for k := range slots {
@@ -193,9 +193,6 @@ func (t *Table) selectLocked(n int, out selection) (maxLen int) {
 			}
 		}
 		p := 1 / float64(len(t.live))
-		if prio {
-			imp.many(weights, t.us[:n])
-		}
 		t.prefetchItems(slots[:min(n, selectChunk)])
 		for lo := 0; lo < n; lo += selectChunk {
 			hi := min(lo+selectChunk, n)
@@ -206,7 +203,13 @@ func (t *Table) selectLocked(n int, out selection) (maxLen int) {
 					put(k, s, p, 1)
 					continue
 				}
-				put(k, s, t.us[k]/total, weights[k])
+				put(k, s, t.items[s].w, 0) // the weight, made a probability below
+			}
+		}
+		if prio {
+			imp.many(weights, probs)
+			for k := range probs {
+				probs[k] /= total
 			}
 		}
 		t.samples += int64(n)

@@ -223,9 +223,10 @@ func (t *sumTree) find(u float64) int {
 // draws overlap instead of following each other, and after each level it
 // prefetches the groups the chunk reads on the next (the chunk's lines fit
 // the L1 cache). out[k] receives the slot of us[k], exactly as
-// find(us[k]) would return it, and us[k] is overwritten with that slot's
-// weight (read while the chunk's leaf lines are in the cache: its lines
-// are prefetched with the leaves').
+// find(us[k]) would return it; us is overwritten (with what is left of
+// each draw's mass in its leaf). The slots' weights are not read: a
+// table keeps each in its item record (item.w), which a sample reads
+// anyway.
 func (t *sumTree) findMany(us []float64, out []int32) {
 	for lo := 0; lo < len(out); lo += treeChunk {
 		hi := min(lo+treeChunk, len(out))
@@ -256,8 +257,7 @@ const treeCachedLevel = 4096
 // findChunk descends every level, the leaves' running sums (sum[0])
 // included, with treestep.Level: two 256-bit compares a draw where the
 // CPU has AVX2, the Go loop elsewhere; childPast takes a draw that
-// rounding put at or past its group's sum. The slots' weights are read
-// from w afterwards (their lines prefetched with sum[0]'s).
+// rounding put at or past its group's sum.
 //
 // Measured with BenchmarkSumTreeFindMany (1M weights, B=256 / B=65536,
 // draws included) and TestTableSampleHostSpeed (250k items), binaries
@@ -290,11 +290,7 @@ func (t *sumTree) findChunk(us []float64, out []int32) {
 				}
 			} else if l == 1 {
 				prefetch.Rows32(unsafe.Pointer(unsafe.SliceData(t.sum[0])), out, treeFanout*8)
-				prefetch.Rows32(unsafe.Pointer(unsafe.SliceData(t.w)), out, treeFanout*8)
 			}
 		}
-	}
-	for d, s := range out {
-		us[d] = t.w[s]
 	}
 }

@@ -108,7 +108,12 @@ type Item struct {
 
 type item struct {
 	Item
-	key          uint64
+	key uint64
+	// w is the slot's weight in a Prioritized table's sum tree (0
+	// elsewhere), kept equal to tree.get by setWeight: a sample reads it
+	// with the rest of the record instead of a line of the tree's
+	// weights.
+	w            float64
 	timesSampled int
 	live         bool
 	pos          int   // index in Table.live
@@ -329,7 +334,7 @@ func (t *Table) insert(it Item) (key uint64, again bool, err error) {
 	t.tail = s
 	if t.cfg.Selector == Prioritized {
 		t.tree.grow(len(t.items))
-		t.tree.set(int(s), w)
+		t.setWeight(s, w)
 	}
 	t.starts[it.Row].push(t.items, startEntry{start: it.Start, slot: s})
 	t.maxLen = max(t.maxLen, it.Len+it.Pad)
@@ -387,7 +392,7 @@ func (t *Table) remove(s int32) {
 		t.tail = it.prev
 	}
 	if t.cfg.Selector == Prioritized {
-		t.tree.set(int(s), 0)
+		t.setWeight(s, 0)
 	}
 	t.starts[it.Row].removeAt(t.items, it.hpos)
 	if t.cfg.MaxTimesSampled > 0 {
@@ -468,6 +473,13 @@ func (t *Table) weight(p float64) (float64, error) {
 		return 0, fmt.Errorf("%w: priority %v: priority^%v = %v exceeds %v", ErrInvalidArg, p, t.a, w, maxTreeTotal)
 	}
 	return w, nil
+}
+
+// setWeight sets slot s's weight in the sum tree and in its record (as
+// the tree keeps it: 0 for w <= 0). The caller holds t.mu.
+func (t *Table) setWeight(s int32, w float64) {
+	t.tree.set(int(s), w)
+	t.items[s].w = t.tree.get(int(s))
 }
 
 // finiteNonNeg reports whether x is a finite number >= 0 (false for NaN).

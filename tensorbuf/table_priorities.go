@@ -83,11 +83,11 @@ func updatePriorities[F float32 | float64](t *Table, keys []uint64, priorities [
 		old := grow(&t.us, len(keys))
 		for i, s := range slots {
 			old[i] = t.tree.get(int(s))
-			t.tree.set(int(s), ws[i])
+			t.setWeight(s, ws[i])
 		}
 		if !t.fits(0) {
 			for i := len(keys) - 1; i >= 0; i-- {
-				t.tree.set(int(slots[i]), old[i])
+				t.setWeight(slots[i], old[i])
 			}
 			return fmt.Errorf("%w: %d priorities: the sum of priority^%v over the table would exceed %v",
 				ErrInvalidArg, len(keys), t.a, maxTreeTotal)
