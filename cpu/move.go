@@ -1,10 +1,10 @@
 package cpu
 
 import (
-	"runtime"
 	"sync"
 	"unsafe"
 
+	"github.com/trajring/trajring/internal/fanout"
 	"github.com/trajring/trajring/internal/prefetch"
 	"github.com/trajring/trajring/internal/rowmove"
 	"github.com/trajring/trajring/kernels"
@@ -418,7 +418,7 @@ func full(wins []kernels.Window) bool {
 	return true
 }
 
-// A job is one data movement split over the shared workers. Jobs are
+// A job is one data movement split over the fanout workers. Jobs are
 // recycled through jobs, so a split movement allocates nothing.
 type job struct {
 	kind     int
@@ -430,7 +430,6 @@ type job struct {
 	capacity int64
 	mask     kernels.Arena
 	maskOff  int64
-	wg       sync.WaitGroup
 }
 
 const (
@@ -439,7 +438,8 @@ const (
 	jobWindows
 )
 
-func (j *job) run(lo, hi int) {
+// Run moves items lo..hi-1 (fanout.Job).
+func (j *job) Run(lo, hi int) {
 	switch j.kind {
 	case jobRows:
 		gatherRows(j.cols, j.idx, lo, hi)
@@ -450,54 +450,22 @@ func (j *job) run(lo, hi int) {
 	}
 }
 
-// part is a chunk of a job for one worker.
-type part struct {
-	j      *job
-	lo, hi int
+// jobs is a free list of jobs, not a sync.Pool: a pool is emptied by
+// every garbage collection, and a B=65536 prioritized sample (13 ms, GCs
+// between calls) then allocated 0.2-0.7 jobs per call in the bench. The
+// list holds at most as many jobs as calls ever ran at once.
+var jobs struct {
+	sync.Mutex
+	free []*job
 }
 
-var (
-	// jobs is a free list of jobs, not a sync.Pool: a pool is emptied by
-	// every garbage collection, and a B=65536 prioritized sample (13 ms,
-	// GCs between calls) then allocated 0.2-0.7 jobs per call in the
-	// bench. The list holds at most as many jobs as calls ever ran at
-	// once.
-	jobs struct {
-		sync.Mutex
-		free []*job
-	}
-	workersOnce sync.Once
-	parts       chan part
-)
-
-// startWorkers starts the process-wide workers (GOMAXPROCS-1 of them; the
-// calling goroutine does a share too). They live as long as the process.
-func startWorkers() {
-	n := max(1, runtime.GOMAXPROCS(0)-1)
-	parts = make(chan part, n)
-	for range n {
-		go func() {
-			for p := range parts {
-				p.j.run(p.lo, p.hi)
-				p.j.wg.Done()
-			}
-		}()
-	}
-}
-
-// split runs j over [0, n) in up to b.workers chunks, the first on the
-// calling goroutine, and waits; it then clears j and returns it to the pool.
+// split runs j over [0, n) in up to b.workers equal parts (fanout.Run:
+// the calling goroutine takes a part a worker has not claimed yet), and
+// waits; it then clears j and returns it to the pool.
 func (b *Backend) split(j *job, n int) {
-	workersOnce.Do(startWorkers)
-	w := min(b.workers, n)
-	chunk := (n + w - 1) / w
-	for lo := chunk; lo < n; lo += chunk {
-		j.wg.Add(1)
-		parts <- part{j: j, lo: lo, hi: min(lo+chunk, n)}
-	}
-	j.run(0, min(chunk, n))
-	j.wg.Wait()
-	// Drop the references the job held; the WaitGroup is reused as is.
+	w := max(1, min(b.workers, n))
+	fanout.Run(j, n, (n+w-1)/w, w)
+	// Drop the references the job held.
 	j.cols, j.idx, j.next, j.wins, j.mask = nil, nil, nil, nil, nil
 	jobs.Lock()
 	jobs.free = append(jobs.free, j)

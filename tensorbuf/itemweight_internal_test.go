@@ -84,7 +84,7 @@ func TestItemWeightFollowsTree(t *testing.T) {
 	}
 	var keys []uint64
 	for k := range 3 {
-		key, err := big.Insert(Item{Row: k % 3, Start: b.Cursor(k % 3) - 1, Len: 1, Priority: float64(k + 1)})
+		key, err := big.Insert(Item{Row: k % 3, Start: b.Cursor(k%3) - 1, Len: 1, Priority: float64(k + 1)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -68,7 +68,7 @@ func BenchmarkSumTreeFindMany(b *testing.B) {
 		t8.set(s, w)
 		t2.set(s, w)
 	}
-	for _, n := range []int{256, 65536} {
+	for _, n := range []int{256, 4096, 16384, 65536} {
 		rng := rand.New(rand.NewPCG(1, 2))
 		us, out := make([]float64, n), make([]int32, n)
 		fill := func(total float64) {
@@ -88,6 +88,17 @@ func BenchmarkSumTreeFindMany(b *testing.B) {
 				t8.findMany(us, out)
 			}
 		})
+		if n >= 4096 {
+			// The descent on one goroutine, whatever treeSplit says.
+			b.Run("8ary-unsplit/B="+itoa(n), func(b *testing.B) {
+				defer func(s int) { treeSplit = s }(treeSplit)
+				treeSplit = math.MaxInt
+				for b.Loop() {
+					fill(t8.total())
+					t8.findMany(us, out)
+				}
+			})
+		}
 	}
 }
 

@@ -189,3 +189,30 @@ func TestSumTreeNearMaxTotal(t *testing.T) {
 		}
 	}
 }
+
+// TestFindManySplit checks a descent large enough to be split over the
+// fanout workers (in chunks, the last one short) against find, draw by
+// draw.
+func TestFindManySplit(t *testing.T) {
+	var tr sumTree
+	const slots = 5000
+	tr.grow(slots)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for s := range slots {
+		if rng.IntN(4) != 0 {
+			tr.set(s, rng.Float64()*10)
+		}
+	}
+	n := treeSplit + 3*treeGrain/2 + 7
+	us := make([]float64, n)
+	for k := range us {
+		us[k] = rng.Float64() * tr.total()
+	}
+	got := make([]int32, n)
+	tr.findMany(append([]float64(nil), us...), got)
+	for k, u := range us {
+		if want := int32(tr.find(u)); got[k] != want {
+			t.Fatalf("draw %d of %d (u=%v): findMany %d, find %d", k, n, u, got[k], want)
+		}
+	}
+}
