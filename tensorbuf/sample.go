@@ -203,14 +203,13 @@ func (t *Table) selectLocked(n int, out selection) (maxLen int) {
 					put(k, s, p, 1)
 					continue
 				}
-				put(k, s, t.items[s].w, 0) // the weight, made a probability below
+				w := t.items[s].w
+				t.us[k] = w // findMany is done with us
+				put(k, s, w/total, 0)
 			}
 		}
 		if prio {
-			imp.many(weights, probs)
-			for k := range probs {
-				probs[k] /= total
-			}
+			imp.many(weights, t.us[:n])
 		}
 		t.samples += int64(n)
 		t.notifyLocked()
@@ -334,10 +333,22 @@ func (m *importance) many(dst, ws []float64) {
 		}
 		return
 	}
+	// plain: every w is positive and every ratio finite and non-zero, the
+	// case of every table sample (x >= 1 there).
+	plain := true
 	for i, w := range ws {
-		dst[i] = w / m.wMin
+		x := w / m.wMin
+		dst[i] = x
+		plain = plain && w > 0 && x <= math.MaxFloat64 && x != 0
 	}
 	explog.ExpScaledLog(dst, dst, m.yf)
+	if plain && m.yi == 0 {
+		// frac's result, x = 1 included: Exp(yf*Log(1)) is exactly 1.
+		for i, a1 := range dst {
+			dst[i] = min(1, 1/a1)
+		}
+		return
+	}
 	for i, w := range ws {
 		switch x := w / m.wMin; {
 		case w <= 0:
