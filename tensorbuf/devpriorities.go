@@ -36,8 +36,8 @@ import (
 // and the host tree the device's weights. Until then Items' priorities
 // and the host tree (host-selected samples such as SampleTransitionsInto,
 // the priority checks of inserts) keep the last priorities the host set,
-// and DefaultPriority's running maximum ignores them. It is safe for
-// concurrent use.
+// and DefaultPriority's running maximum does not include them (it does
+// once they are learned). It is safe for concurrent use.
 func (t *Table) UpdatePrioritiesDevice(keys, priorities *tensor.Dense) error {
 	if t.dev == nil || t.dev.prio == nil {
 		return fmt.Errorf("%w: table %q: UpdatePrioritiesDevice needs a Prioritized table with DeviceSelection", ErrInvalidArg, t.cfg.Name)

@@ -264,9 +264,9 @@ func (t *Table) flushMirrorLocked() error {
 }
 
 // learnLeavesLocked copies the device tree's leaves into the host tree,
-// and the priorities UpdatePrioritiesDevice set into the items (waiting
-// for the backend), so that the host knows the priorities the device
-// samples with: before the mirror moves to a new arena (whose patch would
+// and the priorities UpdatePrioritiesDevice set into the items and the
+// running maximum (waiting for the backend), so that the host knows the
+// priorities the device samples with: before the mirror moves to a new arena (whose patch would
 // undo them), and before a checkpoint. A slot whose leaf differs from the
 // host tree's weight was last set by UpdatePrioritiesDevice (the host
 // patched every other leaf with its own weight), unless the host changed
@@ -298,6 +298,7 @@ func (t *Table) learnLeavesLocked() error {
 		if it := &t.items[s]; it.live && ws[s] != t.tree.get(s) && (s >= len(m.itemMark) || !m.itemMark[s]) {
 			t.setWeight(int32(s), ws[s])
 			it.Priority = float64(ps[s])
+			t.notePriorityLocked(it.Priority)
 		}
 	}
 	m.devSet = false

@@ -222,6 +222,10 @@ func TestDeviceUpdatesSurviveGrowth(t *testing.T) {
 		}
 	}
 	checkMirror(t, tbl, "after growth")
+	// The learned priorities raise DefaultPriority's running maximum.
+	if got := tbl.MaxPriority(); got != 9.5 {
+		t.Errorf("running maximum %v after the device's priorities were learned, want 9.5", got)
+	}
 	tbl.mu.Lock()
 	defer tbl.mu.Unlock()
 	for i, k := range keys {
