@@ -224,7 +224,7 @@ func (t *Table) selectLocked(n int, out selection) (maxLen int) {
 		s, p := t.pick(call, uint32(k))
 		w := 1.0
 		if prio {
-			w = imp.of(t.tree.get(int(s)))
+			w = imp.of(t.items[s].w)
 		}
 		put(k, s, p, w)
 		if t.cfg.MaxTimesSampled > 0 {
@@ -430,7 +430,7 @@ func (t *Table) pick(call uint64, k uint32) (int32, float64) {
 	case Prioritized:
 		if total := t.tree.total(); total > 0 {
 			s := t.tree.find(philox.Float64(philox.Draw(t.cfg.Seed, 0, call, k)) * total)
-			return int32(s), t.tree.get(s) / total
+			return int32(s), t.items[s].w / total // the record's copy of the weight
 		}
 	}
 	i := philox.Index(philox.Draw(t.cfg.Seed, 0, call, k), uint64(len(t.live)))

@@ -241,7 +241,7 @@ func (t *sumTree) find(u float64) int {
 // table keeps each in its item record (item.w), which a sample reads
 // anyway.
 func (t *sumTree) findMany(us []float64, out []int32) {
-	if n := len(out); n >= treeSplit && fanout.Procs() > 1 {
+	if n := len(out); n >= treeSplit { // fanout.Run runs it here alone with one processor
 		d := &t.job
 		d.t, d.us, d.out = t, us, out
 		fanout.Run(d, n, treeGrain, fanout.Procs())
