@@ -164,22 +164,14 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 
 // notePrioritized notes, for each prioritized row, the ratio of its p50
 // to the uniform table of the same items sampled in the same rounds (the
-// uniform-table peer); without that peer, to the uniform table's own row
-// when the run measured it (two scenarios run apart, so noisier).
+// uniform-table peer, which every prioritized row has).
 func (r *runner) notePrioritized() {
-	p50 := map[string]float64{}
 	for _, row := range r.rep.Rows {
-		p50[row.Scenario] = row.Ours.P50
-	}
-	for _, row := range r.rep.Rows {
-		rest, ok := strings.CutPrefix(row.Scenario, "prioritized lowdim ")
-		if !ok || row.Ours.P50 <= 0 {
+		if !strings.HasPrefix(row.Scenario, "prioritized lowdim ") || row.Ours.P50 <= 0 {
 			continue
 		}
 		if p := row.Peer(PeerUniformTable); p != nil && p.Stats.P50 > 0 {
 			r.note("%s: %.2f× the p50 of the uniform table of the same items, sampled in the same rounds", row.Scenario, row.Ours.P50/p.Stats.P50)
-		} else if u := p50["table uniform lowdim "+rest]; u > 0 {
-			r.note("%s: %.2f× the p50 of the uniform table of the same items (table uniform lowdim %s, another scenario)", row.Scenario, row.Ours.P50/u, rest)
 		}
 	}
 }
