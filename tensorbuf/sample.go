@@ -130,16 +130,19 @@ const selectChunk = 32
 // leaves) rather than from the tree afterwards: prioritized/uniform
 // 2.18-2.22x -> 2.01-2.04x at B=256, 2.69-2.84x -> 2.46-2.47x at B=65536.
 // The importance weights are computed after the descent for all draws at
-// once (importance.many: Exp and Log four at a time, identical results),
-// not per draw with importance.of; SampleInto, old and new binaries run
-// old, new, old, new in two sessions (medians of 30 rounds each):
+// once (importance.many: Exp and Log four or eight at a time, identical
+// results), not per draw with importance.of; SampleInto, old and new
+// binaries run old, new, old, new in two sessions (medians of 30 rounds each):
 // prioritized 31.7-54.4 -> 23.7-36.1 µs, prioritized/uniform 2.75-2.91x ->
 // 2.00-2.14x at B=256; 8.57-13.7 -> 6.63-9.48 ms, 2.85-2.94x -> 2.09-2.18x
 // at B=65536 (SampleTransitionsInto: 2.14-2.21x -> 1.64-1.75x and
 // 2.05-2.17x -> 1.58-1.69x). The weights are now read from the item
 // records (item.w, one line a draw fewer than the tree's weights): trajring
 // bench --run prioritized (1M items), binaries alternated twice:
-// prioritized/uniform 1.74-1.78x -> 1.59-1.61x at B=256.
+// prioritized/uniform 1.74-1.78x -> 1.59-1.61x at B=256. Exp and Log
+// eight at a time where the CPU has AVX-512 (after the tree's AVX-512
+// descent, findChunk): 1.46-1.59x (median 1.48x) -> 1.40-1.62x (1.44x),
+// five alternations.
 func (t *Table) selectLocked(n int, out selection) (maxLen int) {
 	items, keys := grow(out.items, n), grow(out.keys, n)
 	probs, weights := grow(out.probs, n), grow(out.weights, n)
@@ -275,7 +278,7 @@ func (t *Table) prefetchItems(slots []int32) {
 // math.Pow. Measured on 4,096 weights, run after each other twice: 150-162
 // µs against math.Pow's 181-189 µs at beta 0.4, 176-185 against 194-197
 // µs at beta 0.7 (Exp and Log, which both need, are most of it). many
-// does a whole sample's weights with Exp and Log four at a time
+// does a whole sample's weights with Exp and Log four or eight at a time
 // (internal/explog), same results.
 type importance struct {
 	beta, wMin float64
@@ -326,8 +329,9 @@ func (m *importance) of(w float64) float64 {
 
 // many sets dst[i] = m.of(ws[i]) for every i (dst and ws must not
 // overlap). In mode impFrac, Exp(yf*Log(x)) of every ratio x is computed
-// first, in one explog.ExpScaledLog call (four at a time, identical bit
-// for bit to math's), and the rest of math.Pow per weight after it.
+// first, in one explog.ExpScaledLog call (eight or four at a time,
+// identical bit for bit to math's), and the rest of math.Pow per weight
+// after it.
 func (m *importance) many(dst, ws []float64) {
 	ws = ws[:len(dst)]
 	if m.mode != impFrac || m.yf == 0 {

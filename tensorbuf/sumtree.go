@@ -299,9 +299,10 @@ var treePrefetch = prefetch.Enabled
 const treeCachedLevel = 4096
 
 // findChunk descends every level, the leaves' running sums (sum[0])
-// included, with treestep.Level: two 256-bit compares a draw where the
-// CPU has AVX2, the Go loop elsewhere; childPast takes a draw that
-// rounding put at or past its group's sum.
+// included, with treestep.Level: one 512-bit compare a draw where the
+// CPU has AVX-512, two 256-bit ones where it has AVX2, the Go loop
+// elsewhere; childPast takes a draw that rounding put at or past its
+// group's sum.
 //
 // Measured with BenchmarkSumTreeFindMany (1M weights, B=256 / B=65536,
 // draws included) and TestTableSampleHostSpeed (250k items), binaries
@@ -313,7 +314,10 @@ const treeCachedLevel = 4096
 // than their running sums formed from w one add at a time (which read one
 // line a draw, not two, and won while the compares were scalar): 7.9-8.8
 // -> 5.9-6.2 µs, 1.91-1.98 -> 1.53-1.59 ms; 1.79-1.81x -> 1.69-1.70x and
-// 1.73-1.78x -> 1.60-1.64x.
+// 1.73-1.78x -> 1.60-1.64x. The AVX-512 loop over the AVX2 one: trajring
+// bench --run prioritized (1M items), binaries alternated five times,
+// prioritized/uniform at B=256 1.53-1.61x (median 1.57x) -> 1.46-1.59x
+// (1.48x).
 func (t *sumTree) findChunk(us []float64, out []int32) {
 	clear(out)
 	for l := len(t.sum) - 1; l >= 0; l-- {

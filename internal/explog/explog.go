@@ -1,6 +1,6 @@
 // Package explog computes math.Exp(y*math.Log(x)) for a slice of x and
-// one y, bit for bit as the math package does, four values at a time
-// where the machine allows.
+// one y, bit for bit as the math package does, eight or four values at a
+// time where the machine allows.
 //
 // On amd64 with AVX2, math.Exp and math.Log are straight-line assembly
 // whose every operation is an IEEE-754 add, subtract, multiply, divide or
@@ -10,12 +10,18 @@
 // does. Lanes whose x or y*Log(x) would take one of the functions'
 // special branches (x not a positive normal finite number; a result that
 // overflows, is subnormal or not finite) are computed by the math
-// package itself: the whole group of four that holds one.
+// package itself: the whole group of four that holds one. With AVX-512
+// (and FMA, which every such CPU has) the loop runs eight lanes at a
+// time, the same operations again; a group of eight it cannot compute is
+// done four at a time.
 //
 // Measured with BenchmarkExpScaledLog* and BenchmarkScalar* (the math
 // loop) in one test binary, y = -0.4, x in [1, 1e6], AVX2+FMA (2-core
 // VM, three runs each): 256 values 1.21 µs against 5.6-6.6 µs, 65536
-// values 303-308 µs against 1408-1421 µs (4.6x).
+// values 303-308 µs against 1408-1421 µs (4.6x). Eight lanes with
+// AVX-512 (AMD EPYC VM, BenchmarkExpScaledLog256 and ...256by4, the
+// four-lane loop, in one binary, three runs each): 256 values 586-592 ns
+// against 1139-1160 ns.
 package explog
 
 import "math"
@@ -34,6 +40,22 @@ func ExpScaledLog(dst, xs []float64, y float64) {
 	if len(dst) != len(xs) {
 		panic("explog: slices of different lengths")
 	}
+	i := 0
+	if useAVX512 {
+		for n := len(dst) &^ 7; i < n; i += 8 {
+			// The loop stops at the first group of eight it cannot
+			// compute; that group is done four at a time.
+			if i += vector8(dst[i:n], xs[i:n], y); i == n {
+				break
+			}
+			by4(dst[i:i+8], xs[i:i+8], y)
+		}
+	}
+	by4(dst[i:], xs[i:], y)
+}
+
+// by4 is ExpScaledLog four at a time where the CPU has AVX2.
+func by4(dst, xs []float64, y float64) {
 	i := 0
 	if useAVX2 {
 		for n := len(dst) &^ 3; i < n; i += 4 {

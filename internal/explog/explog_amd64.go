@@ -8,17 +8,25 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// useAVX2 selects the vector loop; useFMA selects its fused
+// useAVX2 selects the four-lane loop; useFMA selects its fused
 // multiply-adds, which math.Exp uses under the same condition
-// (math/exp_amd64.go).
+// (math/exp_amd64.go); useAVX512 selects the eight-lane loop, which has
+// only the fused form (every AVX-512 CPU has FMA).
 var (
-	useAVX2 = cpu.X86.HasAVX2
-	useFMA  = cpu.X86.HasAVX && cpu.X86.HasFMA
+	useAVX2   = cpu.X86.HasAVX2
+	useFMA    = cpu.X86.HasAVX && cpu.X86.HasFMA
+	useAVX512 = useAVX2 && useFMA && cpu.X86.HasAVX512F
 )
 
-// setLevel switches the vector loop and its fused multiply-adds (tests).
-// fma must match math.Exp's choice for the results to be identical.
-func setLevel(avx2, fma bool) { useAVX2, useFMA = avx2, fma }
+// setLevel switches the vector loops and their fused multiply-adds
+// (tests); avx512 needs avx2 and fma, and the CPU's support for it. fma
+// must match math.Exp's choice for the results to be identical.
+func setLevel(avx512, avx2, fma bool) {
+	useAVX512, useAVX2, useFMA = avx512 && avx2 && fma && cpu.X86.HasAVX512F, avx2, fma
+}
+
+// hasAVX512 is whether the CPU can run the eight-lane loop (tests).
+var hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
 // vector computes dst[i] = Exp(y*Log(xs[i])) for len(dst) (a multiple of
 // 4, equal to len(xs)) values, four at a time, until a group of four
@@ -32,8 +40,17 @@ func vector(dst, xs []float64, y float64) int {
 	return expLogAVX2(p, q, len(dst), y)
 }
 
+// vector8 is vector eight at a time (len(dst) a multiple of 8), with
+// AVX-512.
+func vector8(dst, xs []float64, y float64) int {
+	return expLogAVX512(unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(xs)), len(dst), y)
+}
+
 //go:noescape
 func expLogAVX2(dst, xs unsafe.Pointer, n int, y float64) int
 
 //go:noescape
 func expLogFMA(dst, xs unsafe.Pointer, n int, y float64) int
+
+//go:noescape
+func expLogAVX512(dst, xs unsafe.Pointer, n int, y float64) int

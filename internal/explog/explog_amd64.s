@@ -2,14 +2,18 @@
 
 #include "textflag.h"
 
-// Each constant is stored four times (32 bytes), to be a 256-bit memory
-// operand.
+// Each constant is stored eight times (64 bytes), to be a 256-bit or a
+// 512-bit memory operand.
 #define CONST(name, bits) \
 	DATA name<>+0(SB)/8, $bits; \
 	DATA name<>+8(SB)/8, $bits; \
 	DATA name<>+16(SB)/8, $bits; \
 	DATA name<>+24(SB)/8, $bits; \
-	GLOBL name<>(SB), RODATA|NOPTR, $32
+	DATA name<>+32(SB)/8, $bits; \
+	DATA name<>+40(SB)/8, $bits; \
+	DATA name<>+48(SB)/8, $bits; \
+	DATA name<>+56(SB)/8, $bits; \
+	GLOBL name<>(SB), RODATA|NOPTR, $64
 
 // Bit masks and conversion helpers.
 CONST(fracMask, 0x000FFFFFFFFFFFFF)    // fraction bits
@@ -236,6 +240,108 @@ fmaLoop:
 	JMP  fmaLoop
 
 fmaDone:
+	MOVQ BX, ret+32(FP)
+	VZEROUPPER
+	RET
+
+// LOG512 is LOG on eight lanes in Z registers (AVX-512F): the same
+// operations in the same order; the bitwise ones as their integer forms,
+// the split point's compare into K2 and its 1.0 by a zeroing masked move.
+#define LOG512 \
+	VPANDQ fracMask<>(SB), Z7, Z2; \
+	VPORQ half<>(SB), Z2, Z2; \
+	VPSRLQ $52, Z7, Z1; \
+	VPORQ two52<>(SB), Z1, Z1; \
+	VSUBPD two52exp<>(SB), Z1, Z1; \
+	VCMPPD $2, sqrtHalf<>(SB), Z2, K2; \
+	VMOVUPD.Z one<>(SB), K2, Z3; \
+	VSUBPD Z3, Z1, Z1; \
+	VADDPD one<>(SB), Z3, Z3; \
+	VMULPD Z3, Z2, Z2; \
+	VSUBPD one<>(SB), Z2, Z2; \
+	VADDPD two<>(SB), Z2, Z4; \
+	VDIVPD Z4, Z2, Z3; \
+	VMULPD Z3, Z3, Z4; \
+	VMULPD Z4, Z4, Z5; \
+	VMULPD lg7<>(SB), Z5, Z6; \
+	VADDPD lg5<>(SB), Z6, Z6; \
+	VMULPD Z5, Z6, Z6; \
+	VADDPD lg3<>(SB), Z6, Z6; \
+	VMULPD Z5, Z6, Z6; \
+	VADDPD lg1<>(SB), Z6, Z6; \
+	VMULPD Z6, Z4, Z4; \
+	VMULPD lg6<>(SB), Z5, Z6; \
+	VADDPD lg4<>(SB), Z6, Z6; \
+	VMULPD Z5, Z6, Z6; \
+	VADDPD lg2<>(SB), Z6, Z6; \
+	VMULPD Z6, Z5, Z5; \
+	VADDPD Z5, Z4, Z4; \
+	VMULPD half<>(SB), Z2, Z6; \
+	VMULPD Z2, Z6, Z6; \
+	VADDPD Z6, Z4, Z4; \
+	VMULPD Z4, Z3, Z3; \
+	VMULPD logLn2Lo<>(SB), Z1, Z4; \
+	VADDPD Z4, Z3, Z3; \
+	VSUBPD Z3, Z6, Z6; \
+	VSUBPD Z2, Z6, Z6; \
+	VMULPD logLn2Hi<>(SB), Z1, Z1; \
+	VSUBPD Z6, Z1, Z1
+
+// func expLogAVX512(dst, xs unsafe.Pointer, n int, y float64) int
+//
+// expLogFMA on eight lanes (n a multiple of 8): CHECK's four compares
+// chained in K1, eight bits.
+TEXT ·expLogAVX512(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ xs+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSD y+24(FP), Z15
+	XORQ BX, BX
+
+loop512:
+	CMPQ BX, CX
+	JGE  done512
+	VMOVUPD (SI)(BX*8), Z7
+	LOG512
+	VMULPD Z15, Z1, Z0
+	VMULPD log2e<>(SB), Z0, Z1
+	VCVTPD2DQ Z1, Y1
+	VCVTDQ2PD Y1, Z1
+	VFNMADD231PD expLn2U<>(SB), Z1, Z0
+	VFNMADD231PD expLn2L<>(SB), Z1, Z0
+	VMULPD sixteenth<>(SB), Z0, Z0
+	VMOVUPD inv8f<>(SB), Z2
+	VFMADD213PD inv7f<>(SB), Z0, Z2
+	VFMADD213PD inv6f<>(SB), Z0, Z2
+	VFMADD213PD inv5f<>(SB), Z0, Z2
+	VFMADD213PD inv4f<>(SB), Z0, Z2
+	VFMADD213PD inv3f<>(SB), Z0, Z2
+	VFMADD213PD half<>(SB), Z0, Z2
+	VFMADD213PD one<>(SB), Z0, Z2
+	VMULPD Z2, Z0, Z0
+	VADDPD two<>(SB), Z0, Z2
+	VMULPD Z2, Z0, Z0
+	VADDPD two<>(SB), Z0, Z2
+	VMULPD Z2, Z0, Z0
+	VADDPD two<>(SB), Z0, Z2
+	VMULPD Z2, Z0, Z0
+	VADDPD two<>(SB), Z0, Z2
+	VFMADD213PD one<>(SB), Z2, Z0
+	VADDPD two52bias<>(SB), Z1, Z3
+	VPSLLQ $52, Z3, Z3
+	VMULPD Z3, Z0, Z0
+	VCMPPD $13, minNormal<>(SB), Z7, K1
+	VCMPPD $2, maxFinite<>(SB), Z7, K1, K1
+	VCMPPD $13, minExp<>(SB), Z1, K1, K1
+	VCMPPD $2, maxExp<>(SB), Z1, K1, K1
+	KMOVW K1, AX
+	CMPQ AX, $255
+	JNE  done512
+	VMOVUPD Z0, (DI)(BX*8)
+	ADDQ $8, BX
+	JMP  loop512
+
+done512:
 	MOVQ BX, ret+32(FP)
 	VZEROUPPER
 	RET

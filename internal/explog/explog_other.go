@@ -2,10 +2,14 @@
 
 package explog
 
-const useAVX2, useFMA = false, false
+const useAVX512, useAVX2, useFMA, hasAVX512 = false, false, false, false
 
-func setLevel(avx2, fma bool) {}
+func setLevel(avx512, avx2, fma bool) {}
 
 func vector(dst, xs []float64, y float64) int {
 	panic("explog: vector loop without AVX2")
+}
+
+func vector8(dst, xs []float64, y float64) int {
+	panic("explog: vector loop without AVX-512")
 }

@@ -70,13 +70,18 @@ var mathFMA = func() bool {
 // arithmetic it must reproduce (math's own where it matches math.Exp's
 // FMA choice, else refExp with the other choice).
 type level struct {
-	avx2, fma bool
+	avx512, avx2, fma bool
 }
 
 func levels() []level {
-	ls := []level{{false, mathFMA}}
+	ls := []level{{fma: mathFMA}}
 	if useAVX2 {
-		ls = append(ls, level{true, false}, level{true, true})
+		ls = append(ls, level{avx2: true}, level{avx2: true, fma: true})
+	}
+	if hasAVX512 {
+		// The eight-lane loop, and four at a time for a group of eight
+		// it cannot compute: the four-lane model of want holds.
+		ls = append(ls, level{avx512: true, avx2: true, fma: true})
 	}
 	return ls
 }
@@ -117,9 +122,9 @@ func check(t *testing.T, l level, xs []float64, y float64) {
 }
 
 func withLevel(l level, f func()) {
-	a, b := useAVX2, useFMA
-	setLevel(l.avx2, l.fma)
-	defer setLevel(a, b)
+	a, b, c := useAVX512, useAVX2, useFMA
+	setLevel(l.avx512, l.avx2, l.fma)
+	defer setLevel(a, b, c)
 	f()
 }
 
@@ -136,7 +141,8 @@ func TestRefExp(t *testing.T) {
 }
 
 // TestEdges checks every edge x against every edge y, at every offset in
-// groups of four (alone and among ordinary values), and lengths 0..9.
+// groups of four and of eight (alone and among ordinary values), and
+// lengths 0..17.
 func TestEdges(t *testing.T) {
 	xs, ys := edgeXs(), edgeYs()
 	for _, l := range levels() {
@@ -144,14 +150,15 @@ func TestEdges(t *testing.T) {
 			for _, y := range ys {
 				check(t, l, xs, y)
 				for _, x := range xs {
-					for pos := range 4 {
-						g := []float64{1.5, 3e10, 0.75, 7e-200}
+					for pos := range 8 {
+						g := []float64{1.5, 3e10, 0.75, 7e-200, 2.5, 1e5, 0.3, 9e100}
 						g[pos] = x
 						check(t, l, g, y)
+						check(t, l, g[:4], y)
 					}
 				}
 				check(t, l, splitXs, y)
-				for n := range 10 {
+				for n := range 18 {
 					check(t, l, xs[:n], y)
 					check(t, l, xs[len(xs)-n:], y)
 				}
@@ -298,7 +305,8 @@ func benchmark(b *testing.B, n int, f func(dst, xs []float64, y float64)) {
 	sink = dst[n-1]
 }
 
-func BenchmarkExpScaledLog256(b *testing.B)   { benchmark(b, 256, ExpScaledLog) }
-func BenchmarkScalar256(b *testing.B)         { benchmark(b, 256, scalar) }
-func BenchmarkExpScaledLog65536(b *testing.B) { benchmark(b, 65536, ExpScaledLog) }
-func BenchmarkScalar65536(b *testing.B)       { benchmark(b, 65536, scalar) }
+func BenchmarkExpScaledLog256(b *testing.B)    { benchmark(b, 256, ExpScaledLog) }
+func BenchmarkExpScaledLog256by4(b *testing.B) { benchmark(b, 256, by4) }
+func BenchmarkScalar256(b *testing.B)          { benchmark(b, 256, scalar) }
+func BenchmarkExpScaledLog65536(b *testing.B)  { benchmark(b, 65536, ExpScaledLog) }
+func BenchmarkScalar65536(b *testing.B)        { benchmark(b, 65536, scalar) }

@@ -1,7 +1,12 @@
 // Package treestep moves a batch of draws down one level of an 8-ary tree
 // of running sums (the sum tree of tensorbuf's prioritized tables): the
-// inner loop of a batched descent, in assembly where the CPU has AVX2 and
-// in Go elsewhere, with identical results.
+// inner loop of a batched descent, in assembly where the CPU has AVX-512
+// or AVX2 and in Go elsewhere, with identical results.
+//
+// BenchmarkLevel (256 draws; 2-core AMD EPYC VM, three runs each, one
+// binary): in a level of 64 groups the Go loop takes 1.39-1.48 µs, the
+// AVX2 loop 548-585 ns, the AVX-512 loop 286-291 ns; in a level of 32,768
+// groups 1.59-1.70 µs, 617-633 ns and 310-320 ns.
 package treestep
 
 import (
@@ -13,7 +18,9 @@ import (
 const Fanout = 8
 
 // Level moves draws start, start+1, ... one level down: draw d is in
-// group out[d] of level (Fanout running sums per group, as float64 bits),
+// group out[d] of level (Fanout running sums per group, as float64 bits,
+// non-decreasing in each group as running sums of non-negative weights
+// are; the AVX-512 loop relies on it),
 // with remaining mass us[d]. It stops at the first draw whose group does
 // not exist (out[d] < 0 or past the level) or whose mass is at or past
 // the group's last sum (rounding), and returns its index, leaving it as
@@ -44,8 +51,8 @@ func Level(level []uint64, us []float64, out []int32, start int) int {
 	if start < 0 || start >= len(out) {
 		return max(start, len(out))
 	}
-	if useAVX2 {
-		return levelAVX2(unsafe.Pointer(unsafe.SliceData(level)), len(level)/Fanout,
+	if levelAsm != nil {
+		return levelAsm(unsafe.Pointer(unsafe.SliceData(level)), len(level)/Fanout,
 			unsafe.Pointer(unsafe.SliceData(us)), unsafe.Pointer(unsafe.SliceData(out)), start, len(out))
 	}
 	return levelGo(level, us, out, start)
@@ -75,6 +82,13 @@ func levelGo(level []uint64, us []float64, out []int32, start int) int {
 	}
 	return len(out)
 }
+
+// The loops setImpl can select.
+const (
+	implGo = iota
+	implAVX2
+	implAVX512
+)
 
 // b2i is 1 for true, 0 for false (a SETcc, no branch).
 func b2i(b bool) int {

@@ -66,3 +66,51 @@ done:
 	VZEROUPPER
 	MOVQ DX, ret+48(FP)
 	RET
+
+// func levelAVX512(level unsafe.Pointer, groups int, us, out unsafe.Pointer, start, n int) int
+//
+// levelAVX2 with one 512-bit unsigned compare into a mask register: no
+// sign flips, no joining of two halves. Running sums do not decrease, so
+// the mask's low bit is set exactly when j > 0, and a subtraction masked
+// by it takes the sum before j or leaves the mass as it is (for j = 0 its
+// load, before the group, is suppressed: an EVEX masked load does not
+// fault on a masked-out element).
+TEXT ·levelAVX512(SB), NOSPLIT, $0-56
+	MOVQ level+0(FP), R8
+	MOVQ groups+8(FP), R9
+	MOVQ us+16(FP), SI
+	MOVQ out+24(FP), DI
+	MOVQ start+32(FP), DX
+	MOVQ n+40(FP), CX
+	CMPQ DX, CX
+	JGE  done512
+
+loop512:
+	MOVLQSX (DI)(DX*4), AX // the draw's group g
+	CMPQ    AX, R9         // unsigned: a negative g is past the level too
+	JAE     done512
+	MOVQ    AX, R10
+	SHLQ    $6, R10
+	ADDQ    R8, R10        // R10 = &level[8g]
+
+	// K1: the sums at or below the mass (unsigned compare of the bits).
+	VPBROADCASTQ (SI)(DX*8), Z0
+	VPCMPUQ      $5, (R10), Z0, K1 // mass >= sum
+	KMOVW        K1, R11
+	POPCNTL      R11, R11          // j
+	CMPQ         R11, $8
+	JEQ          done512
+
+	VSUBSD -8(R10)(R11*8), X0, K1, X0 // less the sum before j, where j > 0
+	VMOVSD X0, (SI)(DX*8)
+
+	LEAQ (R11)(AX*8), AX
+	MOVL AX, (DI)(DX*4)
+	INCQ DX
+	CMPQ DX, CX
+	JLT  loop512
+
+done512:
+	VZEROUPPER
+	MOVQ DX, ret+48(FP)
+	RET

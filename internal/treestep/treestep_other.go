@@ -4,10 +4,8 @@ package treestep
 
 import "unsafe"
 
-const useAVX2 = false
+// levelAsm is nil: Level runs its Go loop.
+var levelAsm func(level unsafe.Pointer, groups int, us, out unsafe.Pointer, start, n int) int
 
-func setAVX2(bool) {}
-
-func levelAVX2(level unsafe.Pointer, groups int, us, out unsafe.Pointer, start, n int) int {
-	panic("treestep: levelAVX2 without AVX2")
-}
+// setImpl reports whether Level can run impl: only the Go loop here.
+func setImpl(impl int) bool { return impl == implGo }

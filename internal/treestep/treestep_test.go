@@ -56,15 +56,36 @@ func randomLevel(rng *rand.Rand, groups int) []uint64 {
 	return level
 }
 
-// TestLevelMatchesReference compares Level (the assembly loop where the
-// CPU has AVX2, and the Go loop) with the reference loop on random levels
+// impls are Level's loops, named for messages.
+var impls = []struct {
+	impl int
+	name string
+}{{implGo, "go"}, {implAVX2, "avx2"}, {implAVX512, "avx512"}}
+
+// eachImpl runs f with Level switched to each loop this CPU can run, and
+// logs the ones it cannot (a test on such a CPU checks the others), then
+// restores the widest.
+func eachImpl(t testing.TB, f func(name string)) {
+	defer func() { levelAsm = best() }()
+	for _, im := range impls {
+		if !setImpl(im.impl) {
+			t.Logf("%s: not run, this CPU lacks it", im.name)
+			continue
+		}
+		f(im.name)
+	}
+}
+
+// TestLevelMatchesReference compares Level (each assembly loop the CPU
+// has, and the Go loop) with the reference loop on random levels
 // and draws: masses below, at, between and past the sums (the stop of a
 // mass at or past a group's last sum), groups past the level and
 // negative (the stop for a bad group), every start.
 func TestLevelMatchesReference(t *testing.T) {
-	for _, avx2 := range []bool{false, true} {
-		setAVX2(avx2)
-		rng := rand.New(rand.NewPCG(1, uint64(b2i(avx2))))
+	seed := uint64(0)
+	eachImpl(t, func(impl string) {
+		seed++
+		rng := rand.New(rand.NewPCG(1, seed))
 		for round := range 400 {
 			groups := 1 + rng.IntN(20)
 			level := randomLevel(rng, groups)
@@ -99,11 +120,10 @@ func TestLevelMatchesReference(t *testing.T) {
 			if got != want || !slices.Equal(out, wo) || !slices.EqualFunc(us, wu, func(a, b float64) bool {
 				return math.Float64bits(a) == math.Float64bits(b)
 			}) {
-				t.Fatalf("avx2 %v round %d: stopped at %d, want %d\nout %v\nwant %v\nus %v\nwant %v", avx2, round, got, want, out, wo, us, wu)
+				t.Fatalf("%s round %d: stopped at %d, want %d\nout %v\nwant %v\nus %v\nwant %v", impl, round, got, want, out, wo, us, wu)
 			}
 		}
-	}
-	setAVX2(true)
+	})
 }
 
 // TestLevelWholeDescent descends a three-level tree draw by draw with
@@ -137,8 +157,7 @@ func TestLevelWholeDescent(t *testing.T) {
 	l1, s2 := sums(s1)
 	l2, _ := sums(s2)
 	total := math.Float64frombits(l2[Fanout-1])
-	for _, avx2 := range []bool{false, true} {
-		setAVX2(avx2)
+	eachImpl(t, func(impl string) {
 		n := 1000
 		us, out := make([]float64, n), make([]int32, n)
 		orig := make([]float64, n)
@@ -149,7 +168,7 @@ func TestLevelWholeDescent(t *testing.T) {
 		for _, level := range [][]uint64{l2, l1, l0} {
 			for d := 0; d < n; d++ {
 				if d = Level(level, us, out, d); d < n {
-					t.Fatalf("draw %d of mass %v stopped", d, orig[d])
+					t.Fatalf("%s: draw %d of mass %v stopped", impl, d, orig[d])
 				}
 			}
 		}
@@ -157,16 +176,14 @@ func TestLevelWholeDescent(t *testing.T) {
 		// lies inside it.
 		for d, s := range out {
 			if w[s] == 0 || us[d] < 0 || us[d] >= w[s]*(1+1e-9) {
-				t.Fatalf("draw %d: leaf %d (weight %v), remaining mass %v", d, s, w[s], us[d])
+				t.Fatalf("%s: draw %d: leaf %d (weight %v), remaining mass %v", impl, d, s, w[s], us[d])
 			}
 		}
-	}
-	setAVX2(true)
+	})
 }
 
 // BenchmarkLevel moves 256 draws one level down a level of 64 groups (in
-// the cache) and of 32,768 groups (2 MiB), with the assembly loop and the
-// Go loop; the draws' random groups and masses are included.
+// the cache) and of 32,768 groups (2 MiB), with each loop; the draws' random groups and masses are included.
 func BenchmarkLevel(b *testing.B) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, groups := range []int{64, 32768} {
@@ -180,14 +197,19 @@ func BenchmarkLevel(b *testing.B) {
 		}
 		const n = 256
 		us, out := make([]float64, n), make([]int32, n)
-		for _, avx2 := range []bool{false, true} {
-			b.Run(fmt.Sprintf("avx2=%v/groups=%d", avx2, groups), func(b *testing.B) {
-				setAVX2(avx2)
-				defer setAVX2(true)
+		us0, out0 := make([]float64, n), make([]int32, n)
+		for d := range n {
+			out0[d], us0[d] = int32(rng.IntN(groups)), float64(rng.IntN(36))
+		}
+		for _, im := range impls {
+			b.Run(fmt.Sprintf("%s/groups=%d", im.name, groups), func(b *testing.B) {
+				if !setImpl(im.impl) {
+					b.Skipf("this CPU lacks %s", im.name)
+				}
+				defer func() { levelAsm = best() }()
 				for b.Loop() {
-					for d := range n {
-						out[d], us[d] = int32(rng.IntN(groups)), float64(rng.IntN(36))
-					}
+					copy(us, us0)
+					copy(out, out0)
 					for d := 0; d < n; d++ {
 						d = Level(level, us, out, d)
 					}
