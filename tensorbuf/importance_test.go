@@ -12,7 +12,7 @@ import (
 // beta below and above 0.5 (math.Pow moves the fraction), integer and
 // mixed betas, math.Pow's own special cases, extreme ratios (under- and
 // overflowing exponents) and non-positive weights; and that importance.many
-// (the batch of a sample, with Exp and Log four at a time) returns the
+// (the batch of a sample, with Exp and Log eight or four at a time) returns the
 // same.
 func TestImportanceMatchesPow(t *testing.T) {
 	betas := []float64{0, 1e-300, 0.1, 0.4, 0.4999999, 0.5, 0.5000001, 0.6, 0.9, 1, 1.2, 1.5, 2, 2.7, 3, 7.25, 64, 1000.5, 1 << 20, 1e300}
@@ -39,11 +39,11 @@ func TestImportanceMatchesPow(t *testing.T) {
 				}
 				wants[i] = want
 			}
-			// many, over every length up to 9 from every start (groups of
-			// four and tails), and the whole list.
+			// many, over every length up to 17 from every start (groups of
+			// four and eight, and tails), and the whole list.
 			dst := make([]float64, len(ws))
 			for lo := range ws {
-				for hi := lo; hi <= min(lo+9, len(ws)); hi++ {
+				for hi := lo; hi <= min(lo+17, len(ws)); hi++ {
 					m.many(dst[lo:hi], ws[lo:hi])
 					for i := lo; i < hi; i++ {
 						if math.Float64bits(dst[i]) != math.Float64bits(wants[i]) {
@@ -65,5 +65,19 @@ func TestImportanceMatchesPow(t *testing.T) {
 	dst := []float64{0}
 	if m.many(dst, []float64{3}); m.of(3) != 1 || dst[0] != 1 {
 		t.Fatalf("wMin 0: of = %v, many = %v, want 1", m.of(3), dst[0])
+	}
+}
+
+// BenchmarkImportanceMany computes the importance weights of a 256-draw
+// sample at beta 0.4, ratios to the smallest weight in [1, 100].
+func BenchmarkImportanceMany(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	ws, dst := make([]float64, 256), make([]float64, 256)
+	for i := range ws {
+		ws[i] = 0.5 + rng.Float64()*50
+	}
+	m := newImportance(0.4, 0.5)
+	for b.Loop() {
+		m.many(dst, ws)
 	}
 }

@@ -328,10 +328,18 @@ func (m *importance) of(w float64) float64 {
 }
 
 // many sets dst[i] = m.of(ws[i]) for every i (dst and ws must not
-// overlap). In mode impFrac, Exp(yf*Log(x)) of every ratio x is computed
-// first, in one explog.ExpScaledLog call (eight or four at a time,
-// identical bit for bit to math's), and the rest of math.Pow per weight
-// after it.
+// overlap). In mode impFrac with beta's integer part 0 (every beta below
+// 0.5, the usual annealed range), of is min(1, 1/Exp(yf*Log(w/wMin)))
+// wherever w/wMin is a positive normal number (x = 1 included: Exp(0) is
+// exactly 1), which explog.Weights computes eight or four at a time,
+// identical bit for bit, calling of for the other weights. With a larger
+// beta, Exp(yf*Log(x)) of every ratio x is computed first, in one
+// explog.ExpScaledLog call, and the rest of math.Pow per weight after it.
+//
+// Measured (BenchmarkImportanceMany, 256 weights, beta 0.4; 2-core AMD
+// EPYC VM with AVX-512, old and new code in one binary, three runs each):
+// the ratios, ExpScaledLog and the reciprocals as three Go loops
+// 1189-1241 ns, explog.Weights 678-685 ns.
 func (m *importance) many(dst, ws []float64) {
 	ws = ws[:len(dst)]
 	if m.mode != impFrac || m.yf == 0 {
@@ -340,22 +348,14 @@ func (m *importance) many(dst, ws []float64) {
 		}
 		return
 	}
-	// plain: every w is positive and every ratio finite and non-zero, the
-	// case of every table sample (x >= 1 there).
-	plain := true
-	for i, w := range ws {
-		x := w / m.wMin
-		dst[i] = x
-		plain = plain && w > 0 && x <= math.MaxFloat64 && x != 0
-	}
-	explog.ExpScaledLog(dst, dst, m.yf)
-	if plain && m.yi == 0 {
-		// frac's result, x = 1 included: Exp(yf*Log(1)) is exactly 1.
-		for i, a1 := range dst {
-			dst[i] = min(1, 1/a1)
-		}
+	if m.yi == 0 {
+		explog.Weights(dst, ws, m.wMin, m.yf, m.of)
 		return
 	}
+	for i, w := range ws {
+		dst[i] = w / m.wMin
+	}
+	explog.ExpScaledLog(dst, dst, m.yf)
 	for i, w := range ws {
 		switch x := w / m.wMin; {
 		case w <= 0:

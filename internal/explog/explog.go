@@ -70,6 +70,68 @@ func by4(dst, xs []float64, y float64) {
 	scalar(dst[i:], xs[i:], y)
 }
 
+// Weights sets dst[i] = slow(xs[i]) for every i, computing it without a
+// call where it can: slow must return
+//
+//	min(1, 1/math.Exp(y*math.Log(x/d)))
+//
+// for every x for which x/d is a positive normal float64 (it may return
+// anything elsewhere). That is prioritized replay's importance weight
+// (x/d)^-y, at most 1, of a weight x over the smallest weight d, for an
+// exponent y whose integer part is 0. With AVX-512 the ratios, Exp, Log
+// and the reciprocals run eight lanes at a time, bit for bit as that
+// expression; a group of eight with a lane off the straight path (see the
+// package doc) is done by the loop below. Elsewhere the loop is:
+//
+//	for i, x := range xs {
+//		if r := x / d; r >= 0x1p-1022 && r <= math.MaxFloat64 {
+//			dst[i] = min(1, 1/math.Exp(y*math.Log(r)))
+//		} else {
+//			dst[i] = slow(x)
+//		}
+//	}
+//
+// with the Exp and Log of ExpScaledLog. It panics if len(dst) !=
+// len(xs); dst and xs must not overlap. It is safe for concurrent use on
+// distinct slices.
+func Weights(dst, xs []float64, d, y float64, slow func(x float64) float64) {
+	if len(dst) != len(xs) {
+		panic("explog: slices of different lengths")
+	}
+	i := 0
+	if useAVX512 {
+		for n := len(dst) &^ 7; i < n; i += 8 {
+			if i += weights8(dst[i:n], xs[i:n], d, y); i == n {
+				break
+			}
+			weights(dst[i:i+8], xs[i:i+8], d, y, slow)
+		}
+	}
+	weights(dst[i:], xs[i:], d, y, slow)
+}
+
+// weights is Weights' loop, with the ratios' Exp and Log by ExpScaledLog
+// and, when every ratio is a positive normal number (the common case), no
+// check per lane after it.
+func weights(dst, xs []float64, d, y float64, slow func(x float64) float64) {
+	plain := true
+	for i, x := range xs {
+		r := x / d
+		dst[i] = r
+		plain = plain && r >= 0x1p-1022 && r <= math.MaxFloat64
+	}
+	ExpScaledLog(dst, dst, y)
+	for i, a := range dst {
+		if plain {
+			dst[i] = min(1, 1/a)
+		} else if r := xs[i] / d; r >= 0x1p-1022 && r <= math.MaxFloat64 {
+			dst[i] = min(1, 1/a)
+		} else {
+			dst[i] = slow(xs[i])
+		}
+	}
+}
+
 // scalar is the reference loop.
 func scalar(dst, xs []float64, y float64) {
 	xs = xs[:len(dst)]

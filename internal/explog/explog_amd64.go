@@ -52,5 +52,15 @@ func expLogAVX2(dst, xs unsafe.Pointer, n int, y float64) int
 //go:noescape
 func expLogFMA(dst, xs unsafe.Pointer, n int, y float64) int
 
+// weights8 is Weights' vector loop, eight at a time (len(dst) a
+// multiple of 8), with AVX-512: it stops at the first group of eight with
+// a lane off the straight path, returns its index and leaves it unwritten.
+func weights8(dst, xs []float64, d, y float64) int {
+	return weightsAVX512(unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(xs)), len(dst), d, y)
+}
+
+//go:noescape
+func weightsAVX512(dst, xs unsafe.Pointer, n int, d, y float64) int
+
 //go:noescape
 func expLogAVX512(dst, xs unsafe.Pointer, n int, y float64) int

@@ -287,10 +287,46 @@ fmaDone:
 	VMULPD logLn2Hi<>(SB), Z1, Z1; \
 	VSUBPD Z6, Z1, Z1
 
+// EXPLOG512 sets Z0 = Exp(Z15*Log(Z7)) lane by lane as expLogFMA does,
+// Z1 = k, and K1 the lanes that took the straight path of both
+// functions (CHECK's four compares chained in K1). Clobbers Z2-Z6.
+#define EXPLOG512 \
+	LOG512; \
+	VMULPD Z15, Z1, Z0; \
+	VMULPD log2e<>(SB), Z0, Z1; \
+	VCVTPD2DQ Z1, Y1; \
+	VCVTDQ2PD Y1, Z1; \
+	VFNMADD231PD expLn2U<>(SB), Z1, Z0; \
+	VFNMADD231PD expLn2L<>(SB), Z1, Z0; \
+	VMULPD sixteenth<>(SB), Z0, Z0; \
+	VMOVUPD inv8f<>(SB), Z2; \
+	VFMADD213PD inv7f<>(SB), Z0, Z2; \
+	VFMADD213PD inv6f<>(SB), Z0, Z2; \
+	VFMADD213PD inv5f<>(SB), Z0, Z2; \
+	VFMADD213PD inv4f<>(SB), Z0, Z2; \
+	VFMADD213PD inv3f<>(SB), Z0, Z2; \
+	VFMADD213PD half<>(SB), Z0, Z2; \
+	VFMADD213PD one<>(SB), Z0, Z2; \
+	VMULPD Z2, Z0, Z0; \
+	VADDPD two<>(SB), Z0, Z2; \
+	VMULPD Z2, Z0, Z0; \
+	VADDPD two<>(SB), Z0, Z2; \
+	VMULPD Z2, Z0, Z0; \
+	VADDPD two<>(SB), Z0, Z2; \
+	VMULPD Z2, Z0, Z0; \
+	VADDPD two<>(SB), Z0, Z2; \
+	VFMADD213PD one<>(SB), Z2, Z0; \
+	VADDPD two52bias<>(SB), Z1, Z3; \
+	VPSLLQ $52, Z3, Z3; \
+	VMULPD Z3, Z0, Z0; \
+	VCMPPD $13, minNormal<>(SB), Z7, K1; \
+	VCMPPD $2, maxFinite<>(SB), Z7, K1, K1; \
+	VCMPPD $13, minExp<>(SB), Z1, K1, K1; \
+	VCMPPD $2, maxExp<>(SB), Z1, K1, K1
+
 // func expLogAVX512(dst, xs unsafe.Pointer, n int, y float64) int
 //
-// expLogFMA on eight lanes (n a multiple of 8): CHECK's four compares
-// chained in K1, eight bits.
+// expLogFMA on eight lanes (n a multiple of 8).
 TEXT ·expLogAVX512(SB), NOSPLIT, $0-40
 	MOVQ dst+0(FP), DI
 	MOVQ xs+8(FP), SI
@@ -302,38 +338,7 @@ loop512:
 	CMPQ BX, CX
 	JGE  done512
 	VMOVUPD (SI)(BX*8), Z7
-	LOG512
-	VMULPD Z15, Z1, Z0
-	VMULPD log2e<>(SB), Z0, Z1
-	VCVTPD2DQ Z1, Y1
-	VCVTDQ2PD Y1, Z1
-	VFNMADD231PD expLn2U<>(SB), Z1, Z0
-	VFNMADD231PD expLn2L<>(SB), Z1, Z0
-	VMULPD sixteenth<>(SB), Z0, Z0
-	VMOVUPD inv8f<>(SB), Z2
-	VFMADD213PD inv7f<>(SB), Z0, Z2
-	VFMADD213PD inv6f<>(SB), Z0, Z2
-	VFMADD213PD inv5f<>(SB), Z0, Z2
-	VFMADD213PD inv4f<>(SB), Z0, Z2
-	VFMADD213PD inv3f<>(SB), Z0, Z2
-	VFMADD213PD half<>(SB), Z0, Z2
-	VFMADD213PD one<>(SB), Z0, Z2
-	VMULPD Z2, Z0, Z0
-	VADDPD two<>(SB), Z0, Z2
-	VMULPD Z2, Z0, Z0
-	VADDPD two<>(SB), Z0, Z2
-	VMULPD Z2, Z0, Z0
-	VADDPD two<>(SB), Z0, Z2
-	VMULPD Z2, Z0, Z0
-	VADDPD two<>(SB), Z0, Z2
-	VFMADD213PD one<>(SB), Z2, Z0
-	VADDPD two52bias<>(SB), Z1, Z3
-	VPSLLQ $52, Z3, Z3
-	VMULPD Z3, Z0, Z0
-	VCMPPD $13, minNormal<>(SB), Z7, K1
-	VCMPPD $2, maxFinite<>(SB), Z7, K1, K1
-	VCMPPD $13, minExp<>(SB), Z1, K1, K1
-	VCMPPD $2, maxExp<>(SB), Z1, K1, K1
+	EXPLOG512
 	KMOVW K1, AX
 	CMPQ AX, $255
 	JNE  done512
@@ -343,5 +348,40 @@ loop512:
 
 done512:
 	MOVQ BX, ret+32(FP)
+	VZEROUPPER
+	RET
+
+// func weightsAVX512(dst, xs unsafe.Pointer, n int, d, y float64) int
+//
+// Weights' loop on eight lanes (n a multiple of 8): the ratio x/d, then
+// expLogAVX512's work, then min(1, 1/e) (VMINPD returns its second
+// operand, 1, unless 1/e is below it; 1/e is positive and finite on the
+// straight path).
+TEXT ·weightsAVX512(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ xs+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSD d+24(FP), Z14
+	VBROADCASTSD y+32(FP), Z15
+	XORQ BX, BX
+
+wloop512:
+	CMPQ BX, CX
+	JGE  wdone512
+	VMOVUPD (SI)(BX*8), Z7
+	VDIVPD  Z14, Z7, Z7
+	EXPLOG512
+	KMOVW K1, AX
+	CMPQ AX, $255
+	JNE  wdone512
+	VMOVUPD one<>(SB), Z2
+	VDIVPD  Z0, Z2, Z0
+	VMINPD  one<>(SB), Z0, Z0
+	VMOVUPD Z0, (DI)(BX*8)
+	ADDQ $8, BX
+	JMP  wloop512
+
+wdone512:
+	MOVQ BX, ret+40(FP)
 	VZEROUPPER
 	RET

@@ -10,6 +10,10 @@ func vector(dst, xs []float64, y float64) int {
 	panic("explog: vector loop without AVX2")
 }
 
+func weights8(dst, xs []float64, d, y float64) int {
+	panic("explog: vector loop without AVX-512")
+}
+
 func vector8(dst, xs []float64, y float64) int {
 	panic("explog: vector loop without AVX-512")
 }

@@ -307,6 +307,83 @@ func benchmark(b *testing.B, n int, f func(dst, xs []float64, y float64)) {
 
 func BenchmarkExpScaledLog256(b *testing.B)    { benchmark(b, 256, ExpScaledLog) }
 func BenchmarkExpScaledLog256by4(b *testing.B) { benchmark(b, 256, by4) }
-func BenchmarkScalar256(b *testing.B)          { benchmark(b, 256, scalar) }
-func BenchmarkExpScaledLog65536(b *testing.B)  { benchmark(b, 65536, ExpScaledLog) }
-func BenchmarkScalar65536(b *testing.B)        { benchmark(b, 65536, scalar) }
+
+// BenchmarkWeights256 is Weights over the same values (d = 1): with
+// AVX-512 the ratios and reciprocals run in the vector loop too.
+func BenchmarkWeights256(b *testing.B) {
+	benchmark(b, 256, func(dst, xs []float64, y float64) { Weights(dst, xs, 1, y, weightRef(1, y)) })
+}
+func BenchmarkScalar256(b *testing.B)         { benchmark(b, 256, scalar) }
+func BenchmarkExpScaledLog65536(b *testing.B) { benchmark(b, 65536, ExpScaledLog) }
+func BenchmarkScalar65536(b *testing.B)       { benchmark(b, 65536, scalar) }
+
+// weightRef is the expression Weights computes where x/d is a positive
+// normal number, and elsewhere a value no weight takes (-1000-x), so a
+// test sees whether slow was called.
+func weightRef(d, y float64) func(x float64) float64 {
+	return func(x float64) float64 {
+		if r := x / d; r >= 0x1p-1022 && r <= math.MaxFloat64 {
+			return min(1, 1/math.Exp(y*math.Log(r)))
+		}
+		return -1000 - x
+	}
+}
+
+func checkWeights(t *testing.T, l level, xs []float64, d, y float64) {
+	t.Helper()
+	ref := weightRef(d, y)
+	dst := make([]float64, len(xs)+1)
+	dst[len(xs)] = 12345
+	Weights(dst[:len(xs)], xs, d, y, ref)
+	if dst[len(xs)] != 12345 {
+		t.Fatalf("%+v: wrote past dst", l)
+	}
+	for i, x := range xs {
+		if w := ref(x); !same(dst[i], w) {
+			t.Fatalf("%+v: weight of %v over %v at y %v [x=%#x] = %v (%#x), want %v (%#x)",
+				l, x, d, y, math.Float64bits(x), dst[i], math.Float64bits(dst[i]), w, math.Float64bits(w))
+		}
+	}
+}
+
+// TestWeights checks Weights at every level against its expression:
+// every edge x over several d (so that ratios overflow, underflow and
+// land on 1) at every offset in groups of eight among ordinary values,
+// lengths 0..17, and many random ratios.
+func TestWeights(t *testing.T) {
+	xs, ys := edgeXs(), edgeYs()
+	ds := []float64{1, 0.5, 3, 1e-300, math.SmallestNonzeroFloat64, 1e300, 0x1p-1022}
+	rng := rand.New(rand.NewPCG(9, 10))
+	random := make([]float64, 1<<12)
+	for i := range random {
+		random[i] = 1 + rng.Float64()*math.Ldexp(1, rng.IntN(40))
+	}
+	for _, l := range levels() {
+		if l.fma != mathFMA {
+			continue // Weights' contract is math's own Exp
+		}
+		withLevel(l, func() {
+			for _, y := range ys {
+				for _, d := range ds {
+					checkWeights(t, l, xs, d, y)
+					for _, x := range xs {
+						for pos := range 8 {
+							g := []float64{1.5, 3e10, 0.75, 7e-200, 2.5, 1e5, 0.3, 9e100, 4, 1}
+							g[pos] = x
+							checkWeights(t, l, g, d, y)
+							checkWeights(t, l, g[:8], d, y)
+						}
+					}
+					for n := range 18 {
+						checkWeights(t, l, xs[:n], d, y)
+						checkWeights(t, l, xs[len(xs)-n:], d, y)
+					}
+				}
+			}
+			for _, y := range []float64{0.4, -0.4, 0.5, -0.5, 0.1, 1e-3} {
+				checkWeights(t, l, random, 1, y)
+				checkWeights(t, l, random, 0.75, y)
+			}
+		})
+	}
+}
