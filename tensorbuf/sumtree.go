@@ -57,14 +57,16 @@ type descent struct {
 // Run descends draws lo..hi-1.
 func (d *descent) Run(lo, hi int) { d.t.findRange(d.us[lo:hi], d.out[lo:hi]) }
 
-// alignedFloats returns n zeroed float64s starting on a 64-byte boundary.
+// alignedFloats returns n zeroed float64s starting on a 64-byte
+// boundary, with at least one float64 of the same allocation before them:
+// treestep's AVX-512 loop addresses the 8 bytes before a level for a
+// draw below its group's first sum (a masked load, whose value it does
+// not use), so that address lies in the tree's own memory even where a
+// masked-out load were not exempt from faults.
 func alignedFloats(n int) []float64 {
 	const line = 64 / 8
-	b := make([]float64, n+line)
-	off := int(uintptr(unsafe.Pointer(unsafe.SliceData(b))) % 64 / 8)
-	if off != 0 {
-		off = line - off
-	}
+	b := make([]float64, n+2*line)
+	off := line - int(uintptr(unsafe.Pointer(unsafe.SliceData(b)))%64/8) // 1..8
 	return b[off : off+n : off+n]
 }
 

@@ -44,8 +44,10 @@ const Fanout = 8
 //	}
 //	return len(out)
 //
-// len(us) must be at least len(out). It is safe for concurrent use on
-// distinct us and out.
+// len(us) must be at least len(out). The AVX-512 loop addresses the 8
+// bytes before a draw's group when its mass is below the group's first
+// sum, in a masked-out load (no value read, no fault). It is safe for
+// concurrent use on distinct us and out.
 func Level(level []uint64, us []float64, out []int32, start int) int {
 	us = us[:len(out)]
 	if start < 0 || start >= len(out) {

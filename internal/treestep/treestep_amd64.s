@@ -73,8 +73,11 @@ done:
 // sign flips, no joining of two halves. Running sums do not decrease, so
 // the mask's low bit is set exactly when j > 0, and a subtraction masked
 // by it takes the sum before j or leaves the mass as it is (for j = 0 its
-// load, before the group, is suppressed: an EVEX masked load does not
-// fault on a masked-out element).
+// load, the 8 bytes before the group, is masked out: an EVEX masked load
+// does not fault on a masked-out element; tensorbuf's tree levels also
+// have their own memory there). Computing an index that stays inside the
+// group instead ((j-1)&7, or the count of the mask shifted right) costs
+// 20% (BenchmarkLevel, 256 draws: 281-295 ns as here, 344-375 ns).
 TEXT ·levelAVX512(SB), NOSPLIT, $0-56
 	MOVQ level+0(FP), R8
 	MOVQ groups+8(FP), R9
