@@ -40,34 +40,43 @@ func ExpScaledLog(dst, xs []float64, y float64) {
 	if len(dst) != len(xs) {
 		panic("explog: slices of different lengths")
 	}
-	i := 0
-	if useAVX512 {
-		for n := len(dst) &^ 7; i < n; i += 8 {
-			// The loop stops at the first group of eight it cannot
-			// compute; that group is done four at a time.
-			if i += vector8(dst[i:n], xs[i:n], y); i == n {
-				break
-			}
-			by4(dst[i:i+8], xs[i:i+8], y)
-		}
+	if !useAVX512 {
+		by4(dst, xs, y)
+		return
 	}
-	by4(dst[i:], xs[i:], y)
+	// A group of eight the loop cannot compute is done four at a time.
+	inGroups(dst, xs, 8,
+		func(dst, xs []float64) int { return vector8(dst, xs, y) },
+		func(dst, xs []float64) { by4(dst, xs, y) })
 }
 
-// by4 is ExpScaledLog four at a time where the CPU has AVX2.
+// by4 is ExpScaledLog four at a time where the CPU has AVX2; a group of
+// four the vector loop cannot compute is done one value at a time.
 func by4(dst, xs []float64, y float64) {
-	i := 0
-	if useAVX2 {
-		for n := len(dst) &^ 3; i < n; i += 4 {
-			// The vector loop stops at the first group of four it
-			// cannot compute; that group is done one value at a time.
-			if i += vector(dst[i:n], xs[i:n], y); i == n {
-				break
-			}
-			scalar(dst[i:i+4], xs[i:i+4], y)
-		}
+	if !useAVX2 {
+		scalar(dst, xs, y)
+		return
 	}
-	scalar(dst[i:], xs[i:], y)
+	inGroups(dst, xs, 4,
+		func(dst, xs []float64) int { return vector(dst, xs, y) },
+		func(dst, xs []float64) { scalar(dst, xs, y) })
+}
+
+// inGroups runs a vector loop over dst and xs, w values at a time (w a
+// power of two): vec computes groups from the start of what it is given
+// until one it cannot compute and returns how many values it did; rest
+// does that group, and the values past the last whole group.
+func inGroups(dst, xs []float64, w int, vec func(dst, xs []float64) int, rest func(dst, xs []float64)) {
+	i := 0
+	for n := len(dst) &^ (w - 1); i < n; i += w {
+		if i += vec(dst[i:n], xs[i:n]); i == n {
+			break
+		}
+		rest(dst[i:i+w], xs[i:i+w])
+	}
+	if i < len(dst) {
+		rest(dst[i:], xs[i:])
+	}
 }
 
 // Weights sets dst[i] = slow(xs[i]) for every i, computing it without a
@@ -98,16 +107,13 @@ func Weights(dst, xs []float64, d, y float64, slow func(x float64) float64) {
 	if len(dst) != len(xs) {
 		panic("explog: slices of different lengths")
 	}
-	i := 0
-	if useAVX512 {
-		for n := len(dst) &^ 7; i < n; i += 8 {
-			if i += weights8(dst[i:n], xs[i:n], d, y); i == n {
-				break
-			}
-			weights(dst[i:i+8], xs[i:i+8], d, y, slow)
-		}
+	if !useAVX512 {
+		weights(dst, xs, d, y, slow)
+		return
 	}
-	weights(dst[i:], xs[i:], d, y, slow)
+	inGroups(dst, xs, 8,
+		func(dst, xs []float64) int { return weights8(dst, xs, d, y) },
+		func(dst, xs []float64) { weights(dst, xs, d, y, slow) })
 }
 
 // weights is Weights' loop, with the ratios' Exp and Log by ExpScaledLog
