@@ -56,6 +56,42 @@ CONST(inv6f, 0x3F56C16C16C16C17)
 CONST(inv7f, 0x3F2A01A01A01A01A)
 CONST(inv8f, 0x3EFA01A01A01A01A)
 
+// LOGTAIL is LOG from the reduced fraction on, for registers of any
+// width: kk = k, ff = f, ss the split point's 1 or 0 (then s), zz, ww and
+// rr temporaries (the result in kk).
+#define LOGTAIL(kk, ff, ss, zz, ww, rr) \
+	VSUBPD ss, kk, kk; \
+	VADDPD one<>(SB), ss, ss; \
+	VMULPD ss, ff, ff; \
+	VSUBPD one<>(SB), ff, ff; \
+	VADDPD two<>(SB), ff, zz; \
+	VDIVPD zz, ff, ss; \
+	VMULPD ss, ss, zz; \
+	VMULPD zz, zz, ww; \
+	VMULPD lg7<>(SB), ww, rr; \
+	VADDPD lg5<>(SB), rr, rr; \
+	VMULPD ww, rr, rr; \
+	VADDPD lg3<>(SB), rr, rr; \
+	VMULPD ww, rr, rr; \
+	VADDPD lg1<>(SB), rr, rr; \
+	VMULPD rr, zz, zz; \
+	VMULPD lg6<>(SB), ww, rr; \
+	VADDPD lg4<>(SB), rr, rr; \
+	VMULPD ww, rr, rr; \
+	VADDPD lg2<>(SB), rr, rr; \
+	VMULPD rr, ww, ww; \
+	VADDPD ww, zz, zz; \
+	VMULPD half<>(SB), ff, rr; \
+	VMULPD ff, rr, rr; \
+	VADDPD rr, zz, zz; \
+	VMULPD zz, ss, ss; \
+	VMULPD logLn2Lo<>(SB), kk, zz; \
+	VADDPD zz, ss, ss; \
+	VSUBPD ss, rr, rr; \
+	VSUBPD ff, rr, rr; \
+	VMULPD logLn2Hi<>(SB), kk, kk; \
+	VSUBPD rr, kk, kk
+
 // LOG sets Y1 = Log(Y7) lane by lane for positive normal finite lanes,
 // rounding as math.Log does on amd64 (no fused operations there): with
 // x = f1 * 2^k, f1 in [0.5, 1), moved to (sqrt(2)/2, sqrt(2)] (f1 equal
@@ -70,37 +106,7 @@ CONST(inv8f, 0x3EFA01A01A01A01A)
 	VSUBPD two52exp<>(SB), Y1, Y1; \
 	VCMPPD $2, sqrtHalf<>(SB), Y2, Y3; \
 	VANDPD one<>(SB), Y3, Y3; \
-	VSUBPD Y3, Y1, Y1; \
-	VADDPD one<>(SB), Y3, Y3; \
-	VMULPD Y3, Y2, Y2; \
-	VSUBPD one<>(SB), Y2, Y2; \
-	VADDPD two<>(SB), Y2, Y4; \
-	VDIVPD Y4, Y2, Y3; \
-	VMULPD Y3, Y3, Y4; \
-	VMULPD Y4, Y4, Y5; \
-	VMULPD lg7<>(SB), Y5, Y6; \
-	VADDPD lg5<>(SB), Y6, Y6; \
-	VMULPD Y5, Y6, Y6; \
-	VADDPD lg3<>(SB), Y6, Y6; \
-	VMULPD Y5, Y6, Y6; \
-	VADDPD lg1<>(SB), Y6, Y6; \
-	VMULPD Y6, Y4, Y4; \
-	VMULPD lg6<>(SB), Y5, Y6; \
-	VADDPD lg4<>(SB), Y6, Y6; \
-	VMULPD Y5, Y6, Y6; \
-	VADDPD lg2<>(SB), Y6, Y6; \
-	VMULPD Y6, Y5, Y5; \
-	VADDPD Y5, Y4, Y4; \
-	VMULPD half<>(SB), Y2, Y6; \
-	VMULPD Y2, Y6, Y6; \
-	VADDPD Y6, Y4, Y4; \
-	VMULPD Y4, Y3, Y3; \
-	VMULPD logLn2Lo<>(SB), Y1, Y4; \
-	VADDPD Y4, Y3, Y3; \
-	VSUBPD Y3, Y6, Y6; \
-	VSUBPD Y2, Y6, Y6; \
-	VMULPD logLn2Hi<>(SB), Y1, Y1; \
-	VSUBPD Y6, Y1, Y1
+	LOGTAIL(Y1, Y2, Y3, Y4, Y5, Y6)
 
 // EXPK sets Y0 = Y15*Y1 (the exponential's argument t) and Y1 = k, t/ln 2
 // rounded to the nearest integer (ties to even: the default MXCSR, as
@@ -112,12 +118,38 @@ CONST(inv8f, 0x3EFA01A01A01A01A)
 	VCVTPD2DQY Y1, X1; \
 	VCVTDQ2PD X1, Y1
 
-// EXPSCALE multiplies Y0 by 2^k for k = Y1 in [-1022, 1023], building
-// the power's bits from 2^52+1023+k.
-#define EXPSCALE \
-	VADDPD two52bias<>(SB), Y1, Y3; \
-	VPSLLQ $52, Y3, Y3; \
-	VMULPD Y3, Y0, Y0
+// EXPSCALE multiplies tt by 2^k for k = kk in [-1022, 1023], building
+// the power's bits from 2^52+1023+k in qq.
+#define EXPSCALE(tt, kk, qq) \
+	VADDPD two52bias<>(SB), kk, qq; \
+	VPSLLQ $52, qq, qq; \
+	VMULPD qq, tt, tt
+
+// EXPFMA is the exponential from t = tt and k = kk on, with fused
+// operations where math.Exp fuses (see expLogFMA), for registers of any
+// width: the result in tt; pp and qq temporaries.
+#define EXPFMA(tt, kk, pp, qq) \
+	VFNMADD231PD expLn2U<>(SB), kk, tt; \
+	VFNMADD231PD expLn2L<>(SB), kk, tt; \
+	VMULPD sixteenth<>(SB), tt, tt; \
+	VMOVUPD inv8f<>(SB), pp; \
+	VFMADD213PD inv7f<>(SB), tt, pp; \
+	VFMADD213PD inv6f<>(SB), tt, pp; \
+	VFMADD213PD inv5f<>(SB), tt, pp; \
+	VFMADD213PD inv4f<>(SB), tt, pp; \
+	VFMADD213PD inv3f<>(SB), tt, pp; \
+	VFMADD213PD half<>(SB), tt, pp; \
+	VFMADD213PD one<>(SB), tt, pp; \
+	VMULPD pp, tt, tt; \
+	VADDPD two<>(SB), tt, pp; \
+	VMULPD pp, tt, tt; \
+	VADDPD two<>(SB), tt, pp; \
+	VMULPD pp, tt, tt; \
+	VADDPD two<>(SB), tt, pp; \
+	VMULPD pp, tt, tt; \
+	VADDPD two<>(SB), tt, pp; \
+	VFMADD213PD one<>(SB), pp, tt; \
+	EXPSCALE(tt, kk, qq)
 
 // CHECK sets AX to the lanes (bit i for lane i) that took the straight
 // path of both functions: x a positive normal finite number and k in
@@ -180,7 +212,7 @@ plainLoop:
 	VADDPD two<>(SB), Y0, Y2
 	VMULPD Y2, Y0, Y0
 	VADDPD one<>(SB), Y0, Y0
-	EXPSCALE
+	EXPSCALE(Y0, Y1, Y3)
 	CHECK
 	CMPQ AX, $15
 	JNE  plainDone
@@ -211,27 +243,7 @@ fmaLoop:
 	VMOVUPD (SI)(BX*8), Y7
 	LOG
 	EXPK
-	VFNMADD231PD expLn2U<>(SB), Y1, Y0
-	VFNMADD231PD expLn2L<>(SB), Y1, Y0
-	VMULPD sixteenth<>(SB), Y0, Y0
-	VMOVUPD inv8f<>(SB), Y2
-	VFMADD213PD inv7f<>(SB), Y0, Y2
-	VFMADD213PD inv6f<>(SB), Y0, Y2
-	VFMADD213PD inv5f<>(SB), Y0, Y2
-	VFMADD213PD inv4f<>(SB), Y0, Y2
-	VFMADD213PD inv3f<>(SB), Y0, Y2
-	VFMADD213PD half<>(SB), Y0, Y2
-	VFMADD213PD one<>(SB), Y0, Y2
-	VMULPD Y2, Y0, Y0
-	VADDPD two<>(SB), Y0, Y2
-	VMULPD Y2, Y0, Y0
-	VADDPD two<>(SB), Y0, Y2
-	VMULPD Y2, Y0, Y0
-	VADDPD two<>(SB), Y0, Y2
-	VMULPD Y2, Y0, Y0
-	VADDPD two<>(SB), Y0, Y2
-	VFMADD213PD one<>(SB), Y2, Y0
-	EXPSCALE
+	EXPFMA(Y0, Y1, Y2, Y3)
 	CHECK
 	CMPQ AX, $15
 	JNE  fmaDone
@@ -255,37 +267,7 @@ fmaDone:
 	VSUBPD two52exp<>(SB), Z1, Z1; \
 	VCMPPD $2, sqrtHalf<>(SB), Z2, K2; \
 	VMOVUPD.Z one<>(SB), K2, Z3; \
-	VSUBPD Z3, Z1, Z1; \
-	VADDPD one<>(SB), Z3, Z3; \
-	VMULPD Z3, Z2, Z2; \
-	VSUBPD one<>(SB), Z2, Z2; \
-	VADDPD two<>(SB), Z2, Z4; \
-	VDIVPD Z4, Z2, Z3; \
-	VMULPD Z3, Z3, Z4; \
-	VMULPD Z4, Z4, Z5; \
-	VMULPD lg7<>(SB), Z5, Z6; \
-	VADDPD lg5<>(SB), Z6, Z6; \
-	VMULPD Z5, Z6, Z6; \
-	VADDPD lg3<>(SB), Z6, Z6; \
-	VMULPD Z5, Z6, Z6; \
-	VADDPD lg1<>(SB), Z6, Z6; \
-	VMULPD Z6, Z4, Z4; \
-	VMULPD lg6<>(SB), Z5, Z6; \
-	VADDPD lg4<>(SB), Z6, Z6; \
-	VMULPD Z5, Z6, Z6; \
-	VADDPD lg2<>(SB), Z6, Z6; \
-	VMULPD Z6, Z5, Z5; \
-	VADDPD Z5, Z4, Z4; \
-	VMULPD half<>(SB), Z2, Z6; \
-	VMULPD Z2, Z6, Z6; \
-	VADDPD Z6, Z4, Z4; \
-	VMULPD Z4, Z3, Z3; \
-	VMULPD logLn2Lo<>(SB), Z1, Z4; \
-	VADDPD Z4, Z3, Z3; \
-	VSUBPD Z3, Z6, Z6; \
-	VSUBPD Z2, Z6, Z6; \
-	VMULPD logLn2Hi<>(SB), Z1, Z1; \
-	VSUBPD Z6, Z1, Z1
+	LOGTAIL(Z1, Z2, Z3, Z4, Z5, Z6)
 
 // EXPLOG512 sets Z0 = Exp(Z15*Log(Z7)) lane by lane as expLogFMA does,
 // Z1 = k, and K1 the lanes that took the straight path of both
@@ -296,29 +278,7 @@ fmaDone:
 	VMULPD log2e<>(SB), Z0, Z1; \
 	VCVTPD2DQ Z1, Y1; \
 	VCVTDQ2PD Y1, Z1; \
-	VFNMADD231PD expLn2U<>(SB), Z1, Z0; \
-	VFNMADD231PD expLn2L<>(SB), Z1, Z0; \
-	VMULPD sixteenth<>(SB), Z0, Z0; \
-	VMOVUPD inv8f<>(SB), Z2; \
-	VFMADD213PD inv7f<>(SB), Z0, Z2; \
-	VFMADD213PD inv6f<>(SB), Z0, Z2; \
-	VFMADD213PD inv5f<>(SB), Z0, Z2; \
-	VFMADD213PD inv4f<>(SB), Z0, Z2; \
-	VFMADD213PD inv3f<>(SB), Z0, Z2; \
-	VFMADD213PD half<>(SB), Z0, Z2; \
-	VFMADD213PD one<>(SB), Z0, Z2; \
-	VMULPD Z2, Z0, Z0; \
-	VADDPD two<>(SB), Z0, Z2; \
-	VMULPD Z2, Z0, Z0; \
-	VADDPD two<>(SB), Z0, Z2; \
-	VMULPD Z2, Z0, Z0; \
-	VADDPD two<>(SB), Z0, Z2; \
-	VMULPD Z2, Z0, Z0; \
-	VADDPD two<>(SB), Z0, Z2; \
-	VFMADD213PD one<>(SB), Z2, Z0; \
-	VADDPD two52bias<>(SB), Z1, Z3; \
-	VPSLLQ $52, Z3, Z3; \
-	VMULPD Z3, Z0, Z0; \
+	EXPFMA(Z0, Z1, Z2, Z3); \
 	VCMPPD $13, minNormal<>(SB), Z7, K1; \
 	VCMPPD $2, maxFinite<>(SB), Z7, K1, K1; \
 	VCMPPD $13, minExp<>(SB), Z1, K1, K1; \
