@@ -461,7 +461,7 @@ var jobs struct {
 
 // split runs j over [0, n) in up to b.workers equal parts (fanout.Run:
 // the calling goroutine takes a part a worker has not claimed yet), and
-// waits; it then clears j and returns it to the pool.
+// waits; it then clears j and returns it to the free list.
 func (b *Backend) split(j *job, n int) {
 	w := max(1, min(b.workers, n))
 	fanout.Run(j, n, (n+w-1)/w, w)

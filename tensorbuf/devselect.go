@@ -266,8 +266,8 @@ func (t *Table) flushMirrorLocked() error {
 // learnLeavesLocked copies the device tree's leaves into the host tree,
 // and the priorities UpdatePrioritiesDevice set into the items and the
 // running maximum (waiting for the backend), so that the host knows the
-// priorities the device samples with: before the mirror moves to a new arena (whose patch would
-// undo them), and before a checkpoint. A slot whose leaf differs from the
+// priorities the device samples with: before the mirror moves to a new
+// arena (whose patch would undo them), and before a checkpoint. A slot whose leaf differs from the
 // host tree's weight was last set by UpdatePrioritiesDevice (the host
 // patched every other leaf with its own weight), unless the host changed
 // it since (marked, not yet patched: the host's value is the newer). Its

@@ -122,21 +122,21 @@ func Weights(dst, xs []float64, d, y float64, slow func(x float64) float64) {
 func weights(dst, xs []float64, d, y float64, slow func(x float64) float64) {
 	plain := true
 	for i, x := range xs {
-		r := x / d
-		dst[i] = r
-		plain = plain && r >= 0x1p-1022 && r <= math.MaxFloat64
+		dst[i] = x / d
+		plain = plain && normal(dst[i])
 	}
 	ExpScaledLog(dst, dst, y)
 	for i, a := range dst {
-		if plain {
-			dst[i] = min(1, 1/a)
-		} else if r := xs[i] / d; r >= 0x1p-1022 && r <= math.MaxFloat64 {
+		if plain || normal(xs[i]/d) {
 			dst[i] = min(1, 1/a)
 		} else {
 			dst[i] = slow(xs[i])
 		}
 	}
 }
+
+// normal reports whether r is a positive normal float64.
+func normal(r float64) bool { return r >= 0x1p-1022 && r <= math.MaxFloat64 }
 
 // scalar is the reference loop.
 func scalar(dst, xs []float64, y float64) {

@@ -15,18 +15,18 @@ import (
 var (
 	useAVX2   = cpu.X86.HasAVX2
 	useFMA    = cpu.X86.HasAVX && cpu.X86.HasFMA
-	useAVX512 = useAVX2 && useFMA && cpu.X86.HasAVX512F
+	useAVX512 = hasAVX512
 )
+
+// hasAVX512 is whether the CPU can run the eight-lane loop.
+var hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX2 && cpu.X86.HasAVX && cpu.X86.HasFMA
 
 // setLevel switches the vector loops and their fused multiply-adds
 // (tests); avx512 needs avx2 and fma, and the CPU's support for it. fma
 // must match math.Exp's choice for the results to be identical.
 func setLevel(avx512, avx2, fma bool) {
-	useAVX512, useAVX2, useFMA = avx512 && avx2 && fma && cpu.X86.HasAVX512F, avx2, fma
+	useAVX512, useAVX2, useFMA = avx512 && avx2 && fma && hasAVX512, avx2, fma
 }
-
-// hasAVX512 is whether the CPU can run the eight-lane loop (tests).
-var hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
 // vector computes dst[i] = Exp(y*Log(xs[i])) for len(dst) (a multiple of
 // 4, equal to len(xs)) values, four at a time, until a group of four

@@ -183,7 +183,8 @@ func TestLevelWholeDescent(t *testing.T) {
 }
 
 // BenchmarkLevel moves 256 draws one level down a level of 64 groups (in
-// the cache) and of 32,768 groups (2 MiB), with each loop; the draws' random groups and masses are included.
+// the cache) and of 32,768 groups (2 MiB), with each loop; copying the
+// draws' random groups and masses into place is included.
 func BenchmarkLevel(b *testing.B) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, groups := range []int{64, 32768} {
