@@ -8,11 +8,32 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// hasAVX2 selects fill16 (the vector loop) in Fill.
-var hasAVX2 = cpu.X86.HasAVX2
+// The vector loops this CPU can run.
+var (
+	canAVX2   = cpu.X86.HasAVX2
+	canAVX512 = canAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL
+)
 
-// setAVX2 switches the vector loop (tests).
-func setAVX2(on bool) { hasAVX2 = on }
+// hasAVX2 and hasAVX512 select Fill's vector loops: the widest the CPU
+// has (tests switch them with setImpl).
+var hasAVX2, hasAVX512 = canAVX2, canAVX512
+
+// setImpl makes Fill run impl's loops (implGo: none; implAVX2: fill16;
+// implAVX512: fill64, then fill16) and reports whether the CPU can; where
+// it cannot, Fill is left as it was.
+func setImpl(impl int) bool {
+	switch {
+	case impl == implGo:
+		hasAVX2, hasAVX512 = false, false
+	case impl == implAVX2 && canAVX2:
+		hasAVX2, hasAVX512 = true, false
+	case impl == implAVX512 && canAVX512:
+		hasAVX2, hasAVX512 = true, true
+	default:
+		return false
+	}
+	return true
+}
 
 // fill16 computes n groups of 16 draws into dst (16*n uint64s): group g
 // holds the draws of blocks x+8g .. x+8g+7 of counter {., stream, c0,
@@ -22,3 +43,11 @@ func setAVX2(on bool) { hasAVX2 = on }
 //
 //go:noescape
 func fill16(dst unsafe.Pointer, n int, x, stream, c0, c1 uint32, keys *[20]uint64)
+
+// fill64 is fill16 for n groups of 64 draws (blocks x+32g .. x+32g+31),
+// 32 blocks at once: four 512-bit register sets of eight blocks, a
+// round's two XORs as one VPTERNLOGQ (AVX-512F), the draws interleaved
+// by VPERMI2Q.
+//
+//go:noescape
+func fill64(dst unsafe.Pointer, n int, x, stream, c0, c1 uint32, keys *[20]uint64)

@@ -4,10 +4,15 @@ package philox
 
 import "unsafe"
 
-const hasAVX2 = false
+const hasAVX2, hasAVX512 = false, false
 
 func fill16(dst unsafe.Pointer, n int, x, stream, c0, c1 uint32, keys *[20]uint64) {
 	panic("philox: fill16 without AVX2")
 }
 
-func setAVX2(bool) {}
+func fill64(dst unsafe.Pointer, n int, x, stream, c0, c1 uint32, keys *[20]uint64) {
+	panic("philox: fill64 without AVX-512")
+}
+
+// setImpl reports whether Fill can run impl's loops: only the Go loop here.
+func setImpl(impl int) bool { return impl == implGo }
