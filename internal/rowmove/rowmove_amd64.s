@@ -8,7 +8,8 @@
 // idx to Dst+(first+i)*Size; R11 walks the columns, R12 counts them.
 // Row i: AX = Src + idx[i]*Stride; the size class (chosen once per
 // column) moves the row's bytes as overlapping words: the first and last
-// word of the class's width cover any size within the class. Every load
+// word of the class's width cover any size within the class; with
+// useAVX2 set, rows of 33 to 128 bytes move as 32-byte words. Every load
 // of a row precedes its stores. (rows is one column of it.)
 TEXT ·cols(SB), NOSPLIT, $0-48
 	MOVQ cs+0(FP), R11
@@ -38,9 +39,16 @@ ccol:
 	JBE cloop9to16
 	CMPQ R8, $32
 	JBE cloop17to32
+	CMPB ·useAVX2(SB), $1
+	JEQ cwide
 	CMPQ R8, $64
 	JBE cloop33to64
 	JMP cloop65to128
+
+cwide:
+	CMPQ R8, $64
+	JBE cloop33to64avx
+	JMP cloop65to128avx
 
 cloop4:
 	MOVQ (BX), AX
@@ -150,10 +158,46 @@ cloop65to128:
 	JNE cloop65to128
 	JMP cnext
 
+// The two widest classes with 32-byte words (AVX2).
+cloop33to64avx:
+	MOVQ (BX), AX
+	IMULQ DX, AX
+	ADDQ SI, AX
+	VMOVDQU (AX), Y0
+	VMOVDQU -32(AX)(R8*1), Y1
+	VMOVDQU Y0, (DI)
+	VMOVDQU Y1, -32(DI)(R8*1)
+	ADDQ R8, DI
+	ADDQ $8, BX
+	DECQ CX
+	JNE cloop33to64avx
+	JMP cnext
+
+cloop65to128avx:
+	MOVQ (BX), AX
+	IMULQ DX, AX
+	ADDQ SI, AX
+	VMOVDQU (AX), Y0
+	VMOVDQU 32(AX), Y1
+	VMOVDQU -64(AX)(R8*1), Y2
+	VMOVDQU -32(AX)(R8*1), Y3
+	VMOVDQU Y0, (DI)
+	VMOVDQU Y1, 32(DI)
+	VMOVDQU Y2, -64(DI)(R8*1)
+	VMOVDQU Y3, -32(DI)(R8*1)
+	ADDQ R8, DI
+	ADDQ $8, BX
+	DECQ CX
+	JNE cloop65to128avx
+	JMP cnext
+
 cnext:
 	ADDQ $32, R11
 	DECQ R12
 	JNE ccol
+	CMPB ·useAVX2(SB), $1
+	JNE cdone
+	VZEROUPPER
 
 cdone:
 	RET

@@ -13,3 +13,7 @@ func rows(dst, src unsafe.Pointer, idx []int64, stride, size int64) {
 func cols(cs unsafe.Pointer, n int, idx []int64, first int64) {
 	panic("rowmove: no assembly loop")
 }
+
+const useAVX2 = false
+
+func setWide(bool) bool { return false }

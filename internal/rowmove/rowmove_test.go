@@ -7,10 +7,25 @@ import (
 	"unsafe"
 )
 
+// eachWidth runs f with the 16-byte loops, then with the 32-byte ones
+// where the CPU has them, and restores the setting.
+func eachWidth(t *testing.T, f func(t *testing.T)) {
+	defer setWide(setWide(false))
+	t.Run("16", f)
+	if setWide(true); useAVX2 {
+		t.Run("32", f)
+	} else {
+		t.Log("32-byte loops not run: this CPU lacks AVX2")
+	}
+}
+
 // TestRowsMatchesCopy moves rows of every size from 1 to 2*MaxSize+3,
 // at strides from the size to size+37, unaligned source and destination
-// offsets, against rowsGo, with guard bytes around the destination.
-func TestRowsMatchesCopy(t *testing.T) {
+// offsets, against rowsGo, with guard bytes around the destination; with
+// each width of loops.
+func TestRowsMatchesCopy(t *testing.T) { eachWidth(t, testRowsMatchesCopy) }
+
+func testRowsMatchesCopy(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	const guard = 64
 	for size := int64(1); size <= 2*MaxSize+3; size++ {
@@ -48,7 +63,9 @@ func TestRowsMatchesCopy(t *testing.T) {
 
 // TestColsMatchesRows moves several columns of a packed record, of every
 // size class, in one Cols call against Rows per column, with guard bytes.
-func TestColsMatchesRows(t *testing.T) {
+func TestColsMatchesRows(t *testing.T) { eachWidth(t, testColsMatchesRows) }
+
+func testColsMatchesRows(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	const guard = 48
 	for trial := range 300 {
