@@ -319,7 +319,11 @@ func gatherWindows(cols []kernels.Column, wins []kernels.Window, seqLen, capacit
 	var bases [2][prefetchChunk]int64
 	firsts := func(buf *[prefetchChunk]int64, a, b int) []int64 {
 		for i := a; i < b; i++ {
-			buf[i-a] = wins[i].Row*capacity + wins[i].Start%capacity
+			s := wins[i].Start
+			if s >= capacity { // samplers may hand over slots: no division
+				s %= capacity
+			}
+			buf[i-a] = wins[i].Row*capacity + s
 		}
 		return buf[:b-a]
 	}

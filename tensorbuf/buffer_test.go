@@ -178,6 +178,37 @@ func TestRingOverwritesOldest(t *testing.T) {
 	}
 }
 
+// TestSampleWrappedRows samples windows from wrapped rings of as many
+// rows as the sampler keeps a table of oldest ring slots for (64), one
+// more, and more still (where it hands the gather absolute steps), and
+// checks every item's window and its data against the model.
+func TestSampleWrappedRows(t *testing.T) {
+	for _, envs := range []int{1, 64, 65, 70} {
+		b := newBuffer(t, envs, 5)
+		m := newModel(envs, 5)
+		var metas [][]rawStep
+		for i := range 8 {
+			metas = append(metas, mids(envs, float32(100*i)))
+		}
+		fill(t, b, m, metas)
+		bt, err := b.SampleSequences(256, 2, tensorbuf.SequenceOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hb, err := bt.Host()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, it := range hb.Items {
+			if it.Start < 3 || it.Start > 6 || it.Len != 2 {
+				t.Fatalf("%d rows: item %d %+v, want a window of 2 in [3, 8)", envs, i, it)
+			}
+			checkWindow(t, m, hb, i, it.Row, it.Start, 2)
+		}
+		bt.Release()
+	}
+}
+
 // episode returns the steps of an episode of n steps (F, M..., last with
 // the given discount) followed by its boundary step.
 func episode(n int, discount float32, r0 float32) []rawStep {
