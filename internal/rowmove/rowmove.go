@@ -11,7 +11,9 @@ package rowmove
 import "unsafe"
 
 // MaxSize is the largest row Rows moves in its own loop; larger rows
-// are moved with copy, where a call per row is cheap next to the move.
+// are moved with copy, where a call per row is cheap next to the move,
+// or, from 256 bytes where the CPU has enhanced REP MOVSB (amd64), with
+// one string move per row, which measured faster (see repMin).
 const MaxSize = 128
 
 // Rows moves row i of len(idx) rows of size bytes from src+idx[i]*stride
@@ -23,6 +25,10 @@ func Rows(dst, src unsafe.Pointer, idx []int64, stride, size int64) {
 	}
 	if size >= 4 && size <= MaxSize && enabled {
 		rows(dst, src, idx, stride, size)
+		return
+	}
+	if size >= repMin && useRep {
+		rowsRep(dst, src, idx, stride, size)
 		return
 	}
 	rowsGo(dst, src, idx, stride, size)

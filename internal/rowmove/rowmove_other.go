@@ -17,3 +17,13 @@ func cols(cs unsafe.Pointer, n int, idx []int64, first int64) {
 const useAVX2 = false
 
 func setWide(bool) bool { return false }
+
+const useRep = false
+
+const repMin = 256
+
+func setRep(bool) bool { return false }
+
+func rowsRep(dst, src unsafe.Pointer, idx []int64, stride, size int64) {
+	panic("rowmove: no REP MOVSB loop")
+}

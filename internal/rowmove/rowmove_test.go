@@ -61,6 +61,48 @@ func testRowsMatchesCopy(t *testing.T) {
 	}
 }
 
+// TestLargeRowsMatchCopy moves rows past MaxSize, around repMin and far
+// beyond it (a pixel step), at strides from the size to size+37 and
+// unaligned offsets, against rowsGo with guard bytes; with the REP MOVSB
+// loop and without it.
+func TestLargeRowsMatchCopy(t *testing.T) {
+	defer setRep(setRep(false))
+	for _, rep := range []bool{false, true} {
+		if setRep(rep); useRep != rep {
+			t.Log("REP MOVSB loop not run: this CPU lacks ERMS")
+			continue
+		}
+		rng := rand.New(rand.NewPCG(5, 6))
+		for _, size := range []int64{129, 200, repMin - 1, repMin, repMin + 1, 300, 1000, 3072, 3093, 8192} {
+			for _, extra := range []int64{0, 1, 37} {
+				stride := size + extra
+				const steps, n = 20, 17
+				src := make([]byte, steps*stride+7)
+				for i := range src {
+					src[i] = byte(rng.Uint32())
+				}
+				idx := make([]int64, n)
+				for i := range idx {
+					idx[i] = rng.Int64N(steps)
+				}
+				const guard = 64
+				so, do := rng.Int64N(8), rng.Int64N(8)
+				want := make([]byte, n*size+2*guard+8)
+				got := make([]byte, len(want))
+				for i := range want {
+					want[i], got[i] = byte(i*7), byte(i*7)
+				}
+				s := unsafe.Pointer(&src[so])
+				rowsGo(unsafe.Pointer(&want[guard+do]), s, idx, stride, size)
+				Rows(unsafe.Pointer(&got[guard+do]), s, idx, stride, size)
+				if !bytes.Equal(got, want) {
+					t.Fatalf("rep %v size %d stride %d: rows differ from copy", rep, size, stride)
+				}
+			}
+		}
+	}
+}
+
 // TestColsMatchesRows moves several columns of a packed record, of every
 // size class, in one Cols call against Rows per column, with guard bytes.
 func TestColsMatchesRows(t *testing.T) { eachWidth(t, testColsMatchesRows) }
