@@ -72,124 +72,83 @@ cloop8:
 	JNE cloop8
 	JMP cnext
 
-cloop5to7:
-	MOVQ (BX), AX
-	IMULQ DX, AX
-	ADDQ SI, AX
-	MOVL (AX), R9
-	MOVL -4(AX)(R8*1), R10
-	MOVL R9, (DI)
-	MOVL R10, -4(DI)(R8*1)
-	ADDQ R8, DI
-	ADDQ $8, BX
-	DECQ CX
-	JNE cloop5to7
+// The size classes past 4 and 8 bytes: a row moves as its first and last
+// word (TWO), or its first and last two (FOUR) or four (EIGHT) words, of
+// w bytes each, with MOV (loads, then stores); then the loop goes to the
+// next row, back to again, or on to the next column.
+#define NEXT(again) \
+	ADDQ R8, DI; \
+	ADDQ $8, BX; \
+	DECQ CX; \
+	JNE again; \
 	JMP cnext
+
+#define ROW \
+	MOVQ (BX), AX; \
+	IMULQ DX, AX; \
+	ADDQ SI, AX
+
+#define TWO(MOV, a, b, w, again) \
+	ROW; \
+	MOV (AX), a; \
+	MOV (-w)(AX)(R8*1), b; \
+	MOV a, (DI); \
+	MOV b, (-w)(DI)(R8*1); \
+	NEXT(again)
+
+#define FOUR(MOV, a, b, c, d, w, again) \
+	ROW; \
+	MOV (AX), a; \
+	MOV w(AX), b; \
+	MOV (-2*w)(AX)(R8*1), c; \
+	MOV (-w)(AX)(R8*1), d; \
+	MOV a, (DI); \
+	MOV b, w(DI); \
+	MOV c, (-2*w)(DI)(R8*1); \
+	MOV d, (-w)(DI)(R8*1); \
+	NEXT(again)
+
+#define EIGHT(MOV, w, again) \
+	ROW; \
+	MOV (AX), X0; \
+	MOV w(AX), X1; \
+	MOV (2*w)(AX), X2; \
+	MOV (3*w)(AX), X3; \
+	MOV (-4*w)(AX)(R8*1), X4; \
+	MOV (-3*w)(AX)(R8*1), X5; \
+	MOV (-2*w)(AX)(R8*1), X6; \
+	MOV (-w)(AX)(R8*1), X7; \
+	MOV X0, (DI); \
+	MOV X1, w(DI); \
+	MOV X2, (2*w)(DI); \
+	MOV X3, (3*w)(DI); \
+	MOV X4, (-4*w)(DI)(R8*1); \
+	MOV X5, (-3*w)(DI)(R8*1); \
+	MOV X6, (-2*w)(DI)(R8*1); \
+	MOV X7, (-w)(DI)(R8*1); \
+	NEXT(again)
+
+cloop5to7:
+	TWO(MOVL, R9, R10, 4, cloop5to7)
 
 cloop9to16:
-	MOVQ (BX), AX
-	IMULQ DX, AX
-	ADDQ SI, AX
-	MOVQ (AX), R9
-	MOVQ -8(AX)(R8*1), R10
-	MOVQ R9, (DI)
-	MOVQ R10, -8(DI)(R8*1)
-	ADDQ R8, DI
-	ADDQ $8, BX
-	DECQ CX
-	JNE cloop9to16
-	JMP cnext
+	TWO(MOVQ, R9, R10, 8, cloop9to16)
 
 cloop17to32:
-	MOVQ (BX), AX
-	IMULQ DX, AX
-	ADDQ SI, AX
-	MOVOU (AX), X0
-	MOVOU -16(AX)(R8*1), X1
-	MOVOU X0, (DI)
-	MOVOU X1, -16(DI)(R8*1)
-	ADDQ R8, DI
-	ADDQ $8, BX
-	DECQ CX
-	JNE cloop17to32
-	JMP cnext
+	TWO(MOVOU, X0, X1, 16, cloop17to32)
 
 cloop33to64:
-	MOVQ (BX), AX
-	IMULQ DX, AX
-	ADDQ SI, AX
-	MOVOU (AX), X0
-	MOVOU 16(AX), X1
-	MOVOU -32(AX)(R8*1), X2
-	MOVOU -16(AX)(R8*1), X3
-	MOVOU X0, (DI)
-	MOVOU X1, 16(DI)
-	MOVOU X2, -32(DI)(R8*1)
-	MOVOU X3, -16(DI)(R8*1)
-	ADDQ R8, DI
-	ADDQ $8, BX
-	DECQ CX
-	JNE cloop33to64
-	JMP cnext
+	FOUR(MOVOU, X0, X1, X2, X3, 16, cloop33to64)
 
 cloop65to128:
-	MOVQ (BX), AX
-	IMULQ DX, AX
-	ADDQ SI, AX
-	MOVOU (AX), X0
-	MOVOU 16(AX), X1
-	MOVOU 32(AX), X2
-	MOVOU 48(AX), X3
-	MOVOU -64(AX)(R8*1), X4
-	MOVOU -48(AX)(R8*1), X5
-	MOVOU -32(AX)(R8*1), X6
-	MOVOU -16(AX)(R8*1), X7
-	MOVOU X0, (DI)
-	MOVOU X1, 16(DI)
-	MOVOU X2, 32(DI)
-	MOVOU X3, 48(DI)
-	MOVOU X4, -64(DI)(R8*1)
-	MOVOU X5, -48(DI)(R8*1)
-	MOVOU X6, -32(DI)(R8*1)
-	MOVOU X7, -16(DI)(R8*1)
-	ADDQ R8, DI
-	ADDQ $8, BX
-	DECQ CX
-	JNE cloop65to128
-	JMP cnext
+	EIGHT(MOVOU, 16, cloop65to128)
 
 // The two widest classes with 32-byte words (AVX2).
 cloop33to64avx:
-	MOVQ (BX), AX
-	IMULQ DX, AX
-	ADDQ SI, AX
-	VMOVDQU (AX), Y0
-	VMOVDQU -32(AX)(R8*1), Y1
-	VMOVDQU Y0, (DI)
-	VMOVDQU Y1, -32(DI)(R8*1)
-	ADDQ R8, DI
-	ADDQ $8, BX
-	DECQ CX
-	JNE cloop33to64avx
-	JMP cnext
+	TWO(VMOVDQU, Y0, Y1, 32, cloop33to64avx)
 
 cloop65to128avx:
-	MOVQ (BX), AX
-	IMULQ DX, AX
-	ADDQ SI, AX
-	VMOVDQU (AX), Y0
-	VMOVDQU 32(AX), Y1
-	VMOVDQU -64(AX)(R8*1), Y2
-	VMOVDQU -32(AX)(R8*1), Y3
-	VMOVDQU Y0, (DI)
-	VMOVDQU Y1, 32(DI)
-	VMOVDQU Y2, -64(DI)(R8*1)
-	VMOVDQU Y3, -32(DI)(R8*1)
-	ADDQ R8, DI
-	ADDQ $8, BX
-	DECQ CX
-	JNE cloop65to128avx
-	JMP cnext
+	FOUR(VMOVDQU, Y0, Y1, Y2, Y3, 32, cloop65to128avx)
 
 cnext:
 	ADDQ $32, R11
