@@ -23,47 +23,19 @@ func eachWidth(t *testing.T, f func(t *testing.T)) {
 // at strides from the size to size+37, unaligned source and destination
 // offsets, against rowsGo, with guard bytes around the destination; with
 // each width of loops.
-func TestRowsMatchesCopy(t *testing.T) { eachWidth(t, testRowsMatchesCopy) }
-
-func testRowsMatchesCopy(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	const guard = 64
-	for size := int64(1); size <= 2*MaxSize+3; size++ {
-		for _, extra := range []int64{0, 1, 4, 37} {
-			stride := size + extra
-			const steps, n = 50, 33
-			src := make([]byte, steps*stride+7)
-			for i := range src {
-				src[i] = byte(rng.Uint32())
-			}
-			idx := make([]int64, n)
-			for i := range idx {
-				idx[i] = rng.Int64N(steps)
-			}
-			so, do := rng.Int64N(8), rng.Int64N(8)
-			want := make([]byte, n*size+2*guard+8)
-			got := make([]byte, len(want))
-			for i := range want {
-				want[i] = byte(i * 7)
-				got[i] = byte(i * 7)
-			}
-			s := unsafe.Pointer(&src[so])
-			rowsGo(unsafe.Pointer(&want[guard+do]), s, idx, stride, size)
-			Rows(unsafe.Pointer(&got[guard+do]), s, idx, stride, size)
-			if !bytes.Equal(got, want) {
-				t.Fatalf("size %d stride %d: rows differ from copy", size, stride)
-			}
-			Rows(unsafe.Pointer(&got[guard+do]), s, nil, stride, size)
-			if !bytes.Equal(got, want) {
-				t.Fatalf("size %d stride %d: an empty move wrote", size, stride)
+func TestRowsMatchesCopy(t *testing.T) {
+	eachWidth(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(1, 2))
+		for size := int64(1); size <= 2*MaxSize+3; size++ {
+			for _, extra := range []int64{0, 1, 4, 37} {
+				checkRows(t, rng, size, size+extra, 50, 33)
 			}
 		}
-	}
+	})
 }
 
 // TestLargeRowsMatchCopy moves rows past MaxSize, around repMin and far
-// beyond it (a pixel step), at strides from the size to size+37 and
-// unaligned offsets, against rowsGo with guard bytes; with the REP MOVSB
+// beyond it (a pixel step) as TestRowsMatchesCopy does, with the REP MOVSB
 // loop and without it.
 func TestLargeRowsMatchCopy(t *testing.T) {
 	defer setRep(setRep(false))
@@ -75,31 +47,42 @@ func TestLargeRowsMatchCopy(t *testing.T) {
 		rng := rand.New(rand.NewPCG(5, 6))
 		for _, size := range []int64{129, 200, repMin - 1, repMin, repMin + 1, 300, 1000, 3072, 3093, 8192} {
 			for _, extra := range []int64{0, 1, 37} {
-				stride := size + extra
-				const steps, n = 20, 17
-				src := make([]byte, steps*stride+7)
-				for i := range src {
-					src[i] = byte(rng.Uint32())
-				}
-				idx := make([]int64, n)
-				for i := range idx {
-					idx[i] = rng.Int64N(steps)
-				}
-				const guard = 64
-				so, do := rng.Int64N(8), rng.Int64N(8)
-				want := make([]byte, n*size+2*guard+8)
-				got := make([]byte, len(want))
-				for i := range want {
-					want[i], got[i] = byte(i*7), byte(i*7)
-				}
-				s := unsafe.Pointer(&src[so])
-				rowsGo(unsafe.Pointer(&want[guard+do]), s, idx, stride, size)
-				Rows(unsafe.Pointer(&got[guard+do]), s, idx, stride, size)
-				if !bytes.Equal(got, want) {
-					t.Fatalf("rep %v size %d stride %d: rows differ from copy", rep, size, stride)
-				}
+				checkRows(t, rng, size, size+extra, 20, 17)
 			}
 		}
+	}
+}
+
+// checkRows moves n random rows of a ring of steps rows of size bytes,
+// stride apart, with Rows and with rowsGo from and to unaligned offsets,
+// and fails unless the outputs and the guard bytes around them agree; an
+// empty move must write nothing.
+func checkRows(t *testing.T, rng *rand.Rand, size, stride, steps, n int64) {
+	t.Helper()
+	const guard = 64
+	src := make([]byte, steps*stride+7)
+	for i := range src {
+		src[i] = byte(rng.Uint32())
+	}
+	idx := make([]int64, n)
+	for i := range idx {
+		idx[i] = rng.Int64N(steps)
+	}
+	so, do := rng.Int64N(8), rng.Int64N(8)
+	want := make([]byte, n*size+2*guard+8)
+	got := make([]byte, len(want))
+	for i := range want {
+		want[i], got[i] = byte(i*7), byte(i*7)
+	}
+	s := unsafe.Pointer(&src[so])
+	rowsGo(unsafe.Pointer(&want[guard+do]), s, idx, stride, size)
+	Rows(unsafe.Pointer(&got[guard+do]), s, idx, stride, size)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("size %d stride %d (rep %v): rows differ from copy", size, stride, useRep)
+	}
+	Rows(unsafe.Pointer(&got[guard+do]), s, nil, stride, size)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("size %d stride %d: an empty move wrote", size, stride)
 	}
 }
 
