@@ -180,7 +180,7 @@ func TestRingOverwritesOldest(t *testing.T) {
 
 // TestSampleWrappedRows samples windows from wrapped rings of as many
 // rows as the sampler keeps a table of oldest ring slots for (64), one
-// more, and more still (where it hands the gather absolute steps), and
+// more, and more still (where it finds them per draw), and
 // checks every item's window and its data against the model.
 func TestSampleWrappedRows(t *testing.T) {
 	for _, envs := range []int{1, 64, 65, 70} {

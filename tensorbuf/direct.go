@@ -152,50 +152,52 @@ func evenRows(prefix []int64) int64 {
 // buffer 5.14 -> 4.73 µs and 7.21 -> 6.78 µs (medians of 12 alternating
 // runs of two test binaries, two sessions under different load).
 //
-// Up to maxSlotRows rows, a window's Start is the ring slot of its first
-// step (found from the row's oldest slot with a compare), while its item
-// keeps the absolute step: the gather reads slot Start % capacity either
-// way, and skips its division per window when Start is a slot already.
-// Same sample: 3.48 -> 3.21 µs (medians of 10 alternating runs).
+// A window's Start is the ring slot of its first step (its row's oldest
+// slot plus an offset below the capacity, wrapped with a compare), while
+// its item keeps the absolute step: the gather reads slot Start %
+// capacity either way, and skips its division per window when Start is
+// a slot already. Same sample: 3.48 -> 3.21 µs (medians of 10
+// alternating runs). Each row's oldest step and slot are found once per
+// call for up to maxSlotRows rows, and per draw past that.
 func (b *Buffer) evenWindows(wins []Window, items []Item, weights []float64, xs []uint64, rows, per, total, l int64) {
 	items, weights = items[:len(xs)], weights[:len(xs)]
 	wins = wins[:len(xs)]
-	if rows > maxSlotRows {
-		cursor := b.cursor[:rows]
-		for k, x := range xs {
-			u := int64(philox.Index(x, uint64(total)))
-			r := int64(philox.Index(x, uint64(rows)))
-			start := max(0, cursor[r]-b.capacity) + u - r*per
-			wins[k] = Window{Row: r, Start: start, Len: l}
-			items[k] = Item{Row: int(r), Start: start, Len: int(l)}
-			weights[k] = 1
+	var firsts [maxSlotRows]rowFirst
+	table := rows <= maxSlotRows
+	if table {
+		for r := range int(rows) {
+			firsts[r] = b.rowFirst(r)
 		}
-		return
-	}
-	// oldest[r]: row r's oldest step and its ring slot.
-	var oldest [maxSlotRows]struct{ step, slot int64 }
-	for r, c := range b.cursor[:rows] {
-		o := max(0, c-b.capacity)
-		oldest[r].step, oldest[r].slot = o, o%b.capacity
 	}
 	for k, x := range xs {
 		u := int64(philox.Index(x, uint64(total)))
 		r := int64(philox.Index(x, uint64(rows)))
 		off := u - r*per // in [0, per), and per <= capacity
-		o := &oldest[r&(maxSlotRows-1)]
-		slot := o.slot + off
+		f := firsts[r&(maxSlotRows-1)]
+		if !table {
+			f = b.rowFirst(int(r))
+		}
+		slot := f.slot + off
 		if slot >= b.capacity {
 			slot -= b.capacity
 		}
 		wins[k] = Window{Row: r, Start: slot, Len: l}
-		items[k] = Item{Row: int(r), Start: o.step + off, Len: int(l)}
+		items[k] = Item{Row: int(r), Start: f.step + off, Len: int(l)}
 		weights[k] = 1
 	}
 }
 
-// maxSlotRows bounds the rows for which evenWindows hands the gather ring
-// slots: a power of two, the size of its table of rows on the stack.
+// maxSlotRows bounds the rows whose rowFirst evenWindows keeps in a table
+// on the stack (a power of two).
 const maxSlotRows = 64
+
+// rowFirst is a row's oldest stored step and its ring slot.
+type rowFirst struct{ step, slot int64 }
+
+func (b *Buffer) rowFirst(row int) rowFirst {
+	o := b.oldest(row)
+	return rowFirst{o, o % b.capacity}
+}
 
 // evenWindow is one window of evenWindows, of length 0.
 func (b *Buffer) evenWindow(x uint64, rows, per, total int64) Window {
