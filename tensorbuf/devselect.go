@@ -263,19 +263,19 @@ func (t *Table) flushMirrorLocked() error {
 	return nil
 }
 
-// learnLeavesLocked copies the device tree's leaves into the host tree,
-// and the priorities UpdatePrioritiesDevice set into the items and the
-// running maximum (waiting for the backend), so that the host knows the
-// priorities the device samples with: before the mirror moves to a new
-// arena (whose patch would undo them), and before a checkpoint. A slot whose leaf differs from the
-// host tree's weight was last set by UpdatePrioritiesDevice (the host
-// patched every other leaf with its own weight), unless the host changed
-// it since (marked, not yet patched: the host's value is the newer). Its
-// priority becomes the float32 the device was given and its weight the
-// device's p^a (exactly p with PriorityExponent 1; with other exponents
-// the device's pow may differ from math.Pow in the last bits). After a
-// failed patch (m.full) the mirror's contents are unknown and nothing is
-// learned. The caller holds t.mu.
+// learnLeavesLocked copies the device tree's leaves into the host tree, and
+// the priorities UpdatePrioritiesDevice set into the items and the running
+// maximum (waiting for the backend), so that the host knows the priorities
+// the device samples with: before the mirror moves to a new arena (whose
+// patch would undo them), and before a checkpoint. A slot whose leaf
+// differs from the host tree's weight was last set by
+// UpdatePrioritiesDevice (the host patched every other leaf with its own
+// weight), unless the host changed it since (marked, not yet patched: the
+// host's value is the newer). Its priority becomes the float32 the device
+// was given and its weight the device's p^a (exactly p with
+// PriorityExponent 1; with other exponents the device's pow may differ from
+// math.Pow in the last bits). After a failed patch (m.full) the mirror's
+// contents are unknown and nothing is learned. The caller holds t.mu.
 func (t *Table) learnLeavesLocked() error {
 	m := t.dev
 	if !m.devSet || m.arena.arena == nil || m.full || m.treeN == 0 {

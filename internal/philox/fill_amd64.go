@@ -10,13 +10,13 @@ import (
 
 // The vector loops this CPU can run.
 var (
-	canAVX2   = cpu.X86.HasAVX2
-	canAVX512 = canAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL
+	hasAVX2   = cpu.X86.HasAVX2
+	hasAVX512 = hasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL
 )
 
-// hasAVX2 and hasAVX512 select Fill's vector loops: the widest the CPU
+// useAVX2 and useAVX512 select Fill's vector loops: the widest the CPU
 // has (tests switch them with setImpl).
-var hasAVX2, hasAVX512 = canAVX2, canAVX512
+var useAVX2, useAVX512 = hasAVX2, hasAVX512
 
 // setImpl makes Fill run impl's loops (implGo: none; implAVX2: fill16;
 // implAVX512: fill64, then fill16) and reports whether the CPU can; where
@@ -24,11 +24,11 @@ var hasAVX2, hasAVX512 = canAVX2, canAVX512
 func setImpl(impl int) bool {
 	switch {
 	case impl == implGo:
-		hasAVX2, hasAVX512 = false, false
-	case impl == implAVX2 && canAVX2:
-		hasAVX2, hasAVX512 = true, false
-	case impl == implAVX512 && canAVX512:
-		hasAVX2, hasAVX512 = true, true
+		useAVX2, useAVX512 = false, false
+	case impl == implAVX2 && hasAVX2:
+		useAVX2, useAVX512 = true, false
+	case impl == implAVX512 && hasAVX512:
+		useAVX2, useAVX512 = true, true
 	default:
 		return false
 	}

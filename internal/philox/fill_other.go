@@ -4,7 +4,7 @@ package philox
 
 import "unsafe"
 
-const hasAVX2, hasAVX512 = false, false
+const useAVX2, useAVX512 = false, false
 
 func fill16(dst unsafe.Pointer, n int, x, stream, c0, c1 uint32, keys *[20]uint64) {
 	panic("philox: fill16 without AVX2")

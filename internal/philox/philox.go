@@ -86,7 +86,7 @@ func Fill(dst []uint64, seed uint64, stream uint32, call uint64, k uint32) {
 		dst[0] = Draw(seed, stream, call, k)
 		i, k = 1, k+1
 	}
-	if hasAVX2 && len(dst)-i >= 16 {
+	if useAVX2 && len(dst)-i >= 16 {
 		var keys [20]uint64
 		k0, k1 := s0, s1
 		for r := range 10 {
@@ -94,7 +94,7 @@ func Fill(dst []uint64, seed uint64, stream uint32, call uint64, k uint32) {
 			k0 += w0
 			k1 += w1
 		}
-		if g := (len(dst) - i) / 64; hasAVX512 && g > 0 {
+		if g := (len(dst) - i) / 64; useAVX512 && g > 0 {
 			fill64(unsafe.Pointer(&dst[i]), g, k>>1, stream, c0, c1, &keys)
 			i, k = i+64*g, k+64*uint32(g)
 		}
