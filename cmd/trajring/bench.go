@@ -14,7 +14,7 @@ import (
 )
 
 // newBenchCmd returns the bench command: it runs the suite, prints the
-// markdown table on stdout and writes the JSON report and the SVG plots.
+// markdown table on stdout and writes the JSON report and the plots (SVG and PNG).
 func newBenchCmd() *cobra.Command {
 	var (
 		quick, noGo         bool
@@ -26,7 +26,8 @@ func newBenchCmd() *cobra.Command {
 		Short: "measure the engine next to the copy ceiling and peers",
 		Long: `Measures trajring next to a plain copy and a same-rows gather copy of the same bytes,
 and next to NumPy, PyTorch and a slice-of-structs Go buffer, in one run. Prints a
-markdown table on stdout and writes a JSON report and SVG plots to -out.`,
+markdown table on stdout and writes a JSON report and plots (each as SVG and
+PNG) to -out.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
@@ -79,7 +80,7 @@ markdown table on stdout and writes a JSON report and SVG plots to -out.`,
 	f := cmd.Flags()
 	f.SortFlags = false
 	f.BoolVar(&quick, "quick", false, "run the quick subset (under two minutes; what CI runs)")
-	f.StringVar(&out, "out", filepath.Join("bench", "results"), "directory for the JSON report and the SVG plots (\"\" writes none)")
+	f.StringVar(&out, "out", filepath.Join("bench", "results"), "directory for the JSON report and the SVG and PNG plots (\"\" writes none)")
 	f.StringVar(&python, "python", "", "python3 for the NumPy/PyTorch peers (\"\" finds /usr/bin/python3; \"none\" skips them)")
 	f.StringVar(&filter, "run", "", "only run scenarios whose name matches this regular expression")
 	f.BoolVar(&noGo, "no-go-peer", false, "skip the slice-of-structs Go peer")

@@ -116,7 +116,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), fail.err)
 		return 1
 	}
-	msg := strings.TrimSpace(err.Error())
+	msg := unknownFlag(cmd, args, strings.TrimSpace(err.Error()))
 	fmt.Fprintf(stderr, "%s: %s (see '%s -h')\n", cmd.CommandPath(), msg, cmd.CommandPath())
 	return 2
 }

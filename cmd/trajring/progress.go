@@ -96,7 +96,7 @@ func (p *progress) line(now time.Time, detail string) string {
 	}
 	s += fmt.Sprintf(", %s elapsed", el.Round(time.Second))
 	if p.n > 0 && el > 0 {
-		s += fmt.Sprintf(", %.0f %s/s", float64(p.n)/el.Seconds(), p.unit)
+		s += ", " + rate(float64(p.n)/el.Seconds(), p.unit)
 		if p.n < p.total {
 			eta := time.Duration(float64(el) * float64(p.total-p.n) / float64(p.n))
 			s += fmt.Sprintf(", ETA %s", eta.Round(time.Second))
@@ -171,4 +171,20 @@ func (p *progress) finish(detail string) {
 		return
 	}
 	fmt.Fprintln(p.w, p.line(p.now(), detail))
+}
+
+// rate formats perSecond units a second so that a slow job does not read
+// "0 scenarios/s": whole units a second from 10/s, one decimal from 1/s,
+// and per minute (or per hour) below.
+func rate(perSecond float64, unit string) string {
+	switch {
+	case perSecond >= 10:
+		return fmt.Sprintf("%.0f %s/s", perSecond, unit)
+	case perSecond >= 1:
+		return fmt.Sprintf("%.1f %s/s", perSecond, unit)
+	case perSecond*60 >= 1:
+		return fmt.Sprintf("%.1f %s/min", perSecond*60, unit)
+	default:
+		return fmt.Sprintf("%.1f %s/h", perSecond*3600, unit)
+	}
 }

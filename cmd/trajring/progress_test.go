@@ -66,3 +66,19 @@ func TestProgressBar(t *testing.T) {
 		t.Errorf("bar output %q does not end the line", out)
 	}
 }
+
+// TestRate: a slow job's rate reads per minute or hour, not "0 .../s" as
+// bench's progress line did.
+func TestRate(t *testing.T) {
+	for _, tc := range []struct {
+		perSecond float64
+		want      string
+	}{
+		{125, "125 env steps/s"}, {10, "10 env steps/s"}, {2.54, "2.5 env steps/s"},
+		{0.25, "15.0 env steps/min"}, {1.0 / 60, "1.0 env steps/min"}, {1.0 / 120, "30.0 env steps/h"}, {1.0 / 7200, "0.5 env steps/h"},
+	} {
+		if got := rate(tc.perSecond, "env steps"); got != tc.want {
+			t.Errorf("rate(%v) = %q, want %q", tc.perSecond, got, tc.want)
+		}
+	}
+}
