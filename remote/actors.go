@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/trajring/trajring/tensorbuf"
 	"gorgonia.org/tensor"
 )
@@ -108,4 +109,49 @@ func (in *Ingester) expireIdle() bool {
 		}
 	}
 	return freed
+}
+
+// refuse dead-letters a frame of an actor that declares more rows than
+// the learner has in all: it can never join, and holding its frames while
+// it waits for rows would pin the stream floor and the reorder memory for
+// good. The first refusal of each actor is logged. The actor's publisher
+// is not told: frames flow one way, and the stream acknowledges a publish
+// before the learner reads it; the dead letter and the log say why.
+func (in *Ingester) refuse(msg jetstream.Msg, seq uint64, f *Frame) {
+	err := fmt.Errorf("%w: actor %016x declares %d rows, the learner has %d in all", ErrNoRows, f.Actor, f.ActorRows, len(in.cfg.Rows))
+	in.stats.Refused++
+	in.dead(msg, err.Error())
+	in.done(msg, seq)
+	if in.note(f.Actor) {
+		in.cfg.Logger.Warn("remote: actor refused: it declares more rows than the learner has",
+			"actor", fmt.Sprintf("%016x", f.Actor), "actor_rows", f.ActorRows, "learner_rows", len(in.cfg.Rows), "subject", msg.Subject())
+	}
+}
+
+// failJoin dead-letters a frame of an actor whose observer could not be
+// made (err, from the ObserverFactory or the row writer): the frame cannot
+// be written, and waiting would hold it forever. The first failure of
+// each actor is logged.
+func (in *Ingester) failJoin(msg jetstream.Msg, seq uint64, actor uint64, err error) {
+	in.dead(msg, err.Error())
+	in.done(msg, seq)
+	if in.note(actor) {
+		in.cfg.Logger.Error("remote: actor's frames refused: its observer cannot be made",
+			"actor", fmt.Sprintf("%016x", actor), "error", err, "subject", msg.Subject())
+	}
+}
+
+// note reports whether actor id is noted for the first time (its refusal
+// is to be logged); it remembers the newest maxGone actors.
+func (in *Ingester) note(id uint64) bool {
+	if _, ok := in.noted[id]; ok {
+		return false
+	}
+	in.noted[id] = struct{}{}
+	in.notedOrder = append(in.notedOrder, id)
+	if len(in.notedOrder) > maxGone {
+		delete(in.noted, in.notedOrder[0])
+		in.notedOrder = in.notedOrder[1:]
+	}
+	return true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"sync"
 	"time"
@@ -42,7 +43,12 @@ type IngesterConfig struct {
 	JetStream jetstream.JetStream
 	// Buffer receives the steps (required).
 	Buffer *tensorbuf.Buffer
-	// Rows are the buffer rows actors may be given (nil: all rows).
+	// Rows are the buffer rows actors may be given (nil: all rows). An
+	// actor is given a contiguous range of free rows, one per row it
+	// declares; one that declares more rows than Rows holds is refused:
+	// its frames go to the dead-letter subject (IngesterStats.Refused)
+	// and it is logged. One that does not fit in the free rows now waits,
+	// without holding back later actors that fit.
 	Rows []int
 	// NewObserver makes each actor's observer (nil: the steps are
 	// written as PlainObserver would, by a tensorbuf.Writer of the actor's
@@ -104,6 +110,9 @@ type IngesterConfig struct {
 	// pending limit of a subscription, or frames are dropped as a slow
 	// consumer and come back only after AckWait).
 	PrefetchBytes int
+	// Logger receives what needs an operator's attention, such as an
+	// actor refused because it can never fit (nil: slog.Default()).
+	Logger *slog.Logger
 }
 
 // IngesterStats counts what an Ingester has done. A plain value.
@@ -114,6 +123,7 @@ type IngesterStats struct {
 	Duplicates int64 // row steps dropped as already written
 	DupFrames  int64 // frames dropped entirely as already written
 	Dead       int64 // frames refused to the dead-letter subject
+	Refused    int64 // frames of actors declaring more rows than the learner has (also in Dead)
 	Gaps       int64 // rows whose frame skipped steps (each became a cut)
 	Deferred   int64 // redeliveries asked for (reorder bound reached, no free rows)
 	Held       int64 // frames held until their predecessor arrived
@@ -175,7 +185,11 @@ type Ingester struct {
 	gone      map[uint64]uint64      // actors that left: their frames numbered below this are duplicates
 	waiting   map[uint64]*actorState // actors with frames held and no rows yet
 	goneOrder []uint64
-	newest    time.Time // newest stored time received (stream time)
+	// noted are the actors whose refusal was logged (once each), oldest
+	// first in notedOrder; at most maxGone.
+	noted      map[uint64]struct{}
+	notedOrder []uint64
+	newest     time.Time // newest stored time received (stream time)
 	// clock is stream time without its pauses: how far the stored time of
 	// the frames received has advanced, each jump counted up to
 	// streamPause, so that a server outage (no frame is stored) or a
@@ -231,13 +245,17 @@ func NewIngester(ctx context.Context, cfg IngesterConfig) (*Ingester, error) {
 	if cfg.Prefetch < 0 || cfg.PrefetchBytes < 0 || cfg.PrefetchBytes < headerSize || cfg.ReorderBytes < 0 {
 		return nil, fmt.Errorf("%w: prefetch %d frames, %d bytes", ErrConfig, cfg.Prefetch, cfg.PrefetchBytes)
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
 	if cfg.Rows == nil {
 		for r := range cfg.Buffer.NumEnvs() {
 			cfg.Rows = append(cfg.Rows, r)
 		}
 	}
 	in := &Ingester{cfg: cfg, schema: s, actors: map[uint64]*actorState{}, free: make([]bool, len(cfg.Rows)), naked: map[uint64]struct{}{}, back: map[uint64]*outFrame{}, out: map[uint64]map[uint64]uint64{},
-		held: map[uint64]*heldFrame{}, maxHeld: maxHeldFrames(cfg.ReorderBytes), gone: map[uint64]uint64{}, waiting: map[uint64]*actorState{}}
+		held: map[uint64]*heldFrame{}, maxHeld: maxHeldFrames(cfg.ReorderBytes), gone: map[uint64]uint64{}, waiting: map[uint64]*actorState{},
+		noted: map[uint64]struct{}{}}
 	for i := range in.free {
 		in.free[i] = true
 	}
@@ -425,8 +443,17 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 			in.done(msg, seq)
 			return
 		}
+		if w == nil && f.ActorRows > len(in.cfg.Rows) {
+			in.refuse(msg, seq, f)
+			return
+		}
 		if w == nil {
-			if a, _ = in.join(f.Actor, f.ActorRows); a != nil && left {
+			var err error
+			if a, err = in.join(f.Actor, f.ActorRows); err != nil && !errors.Is(err, ErrNoRows) {
+				in.failJoin(msg, seq, f.Actor, err)
+				return
+			}
+			if a != nil && left {
 				a.nextFrame = next
 			}
 		}

@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -271,43 +272,56 @@ func (in *Ingester) tick() {
 }
 
 // admit gives rows to waiting actors, the one waiting longest (in stream
-// order) first, and writes what they hold.
+// order) first, and writes what they hold. An actor that does not fit in
+// the free rows now is passed over, not waited for, so that it never
+// holds back a later one that fits; it is tried again, ahead of later
+// ones, whenever admit runs (after rows are freed).
 func (in *Ingester) admit() {
-	for len(in.waiting) > 0 {
-		var w *actorState
-		for _, c := range in.waiting {
+	for admitted := true; admitted; {
+		admitted = false
+		var ws []*actorState
+		for id, c := range in.waiting {
 			if len(c.held) == 0 {
-				delete(in.waiting, c.id) // all it had was handed back
+				delete(in.waiting, id) // all it had was handed back
 				continue
 			}
-			if w == nil || c.held[0].seq < w.held[0].seq {
-				w = c
+			ws = append(ws, c)
+		}
+		slices.SortFunc(ws, func(x, y *actorState) int { return cmp.Compare(x.held[0].seq, y.held[0].seq) })
+		for _, w := range ws {
+			if in.waiting[w.id] != w || len(w.held) == 0 {
+				continue
 			}
+			// The first held frame (lowest frame sequence; a bye too) says
+			// how many rows.
+			f := &in.frame
+			if err := in.schema.Decode(w.held[0].data, f); err != nil {
+				h, _, _ := in.unhold(w) // cannot happen: it was decoded before
+				in.done(h.msg, h.seq)
+				continue
+			}
+			a, err := in.join(w.id, f.ActorRows)
+			if errors.Is(err, ErrNoRows) {
+				continue
+			}
+			delete(in.waiting, w.id)
+			if err != nil {
+				for len(w.held) > 0 {
+					h, _, _ := in.unhold(w)
+					in.failJoin(h.msg, h.seq, w.id, err)
+				}
+				continue
+			}
+			admitted = true
+			a.nextFrame = w.nextFrame // after it left idle (see handle), else 0
+			// Idle since its newest frame, in stream time as any actor: every
+			// frame stored before the newest one received has come (those
+			// handed back keep it alive), so an actor that waited longer than
+			// ActorIdle after its last frame (one killed) frees its rows as
+			// soon as its frames are written, not ActorIdle later.
+			a.held, a.last, a.at, a.seen, a.lastSeq = w.held, w.last, w.at, w.seen, w.lastSeq
+			in.drain(a, false)
 		}
-		if w == nil {
-			return
-		}
-		// The first held frame (lowest frame sequence; a bye too) says
-		// how many rows.
-		f := &in.frame
-		if err := in.schema.Decode(w.held[0].data, f); err != nil {
-			h, _, _ := in.unhold(w) // cannot happen: it was decoded before
-			in.done(h.msg, h.seq)
-			continue
-		}
-		a, err := in.join(w.id, f.ActorRows)
-		if err != nil {
-			return
-		}
-		delete(in.waiting, w.id)
-		a.nextFrame = w.nextFrame // after it left idle (see handle), else 0
-		// Idle since its newest frame, in stream time as any actor: every
-		// frame stored before the newest one received has come (those
-		// handed back keep it alive), so an actor that waited longer than
-		// ActorIdle after its last frame (one killed) frees its rows as
-		// soon as its frames are written, not ActorIdle later.
-		a.held, a.last, a.at, a.seen, a.lastSeq = w.held, w.last, w.at, w.seen, w.lastSeq
-		in.drain(a, false)
 	}
 }
 
