@@ -33,6 +33,7 @@ var commands = []func() *cobra.Command{
 	newBenchCmd,
 	newTrainCmd,
 	newInspectCmd,
+	newExportCmd,
 	newServeCmd,
 	newActorCmd,
 	newVersionCmd,
