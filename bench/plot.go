@@ -192,11 +192,19 @@ func plotSweep(path, title, xlabel string, xlabel2 func(float64) string, ss []se
 		if s.name == lineOurs {
 			pts.Radius = vg.Points(4)
 		}
+		if len(s.xys) > maxMarked {
+			p.Add(l) // markers would blot a dense curve
+			leg.Add(s.name, l)
+			continue
+		}
 		p.Add(l, pts)
 		leg.Add(s.name, l, pts)
 	}
 	return saveWithLegend(path, p, &leg, 9*vg.Inch, 4.5*vg.Inch, 2*vg.Inch)
 }
+
+// maxMarked is the most points a curve may have and still mark each.
+const maxMarked = 12
 
 // saveWithLegend draws p in the left part of a w x h canvas and the
 // legend in a column legW wide to its right, so the legend never covers
@@ -206,7 +214,10 @@ func saveWithLegend(path string, p *plot.Plot, leg *plot.Legend, w, h, legW vg.L
 	if strings.HasSuffix(path, ".png") {
 		c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(110))}
 	} else {
-		c = vgsvg.New(w, h)
+		// Embed the font the text was measured with: an SVG that only
+		// names it is drawn with whatever font the viewer has, whose
+		// wider glyphs clip labels.
+		c = vgsvg.NewWith(vgsvg.UseWH(w, h), vgsvg.EmbedFonts(true))
 	}
 	dc := draw.New(c)
 	plotArea := dc
@@ -232,13 +243,13 @@ func saveWithLegend(path string, p *plot.Plot, leg *plot.Legend, w, h, legW vg.L
 // headline lists the rows of the bar chart: a prefix of the scenario's
 // name and the bar group's label.
 var headline = []struct{ prefix, label string }{
-	{"sample pixels L=1 B=256", "pixels L=1"},
-	{"transitions pixels B=256", "pixels transitions"},
-	{"sample lowdim L=4 B=256", "low-dim L=4"},
-	{"sample lowdim L=1 B=256 (", "low-dim L=1 B=256"},
-	{"sample lowdim L=1 B=4096", "B=4096"},
-	{"sample lowdim L=1 B=65536", "B=65536"},
-	{"export lowdim", "export"},
+	{"sample pixels L=1 B=256", "sample pixels\nL=1 B=256"},
+	{"transitions pixels B=256", "transitions\npixels B=256"},
+	{"sample lowdim L=4 B=256", "sample low-dim\nL=4 B=256"},
+	{"sample lowdim L=1 B=256 (", "sample low-dim\nL=1 B=256"},
+	{"sample lowdim L=1 B=4096", "sample low-dim\nL=1 B=4096"},
+	{"sample lowdim L=1 B=65536", "sample low-dim\nL=1 B=65536"},
+	{"export lowdim", "export low-dim\n1M transitions"},
 }
 
 // plotBars draws the headline rows as groups of bars, one per contestant
@@ -277,7 +288,7 @@ func plotBars(path, title string, rows []Row) error {
 	}
 	p := plot.New()
 	p.Title.Text = title
-	p.Y.Label.Text = "speed relative to trajring (ours p50 / peer p50; trajring = 1, higher is faster)"
+	p.Y.Label.Text = "speed relative to trajring (ours p50 / peer p50)"
 	p.Y.Label.TextStyle.Font.Size = vg.Points(9)
 	p.Y.Min, p.Y.Max = 0, hi*1.1
 	p.Y.Tick.Marker = plot.ConstantTicks(barTicks(hi * 1.1))
@@ -378,7 +389,7 @@ func (rep *Report) Save(dir string) ([]string, error) {
 	}
 	for _, ext := range []string{".svg", ".png"} {
 		path := base + "-headline" + ext
-		if err := plotBars(path, "Headline rows, same run ("+rep.Machine.CPU+", "+rep.Mode+" mode)", rep.Rows); err != nil {
+		if err := plotBars(path, "Each peer's speed relative to trajring in the same run (trajring = 1, higher is faster; "+rep.Mode+" mode)", rep.Rows); err != nil {
 			if strings.Contains(err.Error(), "no headline rows") {
 				break
 			}
