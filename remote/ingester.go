@@ -211,6 +211,46 @@ func NewIngester(ctx context.Context, cfg IngesterConfig) (*Ingester, error) {
 	if cfg.JetStream == nil || cfg.Buffer == nil {
 		return nil, fmt.Errorf("%w: Ingester needs a JetStream client and a buffer", ErrConfig)
 	}
+	in, err := newIngester(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg = in.cfg
+	ccfg := jetstream.ConsumerConfig{
+		Durable:       cfg.Durable,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cfg.AckWait,
+		MaxAckPending: in.maxHeld + 4*cfg.Prefetch,
+		FilterSubject: cfg.Subject + ".>",
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+	if r := cfg.Resume; r != nil {
+		if err := in.restore(r); err != nil {
+			in.closeActors()
+			return nil, err
+		}
+		// Restart the durable consumer after the last frame the checkpoint
+		// holds; frames acknowledged after the checkpoint come again and
+		// are written (or dropped as duplicates) once.
+		if err := cfg.JetStream.DeleteConsumer(ctx, cfg.Stream, cfg.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			in.closeActors()
+			return nil, fmt.Errorf("remote: resetting consumer %q: %w", cfg.Durable, err)
+		}
+		ccfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		ccfg.OptStartSeq = r.StreamFloor + 1
+	}
+	cons, err := cfg.JetStream.CreateOrUpdateConsumer(ctx, cfg.Stream, ccfg)
+	if err != nil {
+		in.closeActors()
+		return nil, fmt.Errorf("remote: consumer %q on %q: %w", cfg.Durable, cfg.Stream, err)
+	}
+	in.cons = cons
+	return in, nil
+}
+
+// newIngester applies cfg's defaults, checks it and returns an Ingester
+// without a consumer (NewIngester adds it).
+func newIngester(cfg IngesterConfig) (*Ingester, error) {
 	s, err := NewSchema(cfg.Buffer.Fields())
 	if err != nil {
 		return nil, err
@@ -259,35 +299,6 @@ func NewIngester(ctx context.Context, cfg IngesterConfig) (*Ingester, error) {
 	for i := range in.free {
 		in.free[i] = true
 	}
-	ccfg := jetstream.ConsumerConfig{
-		Durable:       cfg.Durable,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       cfg.AckWait,
-		MaxAckPending: in.maxHeld + 4*cfg.Prefetch,
-		FilterSubject: cfg.Subject + ".>",
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	}
-	if r := cfg.Resume; r != nil {
-		if err := in.restore(r); err != nil {
-			in.closeActors()
-			return nil, err
-		}
-		// Restart the durable consumer after the last frame the checkpoint
-		// holds; frames acknowledged after the checkpoint come again and
-		// are written (or dropped as duplicates) once.
-		if err := cfg.JetStream.DeleteConsumer(ctx, cfg.Stream, cfg.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			in.closeActors()
-			return nil, fmt.Errorf("remote: resetting consumer %q: %w", cfg.Durable, err)
-		}
-		ccfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
-		ccfg.OptStartSeq = r.StreamFloor + 1
-	}
-	cons, err := cfg.JetStream.CreateOrUpdateConsumer(ctx, cfg.Stream, ccfg)
-	if err != nil {
-		in.closeActors()
-		return nil, fmt.Errorf("remote: consumer %q on %q: %w", cfg.Durable, cfg.Stream, err)
-	}
-	in.cons = cons
 	return in, nil
 }
 
@@ -555,48 +566,6 @@ func (in *Ingester) done(msg jetstream.Msg, seq uint64) {
 	}
 	if seq > in.floor {
 		in.floor = seq
-	}
-}
-
-// outFrame is a frame handed back: its actor, its frame sequence and
-// when it was last handed back.
-type outFrame struct {
-	actor, fseq uint64
-	at          time.Time
-}
-
-// defer_ hands frame fseq of an actor back for later redelivery.
-func (in *Ingester) defer_(msg jetstream.Msg, seq uint64, d time.Duration, actor, fseq uint64) {
-	in.naked[seq] = struct{}{}
-	if o := in.back[seq]; o != nil {
-		o.at = time.Now()
-	} else {
-		in.back[seq] = &outFrame{actor: actor, fseq: fseq, at: time.Now()}
-		if in.out[actor] == nil {
-			in.out[actor] = map[uint64]uint64{}
-		}
-		in.out[actor][seq] = fseq
-	}
-	_ = msg.NakWithDelay(d)
-}
-
-// unback forgets a frame handed back.
-func (in *Ingester) unback(seq uint64, o *outFrame) {
-	delete(in.back, seq)
-	if delete(in.out[o.actor], seq); len(in.out[o.actor]) == 0 {
-		delete(in.out, o.actor)
-	}
-}
-
-// pruneBack forgets the frames handed back that have not come again for
-// AckWait + GapTimeout (the stream discarded them: a limit, a deletion);
-// they stay below the checkpoint floor, so a restart replays from them.
-func (in *Ingester) pruneBack() {
-	now := time.Now()
-	for seq, o := range in.back {
-		if now.Sub(o.at) > in.cfg.AckWait+in.cfg.GapTimeout {
-			in.unback(seq, o)
-		}
 	}
 }
 

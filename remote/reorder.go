@@ -215,6 +215,48 @@ func (in *Ingester) giveUp(a *actorState, h *heldFrame) bool {
 	return true
 }
 
+// outFrame is a frame handed back: its actor, its frame sequence and
+// when it was last handed back.
+type outFrame struct {
+	actor, fseq uint64
+	at          time.Time
+}
+
+// defer_ hands frame fseq of an actor back for later redelivery.
+func (in *Ingester) defer_(msg jetstream.Msg, seq uint64, d time.Duration, actor, fseq uint64) {
+	in.naked[seq] = struct{}{}
+	if o := in.back[seq]; o != nil {
+		o.at = time.Now()
+	} else {
+		in.back[seq] = &outFrame{actor: actor, fseq: fseq, at: time.Now()}
+		if in.out[actor] == nil {
+			in.out[actor] = map[uint64]uint64{}
+		}
+		in.out[actor][seq] = fseq
+	}
+	_ = msg.NakWithDelay(d)
+}
+
+// unback forgets a frame handed back.
+func (in *Ingester) unback(seq uint64, o *outFrame) {
+	delete(in.back, seq)
+	if delete(in.out[o.actor], seq); len(in.out[o.actor]) == 0 {
+		delete(in.out, o.actor)
+	}
+}
+
+// pruneBack forgets the frames handed back that have not come again for
+// AckWait + GapTimeout (the stream discarded them: a limit, a deletion);
+// they stay below the checkpoint floor, so a restart replays from them.
+func (in *Ingester) pruneBack() {
+	now := time.Now()
+	for seq, o := range in.back {
+		if now.Sub(o.at) > in.cfg.AckWait+in.cfg.GapTimeout {
+			in.unback(seq, o)
+		}
+	}
+}
+
 // forget remembers an actor that left, with the first frame sequence
 // that is not a duplicate (math.MaxUint64 after a bye: none), so that late
 // copies of its frames are dropped instead of making it join again.

@@ -92,43 +92,199 @@ func (in *Ingester) restore(s *State) error {
 	return nil
 }
 
-// Checkpoint saves the buffer to dir/buffer.ckpt (tensorbuf.SaveFile) and
-// the ingester's state to dir/ingester.json, atomically each, between two
-// frames (ingestion pauses meanwhile). Resume with LoadCheckpoint and
-// IngesterConfig.Resume.
+// Checkpoint files. Generation g of a checkpoint is the buffer, in
+// bufferFile(g) (tensorbuf.SaveFile), and the manifest CheckpointManifest,
+// which names that file and holds the ingester's State; each is written
+// atomically (a synced temporary file renamed into place, the directory
+// synced), the buffer first. The manifest's rename is the commit point: a
+// process killed at any moment of a checkpoint leaves the previous
+// manifest, and the buffer file it names, in place; older generations
+// are removed only after the new manifest is in place. Directories of the
+// earlier layout (ingester.json holding the State alone, next to
+// buffer.ckpt) still load.
+const (
+	// CheckpointManifest is the file whose presence says that a directory
+	// holds an ingester checkpoint (see Ingester.Checkpoint).
+	CheckpointManifest = "ingester.json"
+	manifestFormat     = "trajring-ingester-checkpoint/1"
+	legacyBufferFile   = "buffer.ckpt"
+)
+
+// bufferFile names generation gen's buffer file.
+func bufferFile(gen uint64) string { return fmt.Sprintf("buffer-%06d.ckpt", gen) }
+
+// manifest is CheckpointManifest's content.
+type manifest struct {
+	Format      string `json:"format"`
+	Generation  uint64 `json:"generation"`
+	Buffer      string `json:"buffer"`
+	BufferBytes int64  `json:"buffer_bytes"`
+	State       *State `json:"state"`
+}
+
+// checkpointStage, when set (tests), is called as each file of a
+// checkpoint is in place ("buffer", then "manifest"), so that a test can
+// kill the process there.
+var checkpointStage func(stage string)
+
+// Checkpoint saves the buffer and the ingester's state as one pair into
+// dir, which must exist, between two frames (ingestion pauses meanwhile):
+// a crash or error at any point leaves the previous pair loadable (see
+// CheckpointManifest). Resume with LoadCheckpoint and
+// IngesterConfig.Resume. One ingester checkpoints into a directory at a
+// time: a checkpoint removes the files of older ones.
 func (in *Ingester) Checkpoint(dir string, opts tensorbuf.SaveOptions) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	st := in.stateLocked()
-	if err := in.cfg.Buffer.SaveFile(filepath.Join(dir, "buffer.ckpt"), opts); err != nil {
+	gen := nextGeneration(dir)
+	m := manifest{Format: manifestFormat, Generation: gen, Buffer: bufferFile(gen), State: &st}
+	path := filepath.Join(dir, m.Buffer)
+	if err := in.cfg.Buffer.SaveFile(path, opts); err != nil {
 		return err
 	}
-	data, err := json.Marshal(st)
+	fi, err := os.Stat(path)
 	if err != nil {
-		return err
+		_ = os.Remove(path)
+		return fmt.Errorf("remote: checkpoint: %w", err)
 	}
-	tmp := filepath.Join(dir, ".ingester.json.tmp")
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
+	m.BufferBytes = fi.Size()
+	if checkpointStage != nil {
+		checkpointStage("buffer")
 	}
-	return os.Rename(tmp, filepath.Join(dir, "ingester.json"))
+	data, err := json.Marshal(m)
+	if err == nil {
+		err = writeAtomic(filepath.Join(dir, CheckpointManifest), append(data, '\n'))
+	}
+	if err != nil {
+		_ = os.Remove(path)
+		return fmt.Errorf("remote: checkpoint manifest: %w", err)
+	}
+	if checkpointStage != nil {
+		checkpointStage("manifest")
+	}
+	// Committed: older generations, the earlier layout's buffer and the
+	// temporary files of killed checkpoints go. A failure here leaves
+	// only garbage, so it is not an error.
+	for _, pat := range []string{"buffer-*.ckpt", legacyBufferFile, ".buffer*.tmp-*", "." + CheckpointManifest + ".tmp*"} {
+		old, _ := filepath.Glob(filepath.Join(dir, pat))
+		for _, p := range old {
+			if filepath.Base(p) != m.Buffer {
+				_ = os.Remove(p)
+			}
+		}
+	}
+	return nil
 }
 
-// LoadCheckpoint loads what Checkpoint saved in dir.
+// nextGeneration is one past the highest generation in dir (its
+// manifest's or a buffer file's, of a checkpoint killed before its
+// manifest), so that a checkpoint never overwrites a file a manifest
+// names.
+func nextGeneration(dir string) uint64 {
+	var gen uint64
+	if m, err := readManifest(dir); err == nil {
+		gen = m.Generation
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "buffer-*.ckpt"))
+	for _, p := range files {
+		var g uint64
+		if _, err := fmt.Sscanf(filepath.Base(p), "buffer-%d.ckpt", &g); err == nil {
+			gen = max(gen, g)
+		}
+	}
+	return gen + 1
+}
+
+// writeAtomic writes data to path through a synced temporary file renamed
+// over it, then syncs the directory.
+func writeAtomic(path string, data []byte) (err error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+base+".tmp-")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = f.Close()
+			_ = os.Remove(f.Name())
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// readManifest reads dir's manifest; a manifest of the earlier layout
+// (the State alone) is returned with an empty Format and the buffer file
+// it goes with.
+func readManifest(dir string) (manifest, error) {
+	path := filepath.Join(dir, CheckpointManifest)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return manifest{}, fmt.Errorf("remote: checkpoint: %w", err)
+	}
+	var m manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return manifest{}, fmt.Errorf("%w: %s: %v", ErrConfig, path, err)
+	}
+	switch m.Format {
+	case "":
+		var st State
+		if err := json.Unmarshal(data, &st); err != nil {
+			return manifest{}, fmt.Errorf("%w: %s: %v", ErrConfig, path, err)
+		}
+		return manifest{Buffer: legacyBufferFile, BufferBytes: -1, State: &st}, nil
+	case manifestFormat:
+		if m.Generation == 0 || m.Buffer != bufferFile(m.Generation) || m.State == nil || m.BufferBytes <= 0 {
+			return manifest{}, fmt.Errorf("%w: %s is not a whole %s manifest", ErrConfig, path, manifestFormat)
+		}
+		return m, nil
+	}
+	return manifest{}, fmt.Errorf("%w: %s: unknown format %q", ErrConfig, path, m.Format)
+}
+
+// LoadCheckpoint loads what Checkpoint saved in dir: the buffer and the
+// State to resume with. Errors wrap ErrConfig for a manifest that is not
+// one, and are tensorbuf.LoadFile's for its buffer.
 func LoadCheckpoint(dir string, opts tensorbuf.LoadOptions) (*tensorbuf.Buffer, *State, error) {
-	data, err := os.ReadFile(filepath.Join(dir, "ingester.json"))
+	m, err := readManifest(dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	var st State
-	if err := json.Unmarshal(data, &st); err != nil {
-		return nil, nil, fmt.Errorf("%w: ingester state: %v", ErrConfig, err)
+	path := filepath.Join(dir, m.Buffer)
+	if m.BufferBytes >= 0 {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("remote: checkpoint: %w", err)
+		}
+		if fi.Size() != m.BufferBytes {
+			return nil, nil, fmt.Errorf("%w: %s is %d bytes, the manifest says %d", ErrConfig, path, fi.Size(), m.BufferBytes)
+		}
 	}
-	buf, err := tensorbuf.LoadFile(filepath.Join(dir, "buffer.ckpt"), opts)
+	buf, err := tensorbuf.LoadFile(path, opts)
 	if err != nil {
 		return nil, nil, err
 	}
-	return buf, &st, nil
+	return buf, m.State, nil
 }
 
 // StreamConfig configures the streams EnsureStreams creates. A plain value.
