@@ -40,57 +40,93 @@ import (
 // ErrConfig reports a bad configuration or input.
 var ErrConfig = errors.New("dqn: invalid configuration")
 
-// Config configures an Agent. It is a plain value; New copies it.
+// Config configures an Agent. It is a plain value; New copies it. Every
+// field is used as given (zero means zero, and a zero that makes no sense
+// is refused): start from DefaultConfig and change what differs, so that
+// a value the caller chose is never replaced behind its back.
 type Config struct {
 	// ObsDim is the size of a flattened observation; NumActions the
 	// number of discrete actions.
 	ObsDim, NumActions int
-	// Hidden are the hidden layer sizes (nil: 256, 256, RL Zoo's
-	// CartPole-v1 network).
+	// Hidden are the hidden layer sizes (empty: a linear Q-function).
 	Hidden []int
-	// BatchSize is the batch of every training step (0: 64).
+	// BatchSize is the batch of every training step (at least 1).
 	BatchSize int
-	// LearningRate of Adam (0: 2.3e-3).
+	// LearningRate of Adam (positive and finite).
 	LearningRate float64
 	// MaxGradNorm clips the global gradient norm (SB3's max_grad_norm;
-	// 0: 10; negative: no clipping).
+	// positive, or negative for no clipping: clipping to 0 would stop
+	// learning, so 0 is refused).
 	MaxGradNorm float64
 	// DoubleDQN picks the next action with the online network and values
 	// it with the target network (van Hasselt et al.).
 	DoubleDQN bool
-	// PriorityEpsilon is added to |TD| for new priorities (0: 1e-6).
+	// PriorityEpsilon is added to |TD| for new priorities (at least 0).
 	PriorityEpsilon float64
 	// Seed seeds the weights.
 	Seed uint64
 }
 
-func (c *Config) defaults() error {
-	if c.Hidden == nil {
-		c.Hidden = []int{256, 256}
-	}
-	if c.BatchSize == 0 {
-		c.BatchSize = 64
-	}
-	if c.LearningRate == 0 {
-		c.LearningRate = 2.3e-3
-	}
-	if c.MaxGradNorm == 0 {
-		c.MaxGradNorm = 10
-	}
-	if c.PriorityEpsilon == 0 {
-		c.PriorityEpsilon = 1e-6
-	}
-	if c.ObsDim < 1 || c.NumActions < 1 || c.BatchSize < 1 || !(c.LearningRate > 0) || math.IsNaN(c.MaxGradNorm) ||
-		!(c.PriorityEpsilon > 0) {
-		return fmt.Errorf("%w: %+v", ErrConfig, *c)
+// DefaultConfig returns RL Baselines3 Zoo's CartPole-v1 network and
+// optimizer settings (hyperparams/dqn.yml: MLP 256x256, lr 2.3e-3, batch
+// 64, SB3's max_grad_norm 10) with double DQN; ObsDim and NumActions are
+// left 0 for the caller (RunCartPole sets them from the environment).
+// Each call returns a new value; it is safe for concurrent use.
+func DefaultConfig() Config {
+	return Config{Hidden: []int{256, 256}, BatchSize: 64, LearningRate: 2.3e-3, MaxGradNorm: 10, DoubleDQN: true,
+		PriorityEpsilon: 1e-6}
+}
+
+// FieldError is a configuration field whose value is out of range. It
+// wraps ErrConfig; Field is the Go name of the field ("Agent.BatchSize"
+// inside a TrainConfig), so that a command line can name its own flag.
+// A plain value, safe for concurrent reads.
+type FieldError struct {
+	Field string
+	Value any
+	Want  string // what would be accepted, e.g. "at least 1"
+}
+
+// Error names the field, its value and what would be accepted.
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("%v: %s %v: want %s", ErrConfig, e.Field, e.Value, e.Want)
+}
+
+// Unwrap returns ErrConfig.
+func (e *FieldError) Unwrap() error { return ErrConfig }
+
+func fieldErr(field string, v any, want string) error {
+	return &FieldError{Field: field, Value: v, Want: want}
+}
+
+// validate checks every field but ObsDim and NumActions (when dims is
+// false: RunCartPole sets those from the environment).
+func (c *Config) validate(prefix string, dims bool) error {
+	switch {
+	case dims && c.ObsDim < 1:
+		return fieldErr(prefix+"ObsDim", c.ObsDim, "at least 1")
+	case dims && c.NumActions < 1:
+		return fieldErr(prefix+"NumActions", c.NumActions, "at least 1")
+	case c.BatchSize < 1:
+		return fieldErr(prefix+"BatchSize", c.BatchSize, "at least 1")
+	case !(c.LearningRate > 0) || math.IsInf(c.LearningRate, 1):
+		return fieldErr(prefix+"LearningRate", c.LearningRate, "a positive finite number")
+	case c.MaxGradNorm == 0 || math.IsNaN(c.MaxGradNorm):
+		return fieldErr(prefix+"MaxGradNorm", c.MaxGradNorm, "a positive norm, or negative for no clipping")
+	case !(c.PriorityEpsilon >= 0) || math.IsInf(c.PriorityEpsilon, 1):
+		return fieldErr(prefix+"PriorityEpsilon", c.PriorityEpsilon, "a finite number at least 0")
 	}
 	for _, h := range c.Hidden {
-		if h < 1 {
-			return fmt.Errorf("%w: hidden layer of %d units", ErrConfig, h)
+		if h < 1 || h > maxLayer {
+			return fieldErr(prefix+"Hidden", c.Hidden, fmt.Sprintf("layer sizes from 1 to %d", maxLayer))
 		}
 	}
 	return nil
 }
+
+// maxLayer bounds a layer's size, so that its weight matrices' sizes
+// cannot overflow before the memory check sees them.
+const maxLayer = 1 << 24
 
 // Batch is a training batch in host memory, every field contiguous:
 // Obs and NextObs [BatchSize*ObsDim], the rest [BatchSize]. Discount is
@@ -104,7 +140,7 @@ type Batch struct {
 	TD                        []float32
 }
 
-// NewBatch returns a Batch sized for cfg (after defaults).
+// NewBatch returns a Batch sized for the agent's configuration.
 func (a *Agent) NewBatch() *Batch {
 	b, d := a.cfg.BatchSize, a.cfg.ObsDim
 	return &Batch{
@@ -134,9 +170,10 @@ type Agent struct {
 }
 
 // New builds the agent's graph and networks (the target starts equal to
-// the online network).
+// the online network). A bad configuration returns a *FieldError
+// (ErrConfig).
 func New(cfg Config) (*Agent, error) {
-	if err := cfg.defaults(); err != nil {
+	if err := cfg.validate("", true); err != nil {
 		return nil, err
 	}
 	cfg.Hidden = append([]int(nil), cfg.Hidden...)
@@ -226,7 +263,7 @@ func (a *Agent) refreshOnline() {
 	}
 }
 
-// Config returns the agent's configuration, defaults filled in.
+// Config returns the agent's configuration.
 func (a *Agent) Config() Config { return a.cfg }
 
 // Steps returns the number of gradient steps taken.
@@ -254,6 +291,21 @@ func (a *Agent) QFunc(name string) driver.QFunc {
 		return a.QValues(xs, len(xs)/a.cfg.ObsDim, q)
 	}
 }
+
+// SetLearningRate sets Adam's learning rate for the next steps (a
+// schedule's current value; at least 0 and finite, else ErrConfig and
+// nothing changes). Config keeps the initial rate. Like Train, it is
+// not safe for concurrent use.
+func (a *Agent) SetLearningRate(lr float64) error {
+	if !(lr >= 0) || math.IsInf(lr, 1) {
+		return fieldErr("LearningRate", lr, "a finite number at least 0")
+	}
+	a.opt.lr = lr
+	return nil
+}
+
+// LearningRate returns Adam's current learning rate.
+func (a *Agent) LearningRate() float64 { return a.opt.lr }
 
 // UpdateTarget copies the online network into the target network.
 func (a *Agent) UpdateTarget() { a.target.copyFrom(&a.online) }

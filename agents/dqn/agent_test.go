@@ -9,6 +9,14 @@ import (
 	"testing"
 )
 
+// testConfig is DefaultConfig with the given sizes (hidden layers after
+// the batch size).
+func testConfig(obs, actions, batch int, hidden ...int) Config {
+	c := DefaultConfig()
+	c.ObsDim, c.NumActions, c.BatchSize, c.Hidden = obs, actions, batch, hidden
+	return c
+}
+
 func randomBatch(a *Agent, seed uint64) *Batch {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	b := a.NewBatch()
@@ -32,7 +40,9 @@ func randomBatch(a *Agent, seed uint64) *Batch {
 // of a tiny network, and the TD errors against the plain-Go forward pass.
 func TestLossGradientFiniteDifference(t *testing.T) {
 	for _, double := range []bool{false, true} {
-		a, err := New(Config{ObsDim: 3, NumActions: 2, Hidden: []int{5}, BatchSize: 6, DoubleDQN: double, Seed: 4})
+		cfg := testConfig(3, 2, 6, 5)
+		cfg.DoubleDQN, cfg.Seed = double, 4
+		a, err := New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +129,9 @@ func TestLossGradientFiniteDifference(t *testing.T) {
 // TestTrainStepLowersLossAndSaves: repeated steps on one batch lower the
 // loss; a saved network gives the agent's Q-values.
 func TestTrainStepLowersLossAndSaves(t *testing.T) {
-	a, err := New(Config{ObsDim: 4, NumActions: 2, Hidden: []int{16, 16}, BatchSize: 8, LearningRate: 1e-2, Seed: 2})
+	cfg := testConfig(4, 2, 8, 16, 16)
+	cfg.LearningRate, cfg.DoubleDQN, cfg.Seed = 1e-2, false, 2
+	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +173,9 @@ func TestTrainStepLowersLossAndSaves(t *testing.T) {
 }
 
 func BenchmarkTrainStep(b *testing.B) {
-	a, err := New(Config{ObsDim: 4, NumActions: 2, Seed: 1})
+	cfg := DefaultConfig()
+	cfg.ObsDim, cfg.NumActions, cfg.DoubleDQN, cfg.Seed = 4, 2, false, 1
+	a, err := New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

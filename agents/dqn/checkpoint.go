@@ -35,7 +35,11 @@ var ErrNoCheckpoint = errors.New("dqn: no checkpoint to resume from")
 const (
 	ManifestFile   = "checkpoint.json"
 	manifestFormat = "trajring-dqn-checkpoint/1"
-	loopFormat     = "trajring-dqn-train-state/1"
+	loopFormat     = "trajring-dqn-train-state/2"
+	// loopFormatV1 states (before best networks and learning-rate
+	// schedules) still load: their runs had a constant learning rate, and
+	// -1 stood for "no evaluation".
+	loopFormatV1 = "trajring-dqn-train-state/1"
 )
 
 // ReplayFile and StateFile name generation gen's files.
@@ -69,6 +73,11 @@ type loopState struct {
 	History     []Progress // every round's Progress, for the curve
 	Agent       []byte     // Agent.SaveState
 	Policy      []byte     // EpsilonGreedyPolicy.MarshalBinary
+	// Best is the best-evaluated network so far (Network.Save; nil when
+	// none), found at BestEnvSteps with mean return BestEvalReturn.
+	Best           []byte
+	BestEnvSteps   int64
+	BestEvalReturn float64
 }
 
 // Checkpoint describes a run's newest checkpoint (ReadCheckpoint). A
@@ -204,8 +213,23 @@ func readState(dir string, m manifest) (*loopState, error) {
 		return nil, fmt.Errorf("%w: %s: %d bytes or checksum differ from the manifest's", tensorbuf.ErrCorrupt, path, len(data))
 	}
 	st := new(loopState)
-	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(st); err != nil || st.Format != loopFormat {
+	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(st); err != nil || (st.Format != loopFormat && st.Format != loopFormatV1) {
 		return nil, fmt.Errorf("%w: %s: not a %s file", tensorbuf.ErrCorrupt, path, loopFormat)
+	}
+	if st.Format == loopFormatV1 {
+		st.Format = loopFormat
+		st.Config.LearningRateEnd = st.Config.Agent.LearningRate
+		st.BestEnvSteps = -1
+		fixV1 := func(p *Progress) {
+			p.LearningRate = st.Config.Agent.LearningRate
+			if p.EvalReturn != nil && *p.EvalReturn < 0 {
+				p.EvalReturn = nil
+			}
+		}
+		fixV1(&st.Progress)
+		for i := range st.History {
+			fixV1(&st.History[i])
+		}
 	}
 	return st, nil
 }

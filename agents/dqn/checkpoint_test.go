@@ -17,13 +17,14 @@ import (
 )
 
 // smallRun is a short seeded run: rounds of 100 env steps, training from
-// 200, a tiny network.
+// 200, a tiny network, the default learning-rate schedule.
 func smallRun(dir string, steps, every int) TrainConfig {
-	return TrainConfig{
-		Agent: Config{Hidden: []int{16}, BatchSize: 16, DoubleDQN: true}, Steps: steps, BufferSize: 2000, LearningStarts: 200,
-		TrainFreq: 100, GradientSteps: 4, ExplorationFraction: 0.5, Prioritized: true, EvalEpisodes: 2, EvalEvery: 400,
-		Seed: 7, CheckpointDir: dir, CheckpointEvery: every,
-	}
+	c := DefaultTrainConfig()
+	c.Agent.Hidden, c.Agent.BatchSize = []int{16}, 16
+	c.Steps, c.BufferSize, c.LearningStarts, c.TrainFreq, c.GradientSteps = steps, 2000, 200, 100, 4
+	c.ExplorationFraction, c.EvalEpisodes, c.EvalEvery, c.Seed = 0.5, 2, 400, 7
+	c.CheckpointDir, c.CheckpointEvery = dir, every
+	return c
 }
 
 // snapshot is what a test compares of a learner at a checkpoint.
@@ -255,11 +256,8 @@ func TestResumeLearns(t *testing.T) {
 		t.Skip("slow under the race detector; run without -race, or set TRAJRING_TRAIN_RACE=1")
 	}
 	dir := t.TempDir()
-	cfg := TrainConfig{
-		Agent: Config{Hidden: []int{64, 64}, DoubleDQN: true}, Steps: 8_000, LearningStarts: 500,
-		TrainFreq: 64, GradientSteps: 32, ExplorationFraction: 0.2, Prioritized: true,
-		EvalEpisodes: 20, Seed: 1, CheckpointDir: dir, CheckpointEvery: 4_000,
-	}
+	cfg := learnsRun()
+	cfg.CheckpointDir, cfg.CheckpointEvery = dir, 4_000
 	stop, cancel := context.WithCancel(context.Background())
 	cfg.afterCheckpoint = func(uint64, *Agent, *tensorbuf.Buffer) { cancel() } // the learner "crashes" after its first checkpoint
 	if _, err := RunCartPole(stop, cfg); !errors.Is(err, context.Canceled) {

@@ -6,6 +6,7 @@ import (
 	"encoding/gob"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 )
 
@@ -19,13 +20,19 @@ type agentState struct {
 	AdamM, AdamV               [][]float32 // per parameter: w0, b0, w1, b1, ...
 	AdamT, GradientSteps       int64
 	LearningRate, Beta1, Beta2 float64
+	// CurrentLR is Adam's rate when saved (SetLearningRate), when
+	// HasCurrentLR: states written before schedules existed lack both
+	// (gob leaves zeros out) and ran at LearningRate.
+	CurrentLR    float64
+	HasCurrentLR bool
 }
 
 const stateFormat = "trajring-dqn-agent/1"
 
 // SaveState writes the agent's whole training state (gob): the online and
 // target networks, Adam's first and second moments and step count, and
-// the gradient-step count. LoadState on an agent of the same layer sizes
+// the gradient-step count, and the learning rate of the next step.
+// LoadState on an agent of the same layer sizes
 // restores it, after which Train computes exactly what this agent's Train
 // would have. It is not safe for concurrent use with Train.
 func (a *Agent) SaveState(w io.Writer) error {
@@ -33,7 +40,7 @@ func (a *Agent) SaveState(w io.Writer) error {
 		Format: stateFormat, Dims: a.dims,
 		Online: a.online.w, OnlineB: a.online.b, Target: a.target.w, TargetB: a.target.b,
 		AdamM: a.opt.m, AdamV: a.opt.v, AdamT: a.opt.t, GradientSteps: a.steps,
-		LearningRate: a.opt.lr, Beta1: a.opt.beta1, Beta2: a.opt.beta2,
+		LearningRate: a.cfg.LearningRate, Beta1: a.opt.beta1, Beta2: a.opt.beta2, CurrentLR: a.opt.lr, HasCurrentLR: true,
 	}
 	if err := gob.NewEncoder(w).Encode(s); err != nil {
 		return fmt.Errorf("dqn: saving the agent state: %w", err)
@@ -56,12 +63,19 @@ func (a *Agent) LoadState(r io.Reader) error {
 	if !slices.Equal(s.Dims, a.dims) {
 		return fmt.Errorf("%w: agent state of layer sizes %v, this agent has %v", ErrConfig, s.Dims, a.dims)
 	}
-	if s.LearningRate != a.opt.lr || s.Beta1 != a.opt.beta1 || s.Beta2 != a.opt.beta2 {
+	if s.LearningRate != a.cfg.LearningRate || s.Beta1 != a.opt.beta1 || s.Beta2 != a.opt.beta2 {
 		return fmt.Errorf("%w: agent state of learning rate %g (Adam betas %g, %g), this agent has %g (%g, %g)",
-			ErrConfig, s.LearningRate, s.Beta1, s.Beta2, a.opt.lr, a.opt.beta1, a.opt.beta2)
+			ErrConfig, s.LearningRate, s.Beta1, s.Beta2, a.cfg.LearningRate, a.opt.beta1, a.opt.beta2)
 	}
 	if s.AdamT < 0 || s.GradientSteps < 0 {
 		return fmt.Errorf("%w: agent state with negative step counts", ErrConfig)
+	}
+	lr := s.LearningRate
+	if s.HasCurrentLR {
+		if !(s.CurrentLR >= 0) || math.IsInf(s.CurrentLR, 1) {
+			return fmt.Errorf("%w: agent state with learning rate %g", ErrConfig, s.CurrentLR)
+		}
+		lr = s.CurrentLR
 	}
 	nl := len(a.dims) - 1
 	sizesOK := func(ws, bs [][]float32) bool {
@@ -93,6 +107,6 @@ func (a *Agent) LoadState(r io.Reader) error {
 		copy(a.opt.m[i], s.AdamM[i])
 		copy(a.opt.v[i], s.AdamV[i])
 	}
-	a.opt.t, a.steps = s.AdamT, s.GradientSteps
+	a.opt.t, a.steps, a.opt.lr = s.AdamT, s.GradientSteps, lr
 	return nil
 }

@@ -42,7 +42,8 @@ func weights(a *Agent) []float32 {
 // only the networks (Adam restarted) gives other weights, so the test sees
 // lost moments.
 func TestAgentStateResumesTraining(t *testing.T) {
-	cfg := Config{ObsDim: 3, NumActions: 2, Hidden: []int{8, 8}, BatchSize: 6, DoubleDQN: true, Seed: 4}
+	cfg := testConfig(3, 2, 6, 8, 8)
+	cfg.Seed = 4
 	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +92,8 @@ func TestAgentStateResumesTraining(t *testing.T) {
 // TestAgentLoadStateRejects: states of other layer sizes, learning rate or
 // format, and garbage, are refused with ErrConfig and change nothing.
 func TestAgentLoadStateRejects(t *testing.T) {
-	cfg := Config{ObsDim: 3, NumActions: 2, Hidden: []int{8}, BatchSize: 4, Seed: 1}
+	cfg := testConfig(3, 2, 4, 8)
+	cfg.DoubleDQN, cfg.Seed = false, 1
 	mk := func(c Config) []byte {
 		a, err := New(c)
 		if err != nil {

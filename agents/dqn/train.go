@@ -16,152 +16,48 @@ import (
 	"github.com/trajring/trajring/tensorbuf"
 )
 
-// TrainConfig configures RunCartPole. Zero values take RL Baselines3
-// Zoo's tuned DQN settings for CartPole-v1 (hyperparams/dqn.yml).
-type TrainConfig struct {
-	Agent Config // Hidden 256x256, lr 2.3e-3, batch 64 by default
-	// Steps is the number of env steps (0: 50,000).
-	Steps int
-	// BufferSize is the replay capacity in transitions (0: 100,000).
-	BufferSize int
-	// LearningStarts is the env steps collected before training (0: 1,000).
-	LearningStarts int
-	// Gamma is the discount factor (0: 0.99).
-	Gamma float64
-	// NStep is the n of n-step targets (0: 1).
-	NStep int
-	// TargetUpdateInterval is in env steps, as in SB3 (0: 10).
-	TargetUpdateInterval int
-	// TrainFreq env steps are collected between training rounds of
-	// GradientSteps gradient steps (0: 256 and 128).
-	TrainFreq, GradientSteps int
-	// ExplorationFraction of Steps takes epsilon from 1 to
-	// ExplorationFinalEps (0: 0.16 and 0.04).
-	ExplorationFraction, ExplorationFinalEps float64
-	// Prioritized samples from a prioritized table (priority exponent
-	// Alpha, importance-weight exponent Beta annealed to 1 over the run);
-	// otherwise uniformly as SB3's DQN does.
-	Prioritized bool
-	Alpha, Beta float64
-	// EvalEpisodes greedy episodes are run at the end (0: 100) and every
-	// EvalEvery env steps (0: never) on their own environments.
-	EvalEpisodes, EvalEvery int
-	// Seed seeds the environments, exploration, table and weights.
-	Seed uint64
-	// Progress, when set, is called after every training round and
-	// evaluation.
-	Progress func(Progress)
-
-	// CheckpointDir with CheckpointEvery > 0 checkpoints the whole run
-	// (replay buffer and table, networks, Adam, counters, epsilon and beta
-	// schedule positions, random sources, training-return window and the
-	// Progress history) into CheckpointDir at the end of the first
-	// training round that reaches every multiple of CheckpointEvery env
-	// steps, and at the end of the run; see ManifestFile for the files
-	// and why a crash never leaves a torn checkpoint.
-	CheckpointDir   string
-	CheckpointEvery int
-	// Resume continues the run checkpointed in CheckpointDir (ErrNoCheckpoint
-	// when there is none). The configuration must equal the checkpoint's
-	// (ErrConfig names the fields that differ) except for Steps (a larger
-	// value extends the run; the epsilon and beta schedules, which are
-	// fractions of Steps, stretch with it), the evaluation settings, the
-	// callbacks and the checkpoint settings.
-	//
-	// A resumed run continues with exactly the saved replay contents,
-	// table (priorities, sampler random source), weights, Adam state,
-	// counters and policy random source, but the environment is reset:
-	// the episode in flight at the checkpoint is cut. Its steps stay in
-	// the buffer; the first step after the resume makes the last saved one
-	// a cut (the buffer's Stats count it), the new observer never joins
-	// steps across it, so no item spans the old and new episodes, and its
-	// partial return is not counted. The environment is seeded from Seed
-	// and the checkpoint's env steps (not Seed alone, which would replay
-	// the first episodes' starts), so a resume is deterministic; it does
-	// not reproduce the uninterrupted run's later episodes. Elapsed and the
-	// other timings continue from the checkpoint's, excluding the time
-	// the run was stopped.
-	Resume bool
-	// OnResume, when set, is called once on resume, before training
-	// continues, with the Progress of every training round up to the
-	// checkpoint (to rewrite logs and curves that went further).
-	OnResume func(history []Progress)
-	// Observers are further observers of the collection driver (an
-	// observer.MetricsLog, say), called after the replay observer on every
-	// collected step. They are not checkpointed, and a resume may pass
-	// others.
-	Observers []driver.Observer
-
-	// tests: called after each checkpoint, and after a resume loaded one
-	afterCheckpoint func(gen uint64, a *Agent, buf *tensorbuf.Buffer)
-	afterResume     func(a *Agent, buf *tensorbuf.Buffer)
-}
-
-func (c *TrainConfig) defaults() error {
-	set := func(p *int, v int) {
-		if *p == 0 {
-			*p = v
-		}
-	}
-	set(&c.Steps, 50_000)
-	set(&c.BufferSize, 100_000)
-	set(&c.LearningStarts, 1_000)
-	set(&c.NStep, 1)
-	set(&c.TargetUpdateInterval, 10)
-	set(&c.TrainFreq, 256)
-	set(&c.GradientSteps, 128)
-	set(&c.EvalEpisodes, 100)
-	if c.Gamma == 0 {
-		c.Gamma = 0.99
-	}
-	if c.ExplorationFraction == 0 {
-		c.ExplorationFraction = 0.16
-	}
-	if c.ExplorationFinalEps == 0 {
-		c.ExplorationFinalEps = 0.04
-	}
-	if c.Alpha == 0 {
-		c.Alpha = 0.6
-	}
-	if c.Beta == 0 {
-		c.Beta = 0.4
-	}
-	if c.Steps < 1 || c.BufferSize < 2 || c.LearningStarts < 0 || c.NStep < 1 || c.TargetUpdateInterval < 1 || c.TrainFreq < 1 ||
-		c.GradientSteps < 0 || c.EvalEpisodes < 1 || c.EvalEvery < 0 || !(c.Gamma >= 0 && c.Gamma <= 1) ||
-		!(c.ExplorationFraction >= 0 && c.ExplorationFraction <= 1) || !(c.ExplorationFinalEps >= 0 && c.ExplorationFinalEps <= 1) ||
-		!(c.Alpha > 0) || !(c.Beta >= 0 && c.Beta <= 1) || c.CheckpointEvery < 0 {
-		return fmt.Errorf("%w: %+v", ErrConfig, *c)
-	}
-	if (c.CheckpointEvery > 0 || c.Resume) && c.CheckpointDir == "" {
-		return fmt.Errorf("%w: checkpoints and resume need a CheckpointDir", ErrConfig)
-	}
-	return nil
-}
-
 // Progress is a snapshot of a run, passed to TrainConfig.Progress.
 type Progress struct {
 	EnvSteps      int64   `json:"env_steps"`
 	GradientSteps int64   `json:"gradient_steps"`
 	Episodes      int64   `json:"episodes"`
 	Epsilon       float64 `json:"epsilon"`
-	Loss          float64 `json:"loss"`           // mean over the last round
-	TrainReturn   float64 `json:"train_return"`   // mean of the last 100 training episodes
-	EvalReturn    float64 `json:"eval_return"`    // set on evaluations, else -1
-	Elapsed       float64 `json:"elapsed_s"`      // since the start
-	SampleSeconds float64 `json:"sample_s"`       // learner time sampling and updating priorities
-	TrainSeconds  float64 `json:"train_s"`        // learner time in the gradient steps
-	CollectSecs   float64 `json:"collect_s"`      // time collecting env steps
-	ValidFraction float64 `json:"valid_fraction"` // of sampled transitions
+	Loss          float64 `json:"loss"`          // mean over the last round
+	TrainReturn   float64 `json:"train_return"`  // mean of the last 100 training episodes
+	LearningRate  float64 `json:"learning_rate"` // Adam's rate in the last round
+	// EvalReturn is the mean return of the greedy evaluation after this
+	// round; nil (left out of JSON) when there was none.
+	EvalReturn    *float64 `json:"eval_return,omitempty"`
+	Elapsed       float64  `json:"elapsed_s"`      // since the start
+	SampleSeconds float64  `json:"sample_s"`       // learner time sampling and updating priorities
+	TrainSeconds  float64  `json:"train_s"`        // learner time in the gradient steps
+	CollectSecs   float64  `json:"collect_s"`      // time collecting env steps
+	ValidFraction float64  `json:"valid_fraction"` // of sampled transitions
 }
 
-// Result is what RunCartPole returns.
+// Result is what RunCartPole returns. As RL Zoo's EvalCallback does, a
+// run keeps the network of its best evaluation besides the last one: DQN
+// on CartPole can lose a solved policy within a few thousand steps, and
+// the network a user is handed should be the best one found.
 type Result struct {
+	// Agent holds the last network; Last is the last round's Progress.
 	Agent *Agent
 	Last  Progress
+	// Best is a copy of the network of the evaluation during training
+	// with the highest mean return (the first of equals), found at
+	// BestEnvSteps with that mean BestEvalReturn; nil, and -1, when no
+	// evaluation ran (EvalEvery 0).
+	Best           *Network
+	BestEnvSteps   int64
+	BestEvalReturn float64
 	// EvalReturn is the mean return of EvalEpisodes greedy episodes after
-	// training; FirstSolved the env steps at the first evaluation reaching
-	// 475 (-1 if none did).
-	EvalReturn  float64
+	// training of the network handed out: Best, or the last network when
+	// there is no Best. LastEvalReturn is the last network's, on the same
+	// episodes (the same starts); both on episodes of their own, not those
+	// that chose Best, so that neither is biased by the choice.
+	EvalReturn, LastEvalReturn float64
+	// FirstSolved is the env steps at the first evaluation reaching 475
+	// (-1 if none did).
 	FirstSolved int64
 }
 
@@ -172,7 +68,7 @@ type Result struct {
 // Prioritized, updates priorities from the TD errors. It is not safe for
 // concurrent use of one TrainConfig's Progress.
 func RunCartPole(ctx context.Context, cfg TrainConfig) (*Result, error) {
-	if err := cfg.defaults(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	start := time.Now()
@@ -185,9 +81,6 @@ func RunCartPole(ctx context.Context, cfg TrainConfig) (*Result, error) {
 	cfg.Agent.NumActions = int(env.ActionSpec()[0].Max[0]) + 1
 	if cfg.Agent.Seed == 0 {
 		cfg.Agent.Seed = cfg.Seed
-	}
-	if err := cfg.Agent.defaults(); err != nil {
-		return nil, err
 	}
 	agent, err := New(cfg.Agent)
 	if err != nil {
@@ -241,13 +134,19 @@ func RunCartPole(ctx context.Context, cfg TrainConfig) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Agent: agent, FirstSolved: -1}
+	res := &Result{Agent: agent, FirstSolved: -1, BestEnvSteps: -1}
 	var p Progress
 	var history []Progress
 	var evals int64
 	if st != nil {
 		if err := pol.UnmarshalBinary(st.Policy); err != nil {
 			return nil, fmt.Errorf("resume: %w", err)
+		}
+		if st.Best != nil {
+			if res.Best, err = ReadNetwork(bytes.NewReader(st.Best)); err != nil {
+				return nil, fmt.Errorf("resume: best network: %w", err)
+			}
+			res.BestEnvSteps, res.BestEvalReturn = st.BestEnvSteps, st.BestEvalReturn
 		}
 		rets = st.Returns
 		clear(rets.Acc) // the episodes in flight are cut
@@ -266,14 +165,19 @@ func RunCartPole(ctx context.Context, cfg TrainConfig) (*Result, error) {
 	}
 	// Every evaluation runs on environments of its own seed (the first
 	// one's is Seed+1_000_003), so that a resumed run evaluates as the
-	// uninterrupted one would have.
-	evaluate := func() (float64, error) {
-		evalEnv, err := envs.NewCartPole(cfg.EvalEpisodes, cfg.Seed+1_000_003+uint64(evals)*0x9e3779b97f4a7c15)
+	// uninterrupted one would have; the final evaluations of the best and
+	// the last network share one.
+	evalSeed := func() uint64 { evals++; return cfg.Seed + 1_000_003 + uint64(evals-1)*0x9e3779b97f4a7c15 }
+	evaluate := func(q driver.QFunc, seed uint64) (float64, error) {
+		evalEnv, err := envs.NewCartPole(cfg.EvalEpisodes, seed)
 		if err != nil {
 			return 0, err
 		}
-		evals++
-		return Evaluate(agent, evalEnv, obsName, actName)
+		rets, err := GreedyReturns(q, cfg.Agent.NumActions, evalEnv, obsName, actName)
+		if err != nil {
+			return 0, err
+		}
+		return mean(rets), nil
 	}
 	tr := new(tensorbuf.TableTransitions)
 	defer tr.Release()
@@ -301,6 +205,13 @@ func RunCartPole(ctx context.Context, cfg TrainConfig) (*Result, error) {
 		}
 		lastTarget = p.EnvSteps
 		p.Loss = 0
+		// The learning rate of this round, linear in the env steps over
+		// the run (RL Zoo's lin_ schedules are linear in SB3's progress).
+		frac := min(float64(p.EnvSteps)/float64(cfg.Steps), 1)
+		if err := agent.SetLearningRate(cfg.Agent.LearningRate + (cfg.LearningRateEnd-cfg.Agent.LearningRate)*frac); err != nil {
+			return nil, err
+		}
+		p.LearningRate = agent.LearningRate()
 		if p.EnvSteps > int64(cfg.LearningStarts) && cfg.GradientSteps > 0 {
 			if cfg.Prioritized {
 				beta := cfg.Beta + (1-cfg.Beta)*float64(p.EnvSteps)/float64(cfg.Steps)
@@ -344,13 +255,18 @@ func RunCartPole(ctx context.Context, cfg TrainConfig) (*Result, error) {
 		p.GradientSteps = agent.Steps()
 		p.TrainReturn = rets.Result()
 		p.Epsilon = pol.Epsilon()
-		p.EvalReturn = -1
+		p.EvalReturn = nil
 		if cfg.EvalEvery > 0 && p.EnvSteps/int64(cfg.EvalEvery) != (p.EnvSteps-int64(drv.Stats().Steps))/int64(cfg.EvalEvery) {
-			if p.EvalReturn, err = evaluate(); err != nil {
+			ret, err := evaluate(agent.QFunc(obsName), evalSeed())
+			if err != nil {
 				return nil, err
 			}
-			if p.EvalReturn >= 475 && res.FirstSolved < 0 {
+			p.EvalReturn = &ret
+			if ret >= 475 && res.FirstSolved < 0 {
 				res.FirstSolved = p.EnvSteps
+			}
+			if res.Best == nil || ret > res.BestEvalReturn {
+				res.Best, res.BestEnvSteps, res.BestEvalReturn = agent.Network(), p.EnvSteps, ret
 			}
 		}
 		p.Elapsed = time.Since(start).Seconds()
@@ -363,12 +279,19 @@ func RunCartPole(ctx context.Context, cfg TrainConfig) (*Result, error) {
 			saved := cfg
 			saved.Observers = nil // not checkpointed (interfaces gob cannot encode)
 			ls := &loopState{Format: loopFormat, Config: saved, Progress: p, FirstSolved: res.FirstSolved, Evals: evals,
-				Returns: rets, History: history}
+				Returns: rets, History: history, BestEnvSteps: res.BestEnvSteps, BestEvalReturn: res.BestEvalReturn}
 			var ab bytes.Buffer
 			if err := agent.SaveState(&ab); err != nil {
 				return nil, err
 			}
 			ls.Agent = ab.Bytes()
+			if res.Best != nil {
+				var bb bytes.Buffer
+				if err := res.Best.Save(&bb); err != nil {
+					return nil, err
+				}
+				ls.Best = bb.Bytes()
+			}
 			if ls.Policy, err = pol.MarshalBinary(); err != nil {
 				return nil, err
 			}
@@ -381,11 +304,18 @@ func RunCartPole(ctx context.Context, cfg TrainConfig) (*Result, error) {
 			gen++
 		}
 	}
-	if res.EvalReturn, err = evaluate(); err != nil {
+	seed := evalSeed()
+	if res.LastEvalReturn, err = evaluate(agent.QFunc(obsName), seed); err != nil {
 		return nil, err
 	}
-	if res.EvalReturn >= 475 && res.FirstSolved < 0 {
+	if res.LastEvalReturn >= 475 && res.FirstSolved < 0 {
 		res.FirstSolved = p.EnvSteps
+	}
+	res.EvalReturn = res.LastEvalReturn
+	if res.Best != nil {
+		if res.EvalReturn, err = evaluate(res.Best.QFunc(obsName), seed); err != nil {
+			return nil, err
+		}
 	}
 	res.Last = p
 	return res, nil
@@ -431,41 +361,4 @@ func sameFields(a, b []tensorbuf.Field) bool {
 	return slices.EqualFunc(a, b, func(x, y tensorbuf.Field) bool {
 		return x.Name == y.Name && x.Role == y.Role && x.DType == y.DType && slices.Equal(x.Shape, y.Shape)
 	})
-}
-
-// Evaluate runs one greedy episode on every row of env (from a reset)
-// and returns the mean undiscounted return.
-func Evaluate(agent *Agent, env *envs.CartPole, obsName, actName string) (float64, error) {
-	pol, err := driver.NewGreedyPolicy(actName, env.ActionSpec()[0].DType, agent.cfg.NumActions, agent.QFunc(obsName))
-	if err != nil {
-		return 0, err
-	}
-	ts, err := env.Reset()
-	if err != nil {
-		return 0, err
-	}
-	n := env.BatchSize()
-	done := make([]bool, n)
-	left := n
-	var total float64
-	for left > 0 {
-		ps, err := pol.Action(ts, nil)
-		if err != nil {
-			return 0, err
-		}
-		if ts, err = env.Step(ps.Action); err != nil {
-			return 0, err
-		}
-		for r := range n {
-			if done[r] {
-				continue
-			}
-			total += float64(ts.Reward[r])
-			if ts.StepType[r] == tensorbuf.Last {
-				done[r] = true
-				left--
-			}
-		}
-	}
-	return total / float64(n), nil
 }

@@ -5,9 +5,21 @@ package dqn
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"testing"
 )
+
+// learnsRun is the seeded run of TestRunCartPoleLearns: 8,000 env steps,
+// a 64x64 network, rounds of 64 env steps and 32 gradient steps, a
+// constant learning rate, no evaluations during training.
+func learnsRun() TrainConfig {
+	c := DefaultTrainConfig()
+	c.Agent.Hidden = []int{64, 64}
+	c.Steps, c.LearningStarts, c.TrainFreq, c.GradientSteps, c.ExplorationFraction = 8_000, 500, 64, 32, 0.2
+	c.LearningRateEnd, c.EvalEpisodes, c.EvalEvery, c.Seed = c.Agent.LearningRate, 20, 0, 1
+	return c
+}
 
 // TestRunCartPoleLearns trains a small network for a few thousand env
 // steps with a fixed seed and checks that the greedy policy's mean
@@ -21,11 +33,9 @@ func TestRunCartPoleLearns(t *testing.T) {
 		t.Skip("about 36 s under the race detector; run without -race, or set TRAJRING_TRAIN_RACE=1")
 	}
 	var rounds int
-	res, err := RunCartPole(context.Background(), TrainConfig{
-		Agent: Config{Hidden: []int{64, 64}, DoubleDQN: true}, Steps: 8_000, LearningStarts: 500,
-		TrainFreq: 64, GradientSteps: 32, ExplorationFraction: 0.2, Prioritized: true,
-		EvalEpisodes: 20, Seed: 1, Progress: func(Progress) { rounds++ },
-	})
+	cfg := learnsRun()
+	cfg.Progress = func(Progress) { rounds++ }
+	res, err := RunCartPole(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,10 +49,31 @@ func TestRunCartPoleLearns(t *testing.T) {
 	}
 }
 
-func TestRunCartPoleRejectsBadConfig(t *testing.T) {
-	for _, c := range []TrainConfig{{Steps: -1}, {Gamma: 2}, {NStep: -1}, {Alpha: -1}, {Agent: Config{Hidden: []int{0}}}} {
-		if _, err := RunCartPole(context.Background(), c); !errors.Is(err, ErrConfig) {
-			t.Errorf("%+v: %v, want ErrConfig", c, err)
+// TestNewRejectsBadConfig: New refuses every field out of its range with
+// a *FieldError naming it, and takes zeros that make sense.
+func TestNewRejectsBadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		field string
+		set   func(*Config)
+	}{
+		{"ObsDim", func(c *Config) { c.ObsDim = 0 }},
+		{"NumActions", func(c *Config) { c.NumActions = 0 }},
+		{"BatchSize", func(c *Config) { c.BatchSize = 0 }},
+		{"LearningRate", func(c *Config) { c.LearningRate = -1 }},
+		{"MaxGradNorm", func(c *Config) { c.MaxGradNorm = 0 }},
+		{"PriorityEpsilon", func(c *Config) { c.PriorityEpsilon = math.Inf(1) }},
+		{"Hidden", func(c *Config) { c.Hidden = []int{-3} }},
+	} {
+		c := testConfig(4, 2, 8, 16)
+		tc.set(&c)
+		var fe *FieldError
+		if _, err := New(c); !errors.As(err, &fe) || fe.Field != tc.field || !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v, want a FieldError of %s", tc.field, err, tc.field)
 		}
+	}
+	c := testConfig(4, 2, 8) // no hidden layers: a linear Q-function
+	c.MaxGradNorm, c.PriorityEpsilon = -1, 0
+	if a, err := New(c); err != nil || len(a.dims) != 2 {
+		t.Errorf("a linear network without clipping: %v", err)
 	}
 }

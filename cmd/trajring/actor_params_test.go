@@ -51,7 +51,7 @@ func TestActorUsesPublishedNetwork(t *testing.T) {
 	// hidden layer): their greedy action depends on the state.
 	var nets [2][]byte
 	for i := range nets {
-		a, err := dqn.New(dqn.Config{ObsDim: 4, NumActions: 2, Hidden: []int{}, Seed: uint64(15 + i)})
+		a, err := dqn.New(dqn.Config{ObsDim: 4, NumActions: 2, Hidden: []int{}, BatchSize: 64, LearningRate: 2.3e-3, MaxGradNorm: 10, Seed: uint64(15 + i)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -32,6 +32,7 @@ var commands = []func() *cobra.Command{
 	newDemoCmd,
 	newBenchCmd,
 	newTrainCmd,
+	newEvalCmd,
 	newInspectCmd,
 	newExportCmd,
 	newServeCmd,

@@ -5,10 +5,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -36,12 +39,19 @@ type trainFlags struct {
 func newTrainCmd() *cobra.Command {
 	var f trainFlags
 	c := &f.cfg
+	d := dqn.DefaultTrainConfig()
 	cmd := &cobra.Command{
 		Use:   "train",
 		Short: "train DQN on CartPole-v1 from a prioritized table (gorgonia)",
 		Long: `Trains DQN on CartPole-v1 from a prioritized trajring table; the defaults are RL
-Baselines3 Zoo's tuned DQN settings. Writes metrics.jsonl (one line per training
-round), curve.svg and the network (q.gob) to -out.
+Baselines3 Zoo's tuned DQN settings, with a learning rate falling linearly to
+-lr-end over the run. Every -eval-every env steps the network plays
+-eval-episodes greedy episodes; as RL Zoo's EvalCallback does, the best of
+these evaluations is kept (best.gob) besides the last network (q.gob), and
+the run ends by evaluating both on -eval-episodes fresh episodes: the last
+line is the best network's, the one to use. Writes metrics.jsonl (one line per
+training round), curve.svg and curve.png, q.gob and best.gob to -out;
+trajring eval plays a saved network.
 
 With -checkpoint-every N (env steps; 0: off) the whole run is checkpointed
 into -out every N env steps and at the end: the replay buffer and its table
@@ -69,28 +79,30 @@ checkpoint is cut, and metrics.jsonl is rewritten up to the checkpoint.`,
 	fs := cmd.Flags()
 	fs.SortFlags = false
 	fs.StringVar(&f.env, "env", "CartPole-v1", "environment (only CartPole-v1)")
-	fs.IntVar(&c.Steps, "steps", 50_000, "env steps")
-	fs.StringVar(&f.hidden, "hidden", "256,256", "hidden layer sizes")
-	fs.Float64Var(&c.Agent.LearningRate, "lr", 2.3e-3, "Adam learning rate")
-	fs.IntVar(&c.Agent.BatchSize, "batch", 64, "batch size")
-	fs.IntVar(&c.BufferSize, "buffer", 100_000, "replay capacity (transitions)")
-	fs.IntVar(&c.LearningStarts, "learning-starts", 1_000, "env steps before training")
-	fs.Float64Var(&c.Gamma, "gamma", 0.99, "discount factor")
-	fs.IntVar(&c.NStep, "n-step", 1, "n of n-step targets (items of n+1 steps)")
-	fs.IntVar(&c.TargetUpdateInterval, "target-update", 10, "target network update interval (env steps)")
-	fs.IntVar(&c.TrainFreq, "train-freq", 256, "env steps between training rounds")
-	fs.IntVar(&c.GradientSteps, "gradient-steps", 128, "gradient steps per training round")
-	fs.Float64Var(&c.ExplorationFraction, "exploration-fraction", 0.16, "fraction of the steps over which epsilon decays")
-	fs.Float64Var(&c.ExplorationFinalEps, "exploration-final-eps", 0.04, "final epsilon")
-	fs.BoolVar(&c.Prioritized, "per", true, "prioritized replay (false: uniform, as SB3's DQN)")
-	fs.Float64Var(&c.Alpha, "alpha", 0.6, "priority exponent")
-	fs.Float64Var(&c.Beta, "beta", 0.4, "initial importance-weight exponent (annealed to 1)")
-	fs.BoolVar(&c.Agent.DoubleDQN, "double", true, "double DQN targets")
-	fs.Float64Var(&c.Agent.MaxGradNorm, "max-grad-norm", 10, "global gradient norm clip (negative: none)")
-	fs.IntVar(&c.EvalEpisodes, "eval-episodes", 100, "greedy episodes of the final evaluation")
-	fs.IntVar(&c.EvalEvery, "eval-every", 5_000, "env steps between greedy evaluations (0: none)")
-	fs.Uint64Var(&c.Seed, "seed", 1, "seed")
-	fs.StringVar(&f.out, "out", "trajring-train", "directory for metrics.jsonl, curve.svg, q.gob and checkpoints")
+	fs.IntVar(&c.Steps, "steps", d.Steps, "env steps")
+	fs.StringVar(&f.hidden, "hidden", joinInts(d.Agent.Hidden), "hidden layer sizes")
+	fs.Float64Var(&c.Agent.LearningRate, "lr", d.Agent.LearningRate, "Adam learning rate at the start")
+	fs.Float64Var(&c.LearningRateEnd, "lr-end", d.LearningRateEnd, "Adam learning rate at the end (linear from -lr; equal to -lr: constant)")
+	fs.IntVar(&c.Agent.BatchSize, "batch", d.Agent.BatchSize, "batch size")
+	fs.IntVar(&c.BufferSize, "buffer", d.BufferSize, "replay capacity (transitions)")
+	fs.IntVar(&c.LearningStarts, "learning-starts", d.LearningStarts, "env steps before training")
+	fs.Float64Var(&c.Gamma, "gamma", d.Gamma, "discount factor")
+	fs.IntVar(&c.NStep, "n-step", d.NStep, "n of n-step targets (items of n+1 steps)")
+	fs.IntVar(&c.TargetUpdateInterval, "target-update", d.TargetUpdateInterval, "target network update interval (env steps)")
+	fs.IntVar(&c.TrainFreq, "train-freq", d.TrainFreq, "env steps between training rounds")
+	fs.IntVar(&c.GradientSteps, "gradient-steps", d.GradientSteps, "gradient steps per training round")
+	fs.Float64Var(&c.ExplorationFraction, "exploration-fraction", d.ExplorationFraction, "fraction of the steps over which epsilon decays")
+	fs.Float64Var(&c.ExplorationFinalEps, "exploration-final-eps", d.ExplorationFinalEps, "final epsilon")
+	fs.BoolVar(&c.Prioritized, "per", d.Prioritized, "prioritized replay (false: uniform, as SB3's DQN)")
+	fs.Float64Var(&c.Alpha, "alpha", d.Alpha, "priority exponent")
+	fs.Float64Var(&c.Beta, "beta", d.Beta, "initial importance-weight exponent (annealed to 1)")
+	fs.BoolVar(&c.Agent.DoubleDQN, "double", d.Agent.DoubleDQN, "double DQN targets")
+	fs.Float64Var(&c.Agent.MaxGradNorm, "max-grad-norm", d.Agent.MaxGradNorm, "global gradient norm clip (negative: none)")
+	fs.IntVar(&c.EvalEpisodes, "eval-episodes", d.EvalEpisodes, "greedy episodes of every evaluation")
+	fs.IntVar(&c.EvalEvery, "eval-every", d.EvalEvery, "env steps between greedy evaluations choosing the best network (0: none)")
+	fs.Uint64Var(&c.Seed, "seed", d.Seed, "seed")
+	fs.StringVar(&f.out, "out", "trajring-train", "directory for metrics.jsonl, curve.svg, curve.png, q.gob, best.gob and checkpoints")
+	c.Agent.PriorityEpsilon = d.Agent.PriorityEpsilon // no flag
 	fs.IntVar(&c.CheckpointEvery, "checkpoint-every", 10_000, "env steps between checkpoints into -out (0: none)")
 	fs.BoolVar(&f.resume, "resume", false, "continue from the newest checkpoint in -out")
 	fs.DurationVar(&f.progress, "progress", 5*time.Second, "progress on stderr: a bar on a terminal, else a line at this interval (0: none)")
@@ -98,8 +110,9 @@ checkpoint is cut, and metrics.jsonl is rewritten up to the checkpoint.`,
 	return cmd
 }
 
-// validate checks the flags that the command itself interprets; the
-// training configuration is checked by dqn.RunCartPole.
+// validate checks the flags: those the command itself interprets, then
+// the training configuration (dqn.TrainConfig.Validate, including its
+// memory check), naming the flag of a bad field.
 func (f *trainFlags) validate() error {
 	if f.env != "CartPole-v1" {
 		return usageErrorf("-env: unknown environment %q (only CartPole-v1)", f.env)
@@ -128,7 +141,45 @@ func (f *trainFlags) validate() error {
 		}
 		f.cfg.Agent.Hidden = append(f.cfg.Agent.Hidden, n)
 	}
+	if err := f.cfg.Validate(); err != nil {
+		var fe *dqn.FieldError
+		if errors.As(err, &fe) {
+			if name, ok := trainFlagOf[fe.Field]; ok {
+				v := fmt.Sprint(fe.Value)
+				if name == "hidden" {
+					v = f.hidden
+				}
+				return usageErrorf("-%s %s: want %s", name, v, fe.Want)
+			}
+		}
+		return usageErrorf("%v", err)
+	}
 	return nil
+}
+
+// trainFlagOf names the flag of each dqn.TrainConfig field.
+var trainFlagOf = map[string]string{
+	"Steps": "steps", "BufferSize": "buffer", "LearningStarts": "learning-starts", "Gamma": "gamma", "NStep": "n-step",
+	"TargetUpdateInterval": "target-update", "TrainFreq": "train-freq", "GradientSteps": "gradient-steps",
+	"ExplorationFraction": "exploration-fraction", "ExplorationFinalEps": "exploration-final-eps",
+	"LearningRateEnd": "lr-end", "Alpha": "alpha", "Beta": "beta", "EvalEpisodes": "eval-episodes", "EvalEvery": "eval-every",
+	"CheckpointEvery": "checkpoint-every", "Agent.BatchSize": "batch", "Agent.LearningRate": "lr",
+	"Agent.MaxGradNorm": "max-grad-norm", "Agent.Hidden": "hidden",
+}
+
+// resumableFlags may differ from the checkpoint's on -resume: they do not
+// change the learner (dqn.TrainConfig.Resume).
+var resumableFlags = map[string]bool{
+	"steps": true, "eval-episodes": true, "eval-every": true, "checkpoint-every": true, "out": true, "resume": true,
+	"progress": true, "metrics": true, "metrics-format": true, "metrics-every": true, "metrics-log": true, "env": true,
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
 }
 
 // resumeConfig replaces the training configuration by the checkpoint's
@@ -142,14 +193,17 @@ func (f *trainFlags) resumeConfig(cmd *cobra.Command) error {
 	fs := cmd.Flags()
 	fs.Visit(func(fl *pflag.Flag) { changed[fl.Name] = fl.Value.String() })
 	f.cfg = ck.Config // the flags point into f.cfg: they now read the saved values
-	hidden := make([]string, len(ck.Config.Agent.Hidden))
-	for i, h := range ck.Config.Agent.Hidden {
-		hidden[i] = strconv.Itoa(h)
-	}
-	f.hidden = strings.Join(hidden, ",")
-	for name, v := range changed {
-		if err := fs.Set(name, v); err != nil {
+	f.hidden = joinInts(ck.Config.Agent.Hidden)
+	names := slices.Sorted(maps.Keys(changed))
+	for _, name := range names {
+		fl := fs.Lookup(name)
+		saved := fl.Value.String()
+		if err := fs.Set(name, changed[name]); err != nil {
 			return usageErrorf("-%s: %v", name, err)
+		}
+		if now := fl.Value.String(); !resumableFlags[name] && now != saved {
+			return usageErrorf("-%s %s: the run in %s was trained with -%s %s, and a resumed run keeps its learner's settings "+
+				"(it may change -steps, -eval-episodes, -eval-every and -checkpoint-every)", name, now, f.out, name, saved)
 		}
 	}
 	return nil
@@ -185,8 +239,8 @@ func runTrain(f trainFlags, stdout, stderr io.Writer) error {
 			}
 		}
 		curve = append(curve, plotter.XY{X: float64(p.EnvSteps), Y: p.TrainReturn})
-		if p.EvalReturn >= 0 {
-			evals = append(evals, plotter.XY{X: float64(p.EnvSteps), Y: p.EvalReturn})
+		if p.EvalReturn != nil {
+			evals = append(evals, plotter.XY{X: float64(p.EnvSteps), Y: *p.EvalReturn})
 		}
 	}
 	f.cfg.OnResume = func(history []dqn.Progress) {
@@ -200,8 +254,8 @@ func runTrain(f trainFlags, stdout, stderr io.Writer) error {
 	f.cfg.Progress = func(p dqn.Progress) {
 		record(p)
 		prog.set(p.EnvSteps, trainDetail(p))
-		if p.EvalReturn >= 0 && f.progress > 0 {
-			prog.println(fmt.Sprintf("train: greedy evaluation at %d env steps: %.1f", p.EnvSteps, p.EvalReturn))
+		if p.EvalReturn != nil && f.progress > 0 {
+			prog.println(fmt.Sprintf("train: greedy evaluation at %d env steps: %.1f", p.EnvSteps, *p.EvalReturn))
 		}
 	}
 	// -metrics records the collection of this run (from its start, or from
@@ -225,21 +279,26 @@ func runTrain(f trainFlags, stdout, stderr io.Writer) error {
 	if encErr != nil {
 		return fmt.Errorf("writing metrics: %w", encErr)
 	}
-	qf, err := os.Create(filepath.Join(f.out, "q.gob"))
-	if err != nil {
+	wrote := []string{filepath.Join(f.out, "metrics.jsonl"), filepath.Join(f.out, "curve.svg"), filepath.Join(f.out, "curve.png")}
+	if err := writeNetwork(filepath.Join(f.out, "q.gob"), res.Agent.Save); err != nil {
 		return err
 	}
-	if err := res.Agent.Save(qf); err != nil {
-		qf.Close()
-		return err
-	}
-	if err := qf.Close(); err != nil {
-		return err
-	}
-	if err := plotCurve(filepath.Join(f.out, "curve.svg"), curve, evals, res.EvalReturn, res.Last.EnvSteps); err != nil {
-		return err
+	wrote = append(wrote, filepath.Join(f.out, "q.gob"))
+	bestPath := filepath.Join(f.out, "best.gob")
+	if res.Best != nil {
+		if err := writeNetwork(bestPath, res.Best.Save); err != nil {
+			return err
+		}
+		wrote = append(wrote, bestPath)
+	} else if err := os.Remove(bestPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err // an earlier run's best.gob would pass for this one's
 	}
 	l := res.Last
+	for _, ext := range []string{"svg", "png"} {
+		if err := plotCurve(filepath.Join(f.out, "curve."+ext), curve, evals, res, l.EnvSteps); err != nil {
+			return err
+		}
+	}
 	learner := l.SampleSeconds + l.TrainSeconds
 	fmt.Fprintf(stdout, "env steps %d, gradient steps %d, episodes %d in %.1fs (collect %.1fs, learner %.1fs)\n",
 		l.EnvSteps, l.GradientSteps, l.Episodes, l.Elapsed, l.CollectSecs, learner)
@@ -250,13 +309,32 @@ func runTrain(f trainFlags, stdout, stderr io.Writer) error {
 	if res.FirstSolved >= 0 {
 		fmt.Fprintf(stdout, "first greedy evaluation >= 475 at %d env steps\n", res.FirstSolved)
 	}
-	fmt.Fprintf(stdout, "wrote %s\n", strings.Join([]string{
-		filepath.Join(f.out, "metrics.jsonl"), filepath.Join(f.out, "curve.svg"), filepath.Join(f.out, "q.gob")}, ", "))
+	fmt.Fprintf(stdout, "wrote %s\n", strings.Join(wrote, ", "))
 	if f.cfg.CheckpointEvery > 0 {
 		fmt.Fprintf(stdout, "checkpoint: %s (resume with -resume -out %s)\n", filepath.Join(f.out, dqn.ManifestFile), f.out)
 	}
-	fmt.Fprintf(stdout, "mean return over %d greedy episodes: %.1f\n", f.cfg.EvalEpisodes, res.EvalReturn)
+	n := f.cfg.EvalEpisodes
+	if res.Best == nil {
+		fmt.Fprintf(stdout, "mean return over %d greedy episodes: %.1f (last, at %d env steps; no evaluations chose a best network)\n",
+			n, res.EvalReturn, l.EnvSteps)
+		return nil
+	}
+	fmt.Fprintf(stdout, "last network (q.gob, %d env steps): mean return over %d greedy episodes: %.1f\n", l.EnvSteps, n, res.LastEvalReturn)
+	fmt.Fprintf(stdout, "mean return over %d greedy episodes: %.1f (best, found at %d env steps)\n", n, res.EvalReturn, res.BestEnvSteps)
 	return nil
+}
+
+// writeNetwork writes a network file through save.
+func writeNetwork(path string, save func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := save(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // trainDetail is the state of training shown next to the progress.
@@ -264,7 +342,10 @@ func trainDetail(p dqn.Progress) string {
 	return fmt.Sprintf("eps %.3f, loss %.4f, return(100) %.1f", p.Epsilon, p.Loss, p.TrainReturn)
 }
 
-func plotCurve(path string, train, evals plotter.XYs, final float64, steps int64) error {
+// plotCurve draws the training and evaluation curves, the last network's
+// final evaluation and the best network's (at the steps it was found);
+// the file's extension chooses the format (svg, png).
+func plotCurve(path string, train, evals plotter.XYs, res *dqn.Result, steps int64) error {
 	p := plot.New()
 	p.Title.Text = "DQN on CartPole-v1 (trajring + gorgonia)"
 	p.X.Label.Text = "env steps"
@@ -275,7 +356,10 @@ func plotCurve(path string, train, evals plotter.XYs, final float64, steps int64
 	if len(evals) > 0 {
 		vs = append(vs, "greedy evaluation", evals)
 	}
-	vs = append(vs, "final greedy evaluation", plotter.XYs{{X: float64(steps), Y: final}})
+	vs = append(vs, "last network, final evaluation", plotter.XYs{{X: float64(steps), Y: res.LastEvalReturn}})
+	if res.Best != nil {
+		vs = append(vs, "best network, final evaluation", plotter.XYs{{X: float64(res.BestEnvSteps), Y: res.EvalReturn}})
+	}
 	if err := plotutil.AddLinePoints(p, vs...); err != nil {
 		return err
 	}
