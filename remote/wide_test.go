@@ -3,6 +3,7 @@ package remote
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/trajring/trajring/tensorbuf"
 )
 
 // framesOfRows builds frames 0..n-1 of an actor of rows rows (K = 4).
@@ -198,5 +201,81 @@ func TestWaitingActorDoesNotBlockSmaller(t *testing.T) {
 	}
 	if got := in.State().StreamFloor; got != 6 {
 		t.Fatalf("stream floor %d, want 6", got)
+	}
+}
+
+// TestActorWithoutObserverRefused has the observer factory fail for
+// actors of 3 rows, on a learner of 4 rows:
+//
+//	X0 (3 rows) | A0 (4 rows) | X1 | A bye | B0 (2 rows)
+//
+// X0 finds free rows but no observer; X1 waits for A's rows and, when A
+// leaves, finds no observer either. Such a join error used to be taken
+// for a lack of rows: X's frames were held for good. They are now dead
+// letters with the factory's error, logged once, and B goes on.
+func TestActorWithoutObserverRefused(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	defer srv.Shutdown()
+	_, js := connect(t, srv.ClientURL())
+	ensure(t, js, StreamConfig{Memory: true})
+	buf := newEpisodeBuffer(t, 4, 64)
+	s, _ := NewSchema(buf.Fields())
+	errNoObserver := errors.New("no observer for 3 rows")
+	factory := func(buf *tensorbuf.Buffer, rows []int) (RowObserver, error) {
+		if len(rows) == 3 {
+			return nil, errNoObserver
+		}
+		return episodeFactory(buf, rows)
+	}
+	var logs logBuffer
+	in, _ := runIngester(t, IngesterConfig{JetStream: js, Buffer: buf, NewObserver: factory, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	const x, a, b = 0xc, 0xa, 0xb
+	pub := func(actor uint64, data ...[]byte) {
+		t.Helper()
+		for _, m := range data {
+			if _, err := js.Publish(context.Background(), fmt.Sprintf("%s.%016x", DefaultSubject, actor), m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	fx := framesOfRows(s, x, 3, 2)
+	pub(x, fx[0])
+	pub(a, framesOfRows(s, a, 4, 1)...)
+	pub(x, fx[1])
+	pub(a, s.EncodeBye(a, 1, 4))
+	pub(b, framesOfRows(s, b, 2, 1)...)
+	waitFor(t, 5*time.Second, "B's frame", func() bool {
+		st, ok := actorOf(in, b)
+		return ok && st.NextFrame == 1
+	})
+	st := in.Stats()
+	want := IngesterStats{Frames: 2, Steps: 4*4 + 2*4, Bytes: st.Bytes, Dead: 2, Held: 1, Joins: 2, Leaves: 1}
+	if st != want {
+		t.Fatalf("stats %+v, want %+v", st, want)
+	}
+	if got := in.State().StreamFloor; got != 5 {
+		t.Fatalf("stream floor %d, want 5", got)
+	}
+	ctx := testCtx(t)
+	ds, err := js.Stream(ctx, DefaultDeadStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "2 dead letters", func() bool {
+		info, err := ds.Info(ctx)
+		return err == nil && info.State.Msgs == 2
+	})
+	const reason = "remote: observer for actor 000000000000000c: no observer for 3 rows"
+	for seq := uint64(1); seq <= 2; seq++ {
+		m, err := ds.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Header.Get("Trajring-Reason"); got != reason {
+			t.Fatalf("dead letter %d: reason %q, want %q", seq, got, reason)
+		}
+	}
+	if got := strings.Count(logs.String(), "actor=000000000000000c"); got != 1 {
+		t.Fatalf("actor X logged %d times, want 1:\n%s", got, logs.String())
 	}
 }
