@@ -61,3 +61,69 @@ func TestFatbinImages(t *testing.T) {
 		}
 	}
 }
+
+// floatOp matches an f32 or f64 add, sub, mul, fma or mad with its
+// modifiers, such as "mul.rn.f64" or "add.f64".
+var floatOp = regexp.MustCompile(`\b(add|sub|mul|fma|mad)((?:\.[a-z0-9]+)*)\.f(32|64)\b`)
+
+// unfusable returns the float operations of a kernel entry's body in ptx
+// that the PTX assembler or a JIT may contract or has contracted: an add,
+// sub or mul without .rn (which ptxas, and the driver's JIT, may fuse into
+// an fma), and any fma or mad. Functions the entry calls (.func, such as
+// tr_pow) are not checked.
+func unfusable(ptx string) []string {
+	var bad []string
+	in := false
+	for _, line := range strings.Split(ptx, "\n") {
+		switch {
+		case strings.Contains(line, ".entry "):
+			in = true
+		case strings.Contains(line, ".func "), line == "}":
+			in = false
+		case in:
+			for _, m := range floatOp.FindAllStringSubmatch(line, -1) {
+				if m[1] == "fma" || m[1] == "mad" || !strings.Contains(m[2]+".", ".rn.") {
+					bad = append(bad, strings.TrimSpace(line))
+				}
+			}
+		}
+	}
+	return bad
+}
+
+// TestNoContractibleArithmetic: no kernel entry, in the committed PTX or
+// in the PTX inside its fatbin (what a driver JITs on a GPU newer than the
+// fatbin's SASS, or with CUDA_FORCE_PTX_JIT=1), has float arithmetic
+// that may be fused into a multiply-add, which would break the bit
+// equality with the host that the sum tree, the prioritized draws and the
+// n-step rewards promise (kernels/host/rn.h).
+func TestNoContractibleArithmetic(t *testing.T) {
+	if got := unfusable(".visible .entry k(\n)\n{\n\tmul.f64 \t%fd1, %fd2, %fd3;\n\tadd.rn.f64 \t%fd1, %fd1, %fd3;\n" +
+		"\tfma.rn.f32 \t%f1, %f2, %f3, %f4;\n\tmul.lo.s64 \t%rd1, %rd2, 8;\n}\n.func f()\n{\n\tadd.f64 \t%fd1, %fd1, %fd1;\n}\n"); len(got) != 2 ||
+		!strings.HasPrefix(got[0], "mul.f64") || !strings.HasPrefix(got[1], "fma.rn.f32") {
+		t.Fatalf("unfusable found %q in the sample, want its mul.f64 and fma.rn.f32 lines", got)
+	}
+	for _, k := range All {
+		ptx, err := k.PTX()
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := k.Image()
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := strings.Index(img, ".version")
+		if i < 0 {
+			t.Fatalf("%s: no PTX in the fatbin", k.Module)
+		}
+		img = img[i:]
+		if j := strings.IndexByte(img, 0); j >= 0 {
+			img = img[:j]
+		}
+		for _, src := range []struct{ name, ptx string }{{"ptx", ptx}, {"fatbin", img}} {
+			if bad := unfusable(src.ptx); len(bad) > 0 {
+				t.Errorf("%s (%s): %d contractible operations in the entry, such as %q", k.Entry, src.name, len(bad), bad[0])
+			}
+		}
+	}
+}

@@ -20,6 +20,7 @@
 #ifndef TRAJRING_PHILOX_H
 #define TRAJRING_PHILOX_H
 #include "kernels.h"
+#include "rn.h"
 
 #define TR_PHILOX_M0 0xD2511F53u
 #define TR_PHILOX_M1 0xCD9E8D57u
@@ -71,6 +72,6 @@ TR_HD tr_u64 tr_draw_index(tr_u64 x, tr_u64 n)
 }
 
 /* tr_draw_float maps a draw to a double in [0, 1) with 53 random bits. */
-TR_HD double tr_draw_float(tr_u64 x) { return (double)(x >> 11) * (1.0 / 9007199254740992.0); }
+TR_HD double tr_draw_float(tr_u64 x) { return tr_dmul_rn((double)(x >> 11), 1.0 / 9007199254740992.0); }
 
 #endif

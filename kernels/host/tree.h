@@ -28,6 +28,7 @@
 #ifndef TRAJRING_TREE_H
 #define TRAJRING_TREE_H
 #include "kernels.h"
+#include "rn.h"
 #include "select.h"
 
 #define TR_TREE_MAXLEV 12
@@ -99,7 +100,7 @@ TR_HD void tr_tree_pull_group(double *tree, const tr_tree *t, tr_i64 level, tr_i
 			s = real ? tree[t->sum[level - 1] + x * 8 + 7] : 0;
 			m = real ? tree[t->min[level] + x] : TR_INF;
 		}
-		acc += s;
+		acc = tr_dadd_rn(acc, s);
 		tree[t->sum[level] + x] = acc;
 		if (m < mn)
 			mn = m;
@@ -153,11 +154,11 @@ TR_HD int tr_child(const double *ps, double *u)
 			j--;
 		if (j == 0)
 			return 0;
-		*u = *u - ps[j - 1];
+		*u = tr_dsub_rn(*u, ps[j - 1]);
 		return j;
 	}
 	if (j > 0)
-		*u = *u - ps[j - 1];
+		*u = tr_dsub_rn(*u, ps[j - 1]);
 	return j;
 }
 
@@ -168,7 +169,7 @@ TR_HD double tr_importance(double w, double wmin, double beta)
 	double r;
 	if (beta == 0 || !(wmin > 0) || w <= 0)
 		return 1;
-	r = pow(w / wmin, -beta);
+	r = tr_pow(w / wmin, -beta);
 	return r < 1 ? r : 1;
 }
 
@@ -193,7 +194,7 @@ TR_HD void tr_draw_prioritized_run(const tr_item *items, const tr_u32 *live, tr_
 		double p, wt;
 		const tr_item *r;
 		if (total > 0) {
-			double u = tr_draw_float(x) * total, w;
+			double u = tr_dmul_rn(tr_draw_float(x), total), w;
 			tr_i64 i = 0;
 			int l;
 			for (l = t.levels - 1; l >= 0; l--)
@@ -313,7 +314,7 @@ TR_HD void tr_update_apply_run(const tr_item *items, tr_i64 treen, const tr_u64 
 		p = (double)prios[i];
 		if (!(p >= 0 && p <= 1.7976931348623157e308))
 			continue;
-		tree[s] = a == 1 ? p : pow(p, a);
+		tree[s] = a == 1 ? p : tr_pow(p, a);
 		u.prios[s] = prios[i];
 		for (l = 0, g = s / 8; l < t.levels; l++, g /= 8) {
 			tr_u32 k;
