@@ -51,15 +51,20 @@ ingester state are saved under -data and a restart resumes from them.
 
 With -params FILE (a DQN Q-network, e.g. the q.gob of trajring train), serve
 publishes the file as the next version of the policy parameters in the JetStream
-object store, and again whenever the file changes (checked every -stats-every);
-actors pick up the newest version before each run.`,
+object store, and again whenever the file changes (checked every -stats-every,
+or every 5s with -stats-every 0); actors pick up the newest version before each
+run.
+
+A bad flag value (a port out of range, a negative interval, a -data that
+cannot be made) exits with status 2 before anything starts; a server that
+cannot start (the port in use) exits with status 1 and the server's reason.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return serve(cmd, c) },
 	}
 	f := cmd.Flags()
 	f.SortFlags = false
 	f.StringVar(&c.host, "listen", "127.0.0.1", "address to listen on (non-loopback needs credentials)")
-	f.IntVar(&c.port, "port", 4222, "client port")
+	f.IntVar(&c.port, "port", 4222, "client port, 1-65535 (-1: any free port)")
 	f.StringVar(&c.data, "data", "trajring-data", "data directory (JetStream store and checkpoints)")
 	f.StringVar(&c.user, "user", "", "client user name")
 	f.StringVar(&c.password, "password", "", "client password")
@@ -68,20 +73,49 @@ actors pick up the newest version before each run.`,
 	f.StringVar(&c.tlsKey, "tls-key", "", "TLS key file")
 	f.IntVar(&c.rows, "rows", 64, "buffer rows shared by the actors")
 	f.IntVar(&c.capacity, "capacity", 100_000, "steps per buffer row")
-	f.DurationVar(&c.statsEvery, "stats-every", 5*time.Second, "print ingest statistics this often")
-	f.DurationVar(&c.checkpointEvery, "checkpoint-every", 0, "save a checkpoint this often (0: never)")
+	f.DurationVar(&c.statsEvery, "stats-every", 5*time.Second, "print ingest statistics this often (0: never; negative is refused)")
+	f.DurationVar(&c.checkpointEvery, "checkpoint-every", 0, "save a checkpoint this often (0: never; negative is refused)")
 	f.StringVar(&c.params, "params", "", "policy parameters file to publish to the actors (e.g. q.gob of trajring train)")
 	return cmd
 }
 
+// paramsEvery is how often serve checks the -params file when
+// -stats-every is 0 (no statistics).
+const paramsEvery = 5 * time.Second
+
+// validate checks the flags' values that need no server; each error
+// names its flag.
+func (c *serveConfig) validate() error {
+	switch {
+	case c.rows <= 0:
+		return usageErrorf("-rows must be positive, got %d", c.rows)
+	case c.capacity <= 0:
+		return usageErrorf("-capacity must be positive, got %d", c.capacity)
+	case c.port != -1 && (c.port < 1 || c.port > 65535):
+		return usageErrorf("-port must be 1-65535, or -1 for any free port; got %d", c.port)
+	case c.statsEvery < 0:
+		return usageErrorf("-stats-every must not be negative (0: no statistics), got %v", c.statsEvery)
+	case c.checkpointEvery < 0:
+		return usageErrorf("-checkpoint-every must not be negative (0: never), got %v", c.checkpointEvery)
+	case c.data == "":
+		return usageErrorf("-data must name a directory")
+	}
+	return nil
+}
+
 func serve(cmd *cobra.Command, c serveConfig) error {
-	if c.rows <= 0 || c.capacity <= 0 {
-		return usageErrorf("-rows and -capacity must be positive")
+	if err := c.validate(); err != nil {
+		return err
 	}
 	opts, err := remote.ServerConfig{Host: c.host, Port: c.port, StoreDir: filepath.Join(c.data, "jetstream"),
 		User: c.user, Password: c.password, Token: c.token, TLSCert: c.tlsCert, TLSKey: c.tlsKey}.Options()
 	if err != nil {
 		return usageErrorf("%v", err)
+	}
+	// Made here, so that a -data the server could not use (under a
+	// regular file, not writable) is named at once.
+	if err := os.MkdirAll(c.data, 0o755); err != nil {
+		return usageErrorf("-data: %v", err)
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -158,7 +192,11 @@ func serve(cmd *cobra.Command, c serveConfig) error {
 	fmt.Fprintf(cmd.OutOrStdout(), "serving on %s (data %s); actors: trajring actor -connect %s\n", srv.ClientURL(), c.data, srv.ClientURL())
 	done := make(chan error, 1)
 	go func() { done <- in.Run(ctx) }()
-	tick := time.NewTicker(c.statsEvery)
+	every := c.statsEvery // statistics and the -params check
+	if every == 0 {
+		every = paramsEvery
+	}
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	var ck <-chan time.Time
 	if c.checkpointEvery > 0 {
@@ -184,6 +222,9 @@ func serve(cmd *cobra.Command, c serveConfig) error {
 		case <-tick.C:
 			if err := publishParams(); err != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "params: %v\n", err)
+			}
+			if c.statsEvery == 0 {
+				continue
 			}
 			st := in.Stats()
 			dt := c.statsEvery.Seconds()
