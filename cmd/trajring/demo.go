@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/trajring/trajring/cpu"
 	"github.com/trajring/trajring/driver"
 	"github.com/trajring/trajring/driver/envs"
+	"github.com/trajring/trajring/kernels"
 	"github.com/trajring/trajring/observer"
 	"github.com/trajring/trajring/tensorbuf"
 )
@@ -38,7 +40,11 @@ DynamicStepDriver) into a sequence observer, while a learner goroutine samples
 batches of sequences from the same table, then prints a summary.
 
 -steps N collects N environment steps summed over the envs: the driver stops at
-the first batched step that reaches N, so it collects between N and N+envs-1.`,
+the first batched step that reaches N, so it collects between N and N+envs-1.
+
+Sizes are checked before the environments are allocated: a buffer (-envs x
+-capacity) or envs that do not fit in the memory available, or a -batch the
+learner could never draw, is a usage error (exit status 2).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := c.validate(); err != nil {
@@ -78,6 +84,12 @@ func (c *demoConfig) validate() error {
 	}
 	if c.capacity < c.seqLen {
 		return usageErrorf("-capacity (%d) must be at least -seq (%d)", c.capacity, c.seqLen)
+	}
+	// A row holds at most capacity-seq+1 windows of seq steps; a table
+	// that can never reach -batch items never lets the learner sample.
+	if items, ok := kernels.Mul(int64(c.envs), int64(c.capacity-c.seqLen+1)); ok && int64(c.batch) > items {
+		return usageErrorf("-batch %d exceeds the %d sequences the buffer can hold (-envs x (-capacity - -seq + 1)): the learner could never sample",
+			c.batch, items)
 	}
 	switch c.backend {
 	case "default", "cpu", "gpu":
@@ -141,6 +153,30 @@ func demo(ctx context.Context, c demoConfig, stderr io.Writer) (demoResult, erro
 	if err != nil {
 		return r, err
 	}
+	// The buffer comes first: New checks its sizes and memory before
+	// allocating, and its figures bound what the rest may allocate.
+	fields, err := cartPoleFields()
+	if err != nil {
+		return r, err
+	}
+	buf, err := tensorbuf.New(tensorbuf.Config{NumEnvs: c.envs, Capacity: c.capacity, Fields: fields, Backend: be, Seed: c.seed})
+	if errors.Is(err, tensorbuf.ErrConfig) {
+		return r, usageErrorf("-envs %d x -capacity %d: %v", c.envs, c.capacity, err)
+	}
+	if err != nil {
+		return r, err
+	}
+	defer buf.Close()
+	if err := checkDemoMemory(c, buf, demoMemAvailable); err != nil {
+		return r, err
+	}
+	// The learner's batches are bounded by the buffer's sample limit:
+	// refuse one over it now rather than after the table fills.
+	batchSteps, ok := kernels.Mul(int64(c.batch), int64(c.seqLen))
+	if bytes, ok2 := kernels.Mul(batchSteps, buf.StepBytes()); !ok || !ok2 || bytes > buf.SampleBudget() {
+		return r, usageErrorf("-batch %d x -seq %d: a learner batch of %d-byte steps exceeds the sample limit of %d bytes (the buffer's memory, at least %d)",
+			c.batch, c.seqLen, buf.StepBytes(), buf.SampleBudget(), int64(tensorbuf.MinSampleBudget))
+	}
 	env, err := envs.NewCartPole(c.envs, c.seed)
 	if err != nil {
 		return r, err
@@ -149,12 +185,6 @@ func demo(ctx context.Context, c demoConfig, stderr io.Writer) (demoResult, erro
 	if err != nil {
 		return r, err
 	}
-	fields := append(append([]tensorbuf.Field(nil), env.ObservationSpec()...), env.ActionSpec()...)
-	buf, err := tensorbuf.New(tensorbuf.Config{NumEnvs: c.envs, Capacity: c.capacity, Fields: fields, Backend: be, Seed: c.seed})
-	if err != nil {
-		return r, err
-	}
-	defer buf.Close()
 	r.backend, r.stepBytes, r.seqLen = be.Name(), buf.StepBytes(), c.seqLen
 	table, err := buf.NewTable(tensorbuf.TableConfig{
 		Name: "replay", Selector: tensorbuf.Uniform, Seed: c.seed,
@@ -207,6 +237,7 @@ func demo(ctx context.Context, c demoConfig, stderr io.Writer) (demoResult, erro
 			if err := table.SampleInto(ctx, bt, c.batch); err != nil {
 				if ctx.Err() == nil {
 					learnErr = err
+					stop() // the collection has no reader left
 				}
 				return
 			}
@@ -247,11 +278,11 @@ func demo(ctx context.Context, c demoConfig, stderr io.Writer) (demoResult, erro
 	r.envSteps, r.episodes = st.Steps, st.Episodes
 	prog.set(r.envSteps, detail())
 	prog.finish(detail())
+	if learnErr != nil { // before err: a failed learner cancels the collection
+		return r, fmt.Errorf("learner: %w", learnErr)
+	}
 	if err != nil {
 		return r, err
-	}
-	if learnErr != nil {
-		return r, fmt.Errorf("learner: %w", learnErr)
 	}
 	if err := finishMetrics(mlog, mfile); err != nil {
 		return r, err
@@ -261,6 +292,39 @@ func demo(ctx context.Context, c demoConfig, stderr io.Writer) (demoResult, erro
 	r.items = table.Size()
 	r.avgReturn, r.avgLen = ret.Result(), length.Result()
 	return r, nil
+}
+
+// demoEnvBytes bounds the host memory the demo holds per env besides the
+// buffer: the cart-pole's state and random stream, the driver's and
+// policy's batch tensors and the observers' per-row state. About 2.5 KB
+// of allocations are measured per env; TestDemoEnvBytes keeps the
+// constant above what a run allocates.
+const demoEnvBytes = 4 << 10
+
+// demoMemAvailable returns the host memory available for new allocations
+// (cpu.MemAvailable); tests replace it.
+var demoMemAvailable = cpu.MemAvailable
+
+// checkDemoMemory refuses, as a usage error naming -envs, a demo whose
+// per-env state plus (on the cpu backend) the buffer exceeds the host
+// memory that memAvailable reports, so that a huge -envs fails before the
+// environments are allocated rather than in the runtime's out-of-memory
+// abort. A figure that cannot be read is not checked, as in tensorbuf.New.
+func checkDemoMemory(c demoConfig, buf *tensorbuf.Buffer, memAvailable func() (int64, error)) error {
+	avail, err := memAvailable()
+	if err != nil {
+		return nil
+	}
+	envBytes, ok := kernels.Mul(int64(c.envs), demoEnvBytes)
+	var bufBytes int64
+	if _, onHost := buf.Backend().(*cpu.Backend); onHost {
+		bufBytes = buf.MemoryBytes()
+	}
+	if !ok || envBytes > avail-bufBytes {
+		return usageErrorf("-envs %d: the demo needs about %d bytes of host memory (%d per env, %d for the buffer) but %d bytes are available",
+			c.envs, envBytes+bufBytes, int64(demoEnvBytes), bufBytes, avail)
+	}
+	return nil
 }
 
 func printDemo(w io.Writer, c demoConfig, r demoResult) {

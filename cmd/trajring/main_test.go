@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/trajring/trajring/cpu"
 )
 
 // demoValues runs the demo and returns the values of its summary line.
@@ -250,5 +254,62 @@ func TestDemoMetrics(t *testing.T) {
 		if len(lines) != 4 || last != vals[0] {
 			t.Errorf("%s: %d records, last at %s env steps, demo collected %s:\n%s", tc.file, len(lines), last, vals[0], b)
 		}
+	}
+}
+
+// TestDemoSizeErrors: sizes the machine cannot hold, or that the learner
+// could never sample, are usage errors naming the flags (exit 2, one
+// line), found before the environments are allocated; before, -envs 1e8
+// died in the runtime's out-of-memory abort, -envs MaxInt64 panicked in
+// makeslice, and the others exited 1 with tensorbuf's message or ran a
+// learner that never sampled.
+func TestDemoSizeErrors(t *testing.T) {
+	defer func(f func() (int64, error)) { demoMemAvailable = f }(demoMemAvailable)
+	demoMemAvailable = func() (int64, error) { return 64 << 20, nil }
+	_, memErr := cpu.MemAvailable()
+	for _, tc := range []struct {
+		args     []string
+		want     string
+		needsMem bool // refused by tensorbuf's memory check, which needs the host's figure
+	}{
+		{[]string{"-envs", "20000", "-capacity", "1", "-seq", "1", "-batch", "1"},
+			"-envs 20000: the demo needs about 82740000 bytes of host memory (4096 per env, 820000 for the buffer) but 67108864 bytes are available", false},
+		{[]string{"-envs", "9223372036854775807"}, "-envs 9223372036854775807 x -capacity 4096: tensorbuf: invalid configuration", false},
+		{[]string{"-capacity", "1000000000000", "-seq", "1000000000000", "-batch", "1"}, "-envs 64 x -capacity 1000000000000: tensorbuf: invalid configuration", false},
+		{[]string{"-envs", "100000000"}, "-envs 100000000 x -capacity 4096: tensorbuf: invalid configuration", true},
+		{[]string{"-batch", "100000000"}, "-batch 100000000 exceeds the 261696 sequences the buffer can hold", false},
+		{[]string{"-envs", "1", "-capacity", "1000000", "-seq", "1000", "-batch", "900000"},
+			"-batch 900000 x -seq 1000: a learner batch of 40-byte steps exceeds the sample limit of 67108864 bytes", false},
+	} {
+		if tc.needsMem && memErr != nil {
+			t.Logf("%q: skipped, host memory not known here (%v)", tc.args, memErr)
+			continue
+		}
+		var out, errb bytes.Buffer
+		code := run(append([]string{"demo", "-progress", "0"}, tc.args...), &out, &errb)
+		msg := errb.String()
+		if code != 2 || out.Len() != 0 || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, tc.want) {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2, one line containing %q", tc.args, code, out.String(), msg, tc.want)
+		}
+	}
+}
+
+// TestDemoEnvBytes: demoEnvBytes bounds what a demo allocates per env
+// besides the buffer's rings: every allocation of a short run (live or
+// not, so at least its peak) over 10000 envs, divided by the envs.
+func TestDemoEnvBytes(t *testing.T) {
+	const envs = 10000
+	c := demoConfig{envs: envs, steps: 2 * envs, seqLen: 1, batch: 1, capacity: 2, backend: "cpu", seed: 1}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if _, err := demo(context.Background(), c, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / envs; per > demoEnvBytes {
+		t.Errorf("a demo of %d envs allocated %d bytes per env, above demoEnvBytes (%d)", envs, per, demoEnvBytes)
+	} else {
+		t.Logf("%d bytes allocated per env (demoEnvBytes %d)", per, demoEnvBytes)
 	}
 }
