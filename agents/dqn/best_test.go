@@ -161,3 +161,39 @@ func TestReadStateV1(t *testing.T) {
 		t.Fatalf("v1 state read as %+v", st)
 	}
 }
+
+// TestStopOnReturn: the first evaluation whose mean reaches StopOnReturn
+// ends the run there, with a checkpoint; a resume of the stopped run with
+// more steps trains no further.
+func TestStopOnReturn(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	c := smallRun(dir, 2000, 1000)
+	c.StopOnReturn = 1 // every episode returns at least 1
+	var rounds int
+	c.Progress = func(Progress) { rounds++ }
+	res, err := RunCartPole(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Stopped || res.Last.EnvSteps != 400 || rounds != 4 || res.BestEnvSteps != 400 {
+		t.Fatalf("stopped %v at %d env steps after %d rounds, best at %d; want a stop at the evaluation at 400",
+			res.Stopped, res.Last.EnvSteps, rounds, res.BestEnvSteps)
+	}
+	ck, err := ReadCheckpoint(dir)
+	if err != nil || ck.Progress.EnvSteps != 400 {
+		t.Fatalf("checkpoint of the stopped run: %+v, %v", ck, err)
+	}
+	c.Steps, c.Resume, rounds = 4000, true, 0
+	rres, err := RunCartPole(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rres.Stopped || rres.Last.EnvSteps != 400 || rounds != 0 || rres.Last.GradientSteps != res.Last.GradientSteps {
+		t.Fatalf("resume of a stopped run: stopped %v at %d env steps, %d rounds", rres.Stopped, rres.Last.EnvSteps, rounds)
+	}
+	c = smallRun("", 800, 0)
+	c.StopOnReturn = 0
+	if res, err := RunCartPole(context.Background(), c); err != nil || res.Stopped || res.Last.EnvSteps != 800 {
+		t.Fatalf("StopOnReturn 0: %v, %+v", err, res)
+	}
+}

@@ -78,6 +78,7 @@ type loopState struct {
 	Best           []byte
 	BestEnvSteps   int64
 	BestEvalReturn float64
+	Stopped        bool // an evaluation reached StopOnReturn: the run is complete
 }
 
 // Checkpoint describes a run's newest checkpoint (ReadCheckpoint). A

@@ -52,6 +52,12 @@ type TrainConfig struct {
 	// env steps (0: never) on their own environments, and at the end for
 	// the best and the last network (see Result).
 	EvalEpisodes, EvalEvery int
+	// StopOnReturn, when positive, ends the run after the first
+	// evaluation whose mean return reaches it, as SB3's
+	// StopTrainingOnRewardThreshold callback does: further updates can
+	// only lose a policy that already holds the pole for every evaluation
+	// episode, and DQN on CartPole often does. Zero or negative: never.
+	StopOnReturn float64
 	// Seed seeds the environments, exploration, table and weights (the
 	// weights from Agent.Seed instead when that is not 0).
 	Seed uint64
@@ -111,15 +117,17 @@ type TrainConfig struct {
 // gradient steps every 256 env steps, epsilon to 0.04 over 16% of the
 // run) with the network of DefaultConfig, plus what `trajring train`
 // adds: prioritized replay (alpha 0.6, beta 0.4), a learning rate
-// falling linearly to 0 (RL Zoo's lin_ schedule), and 100 greedy
-// evaluation episodes every 2,500 env steps to pick the best network
-// (RL Zoo's EvalCallback), seed 1. Each call returns a new value; it is
+// falling linearly to 0 (RL Zoo's lin_ schedule), 100 greedy evaluation
+// episodes every 2,500 env steps to pick the best network (RL Zoo's
+// EvalCallback), a stop once an evaluation reaches 500 (CartPole-v1's
+// maximum: every episode reached the time limit), and seed 1. Each call returns a new value; it is
 // safe for concurrent use.
 func DefaultTrainConfig() TrainConfig {
 	return TrainConfig{
 		Agent: DefaultConfig(), Steps: 50_000, BufferSize: 100_000, LearningStarts: 1_000, Gamma: 0.99, NStep: 1,
 		TargetUpdateInterval: 10, TrainFreq: 256, GradientSteps: 128, ExplorationFraction: 0.16, ExplorationFinalEps: 0.04,
-		LearningRateEnd: 0, Prioritized: true, Alpha: 0.6, Beta: 0.4, EvalEpisodes: 100, EvalEvery: 2_500, Seed: 1,
+		LearningRateEnd: 0, Prioritized: true, Alpha: 0.6, Beta: 0.4, EvalEpisodes: 100, EvalEvery: 2_500,
+		StopOnReturn: 500, Seed: 1,
 	}
 }
 
@@ -161,6 +169,8 @@ func (c TrainConfig) Validate() error {
 		return fieldErr("Beta", c.Beta, "a number from 0 to 1")
 	case c.EvalEpisodes < 1:
 		return fieldErr("EvalEpisodes", c.EvalEpisodes, "at least 1")
+	case math.IsNaN(c.StopOnReturn):
+		return fieldErr("StopOnReturn", c.StopOnReturn, "a number (0 or negative: never stop early)")
 	case c.EvalEvery < 0:
 		return fieldErr("EvalEvery", c.EvalEvery, "at least 0 (0: no evaluations during training)")
 	case c.CheckpointEvery < 0:

@@ -40,6 +40,7 @@ func TestValidateFields(t *testing.T) {
 		{"Beta", func(c *TrainConfig) { c.Beta = nan }},
 		{"EvalEpisodes", func(c *TrainConfig) { c.EvalEpisodes = 0 }},
 		{"EvalEvery", func(c *TrainConfig) { c.EvalEvery = -1 }},
+		{"StopOnReturn", func(c *TrainConfig) { c.StopOnReturn = nan }},
 		{"CheckpointEvery", func(c *TrainConfig) { c.CheckpointEvery = -1 }},
 		{"Agent.BatchSize", func(c *TrainConfig) { c.Agent.BatchSize = 0 }},
 		{"Agent.BatchSize", func(c *TrainConfig) { c.Agent.BatchSize = c.BufferSize + 1 }},
@@ -71,6 +72,7 @@ func TestValidateFields(t *testing.T) {
 	ok := DefaultTrainConfig()
 	ok.Gamma, ok.LearningStarts, ok.GradientSteps, ok.ExplorationFraction, ok.ExplorationFinalEps = 0, 0, 0, 0, 0
 	ok.Beta, ok.LearningRateEnd, ok.EvalEvery, ok.Agent.PriorityEpsilon, ok.Agent.Hidden = 0, 0, 0, 0, nil
+	ok.StopOnReturn = 0
 	if err := ok.Validate(); err != nil {
 		t.Errorf("valid zeros: %v", err)
 	}
@@ -136,7 +138,7 @@ func TestDefaultTrainConfig(t *testing.T) {
 			PriorityEpsilon: 1e-6},
 		Steps: 50_000, BufferSize: 100_000, LearningStarts: 1_000, Gamma: 0.99, NStep: 1, TargetUpdateInterval: 10,
 		TrainFreq: 256, GradientSteps: 128, ExplorationFraction: 0.16, ExplorationFinalEps: 0.04, LearningRateEnd: 0,
-		Prioritized: true, Alpha: 0.6, Beta: 0.4, EvalEpisodes: 100, EvalEvery: 2_500, Seed: 1,
+		Prioritized: true, Alpha: 0.6, Beta: 0.4, EvalEpisodes: 100, EvalEvery: 2_500, StopOnReturn: 500, Seed: 1,
 	}
 	if got := DefaultTrainConfig(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("DefaultTrainConfig() = %+v\nwant %+v", got, want)

@@ -59,6 +59,9 @@ type Result struct {
 	// FirstSolved is the env steps at the first evaluation reaching 475
 	// (-1 if none did).
 	FirstSolved int64
+	// Stopped reports that an evaluation reached StopOnReturn and ended
+	// the run at Last.EnvSteps.
+	Stopped bool
 }
 
 // RunCartPole trains a DQN agent on CartPole-v1 (one environment, as RL
@@ -150,7 +153,7 @@ func RunCartPole(ctx context.Context, cfg TrainConfig) (*Result, error) {
 		}
 		rets = st.Returns
 		clear(rets.Acc) // the episodes in flight are cut
-		p, history, res.FirstSolved, evals = st.Progress, st.History, st.FirstSolved, st.Evals
+		p, history, res.FirstSolved, evals, res.Stopped = st.Progress, st.History, st.FirstSolved, st.Evals, st.Stopped
 		start = start.Add(-time.Duration(p.Elapsed * float64(time.Second)))
 		if cfg.OnResume != nil {
 			cfg.OnResume(slices.Clone(history))
@@ -187,7 +190,9 @@ func RunCartPole(ctx context.Context, cfg TrainConfig) (*Result, error) {
 	var ts *driver.TimeStep
 	var state any
 	lastTarget := p.EnvSteps
-	for p.EnvSteps < int64(cfg.Steps) {
+	// A run that stopped on StopOnReturn is complete, as one that
+	// reached Steps: its resume only evaluates.
+	for p.EnvSteps < int64(cfg.Steps) && !res.Stopped {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -268,6 +273,7 @@ func RunCartPole(ctx context.Context, cfg TrainConfig) (*Result, error) {
 			if res.Best == nil || ret > res.BestEvalReturn {
 				res.Best, res.BestEnvSteps, res.BestEvalReturn = agent.Network(), p.EnvSteps, ret
 			}
+			res.Stopped = cfg.StopOnReturn > 0 && ret >= cfg.StopOnReturn
 		}
 		p.Elapsed = time.Since(start).Seconds()
 		if cfg.Progress != nil {
@@ -275,11 +281,11 @@ func RunCartPole(ctx context.Context, cfg TrainConfig) (*Result, error) {
 		}
 		history = append(history, p)
 		every := int64(cfg.CheckpointEvery)
-		if every > 0 && (p.EnvSteps/every != (p.EnvSteps-drv.Stats().Steps)/every || p.EnvSteps >= int64(cfg.Steps)) {
+		if every > 0 && (p.EnvSteps/every != (p.EnvSteps-drv.Stats().Steps)/every || p.EnvSteps >= int64(cfg.Steps) || res.Stopped) {
 			saved := cfg
 			saved.Observers = nil // not checkpointed (interfaces gob cannot encode)
 			ls := &loopState{Format: loopFormat, Config: saved, Progress: p, FirstSolved: res.FirstSolved, Evals: evals,
-				Returns: rets, History: history, BestEnvSteps: res.BestEnvSteps, BestEvalReturn: res.BestEvalReturn}
+				Returns: rets, History: history, BestEnvSteps: res.BestEnvSteps, BestEvalReturn: res.BestEvalReturn, Stopped: res.Stopped}
 			var ab bytes.Buffer
 			if err := agent.SaveState(&ab); err != nil {
 				return nil, err

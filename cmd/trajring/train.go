@@ -49,7 +49,9 @@ Baselines3 Zoo's tuned DQN settings, with a learning rate falling linearly to
 -eval-episodes greedy episodes; as RL Zoo's EvalCallback does, the best of
 these evaluations is kept (best.gob) besides the last network (q.gob), and
 the run ends by evaluating both on -eval-episodes fresh episodes: the last
-line is the best network's, the one to use. Writes metrics.jsonl (one line per
+line is the best network's, the one to use. An evaluation that reaches
+-stop-return (500, every episode at the time limit) ends the run early, as
+SB3's StopTrainingOnRewardThreshold does. Writes metrics.jsonl (one line per
 training round), curve.svg and curve.png, q.gob and best.gob to -out;
 trajring eval plays a saved network.
 
@@ -82,7 +84,7 @@ checkpoint is cut, and metrics.jsonl is rewritten up to the checkpoint.`,
 	fs.IntVar(&c.Steps, "steps", d.Steps, "env steps")
 	fs.StringVar(&f.hidden, "hidden", joinInts(d.Agent.Hidden), "hidden layer sizes")
 	fs.Float64Var(&c.Agent.LearningRate, "lr", d.Agent.LearningRate, "Adam learning rate at the start")
-	fs.Float64Var(&c.LearningRateEnd, "lr-end", d.LearningRateEnd, "Adam learning rate at the end (linear from -lr; equal to -lr: constant)")
+	fs.Float64Var(&c.LearningRateEnd, "lr-end", d.LearningRateEnd, "Adam learning rate at the end, reached linearly from -lr (default 0, as RL Zoo's lin_ schedules; equal to -lr: constant)")
 	fs.IntVar(&c.Agent.BatchSize, "batch", d.Agent.BatchSize, "batch size")
 	fs.IntVar(&c.BufferSize, "buffer", d.BufferSize, "replay capacity (transitions)")
 	fs.IntVar(&c.LearningStarts, "learning-starts", d.LearningStarts, "env steps before training")
@@ -100,6 +102,7 @@ checkpoint is cut, and metrics.jsonl is rewritten up to the checkpoint.`,
 	fs.Float64Var(&c.Agent.MaxGradNorm, "max-grad-norm", d.Agent.MaxGradNorm, "global gradient norm clip (negative: none)")
 	fs.IntVar(&c.EvalEpisodes, "eval-episodes", d.EvalEpisodes, "greedy episodes of every evaluation")
 	fs.IntVar(&c.EvalEvery, "eval-every", d.EvalEvery, "env steps between greedy evaluations choosing the best network (0: none)")
+	fs.Float64Var(&c.StopOnReturn, "stop-return", d.StopOnReturn, "end the run at the first evaluation whose mean return reaches this (0: never)")
 	fs.Uint64Var(&c.Seed, "seed", d.Seed, "seed")
 	fs.StringVar(&f.out, "out", "trajring-train", "directory for metrics.jsonl, curve.svg, curve.png, q.gob, best.gob and checkpoints")
 	c.Agent.PriorityEpsilon = d.Agent.PriorityEpsilon // no flag
@@ -162,7 +165,7 @@ var trainFlagOf = map[string]string{
 	"Steps": "steps", "BufferSize": "buffer", "LearningStarts": "learning-starts", "Gamma": "gamma", "NStep": "n-step",
 	"TargetUpdateInterval": "target-update", "TrainFreq": "train-freq", "GradientSteps": "gradient-steps",
 	"ExplorationFraction": "exploration-fraction", "ExplorationFinalEps": "exploration-final-eps",
-	"LearningRateEnd": "lr-end", "Alpha": "alpha", "Beta": "beta", "EvalEpisodes": "eval-episodes", "EvalEvery": "eval-every",
+	"LearningRateEnd": "lr-end", "StopOnReturn": "stop-return", "Alpha": "alpha", "Beta": "beta", "EvalEpisodes": "eval-episodes", "EvalEvery": "eval-every",
 	"CheckpointEvery": "checkpoint-every", "Agent.BatchSize": "batch", "Agent.LearningRate": "lr",
 	"Agent.MaxGradNorm": "max-grad-norm", "Agent.Hidden": "hidden",
 }
@@ -308,6 +311,9 @@ func runTrain(f trainFlags, stdout, stderr io.Writer) error {
 	}
 	if res.FirstSolved >= 0 {
 		fmt.Fprintf(stdout, "first greedy evaluation >= 475 at %d env steps\n", res.FirstSolved)
+	}
+	if res.Stopped {
+		fmt.Fprintf(stdout, "stopped at %d env steps: the evaluation there reached -stop-return %g\n", l.EnvSteps, f.cfg.StopOnReturn)
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", strings.Join(wrote, ", "))
 	if f.cfg.CheckpointEvery > 0 {

@@ -66,6 +66,7 @@ func TestTrainUsageErrors(t *testing.T) {
 		// machine this runs on.
 		{[]string{"-eval-episodes", "10000000000"}, "-eval-episodes 10000000000: want fewer episodes: one evaluation runs them all at once"},
 		{[]string{"-eval-every", "-1"}, "-eval-every -1: want at least 0 (0: no evaluations during training)"},
+		{[]string{"-stop-return", "NaN"}, "-stop-return NaN: want a number (0 or negative: never stop early)"},
 	} {
 		args := append([]string{"train", "-out", out}, tc.args...)
 		var o, errb bytes.Buffer
@@ -291,5 +292,13 @@ func TestTrainBestAndLast(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "best.gob")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("best.gob of the earlier run left behind: %v", err)
+	}
+	o.Reset()
+	if code := run(append(args, "-stop-return", "1"), &o, &e); code != 0 {
+		t.Fatalf("exit %d: %s", code, e.String())
+	}
+	if !strings.Contains(o.String(), "stopped at 400 env steps: the evaluation there reached -stop-return 1\n") ||
+		!strings.Contains(o.String(), "last network (q.gob, 400 env steps)") || !strings.Contains(o.String(), "(best, found at 400 env steps)") {
+		t.Fatalf("output of a run stopped at the first evaluation:\n%s", o.String())
 	}
 }
