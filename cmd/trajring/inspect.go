@@ -20,8 +20,10 @@ the replay-*.ckpt files of trajring train -checkpoint-every): format version,
 rows and capacity, bytes per step and of the arenas, the fields, the rows'
 cursors, and every table (selector, items, inserts, samples, rate limiter).
 
-It reads the header, rows and tables only, so it is fast on large checkpoints
-but does not check the arenas' chunks; -verify also loads the whole checkpoint
+It reads the header, rows and tables, and the chunk headers of the rest to
+check that the file is as long as they say (a truncated file fails), so it is
+fast on large checkpoints but does not check the arenas' chunks' contents or
+checksums; -verify also loads the whole checkpoint
 (every chunk's checksum and the metadata) into a CPU buffer, which needs as much
 memory as the buffer itself. A file that is missing, not a checkpoint, truncated
 or corrupt fails with one line naming what is wrong and exit status 1.`,
@@ -44,6 +46,10 @@ or corrupt fails with one line naming what is wrong and exit status 1.`,
 			if err != nil {
 				return fmt.Errorf("%s: %w", path, err)
 			}
+			length, err := checkpointLength(path)
+			if err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
 			if verify {
 				b, err := tensorbuf.LoadFile(path, tensorbuf.LoadOptions{})
 				if err != nil {
@@ -55,6 +61,9 @@ or corrupt fails with one line naming what is wrong and exit status 1.`,
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "%s: %d bytes\n", path, st.Size())
+			if extra := st.Size() - length; extra > 0 {
+				fmt.Fprintf(out, "note: %d bytes after the checkpoint's end (Load ignores them)\n", extra)
+			}
 			fmt.Fprint(out, info)
 			if verify {
 				fmt.Fprintln(out, "verified: every chunk's checksum and the metadata check out")
@@ -64,4 +73,19 @@ or corrupt fails with one line naming what is wrong and exit status 1.`,
 	}
 	cmd.Flags().BoolVar(&verify, "verify", false, "also load the whole checkpoint, checking every chunk")
 	return cmd
+}
+
+// checkpointLength returns the bytes the checkpoint file at path spans
+// (tensorbuf.CheckpointLength), ErrCorrupt for a truncated file.
+func checkpointLength(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return tensorbuf.CheckpointLength(f, st.Size())
 }
