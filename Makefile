@@ -26,7 +26,7 @@ test-train:
 # and the wall time (a few minutes a seed on 2 cores).
 .PHONY: train-seeds
 train-seeds:
-	GO=$(GO) sh scripts/train-seeds.sh
+	GO=$(GO) bash scripts/train-seeds.sh
 
 # fuzz runs every Go fuzz target for FUZZTIME each (the seed corpora already
 # run in `make test`): a count of executions by default, since a duration

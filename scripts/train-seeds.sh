@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # train-seeds.sh runs `trajring train` with the default flags for each of
 # SEEDS (default 1 2 3 4 5), JOBS at a time (default 1), and prints one
 # row per seed: the mean return over 100 greedy episodes of the best
@@ -8,7 +8,7 @@
 # Each run's output and files stay in OUT/seed-N (default: a temporary
 # directory, printed). Extra arguments are passed to every run. BIN names
 # a trajring binary to run instead of building ./cmd/trajring.
-set -eu
+set -euo pipefail
 SEEDS=${SEEDS:-1 2 3 4 5}
 JOBS=${JOBS:-1}
 GO=${GO:-go}
@@ -39,7 +39,7 @@ for s in $SEEDS; do
 	one "$s" "$@" &
 	running=$((running + 1))
 	if [ "$running" -ge "$JOBS" ]; then
-		wait -n 2>/dev/null || wait
+		wait -n || true # a failed seed is reported by one()
 		running=$((running - 1))
 	fi
 done
@@ -55,7 +55,7 @@ for s in $SEEDS; do
 	last=$(sed -n 's/^last network (q.gob, [0-9]* env steps): mean return over [0-9]* greedy episodes: \([0-9.]*\)$/\1/p' "$log")
 	first=$(sed -n 's/^first greedy evaluation >= 475 at \([0-9]*\) env steps$/\1/p' "$log")
 	set -- $best
-	printf '%-6s %-10s %-10s %-10s %-12s %s\n' "$s" "${1:--}" "${2:--}" "${last:--}" "${first:--}" "$(cat "$OUT/seed-$s.wall")"
+	printf '%-6s %-10s %-10s %-10s %-12s %s\n' "$s" "${1:--}" "${2:--}" "${last:--}" "${first:--}" "$(cat "$OUT/seed-$s.wall" 2>/dev/null || echo failed)"
 	n=$((n + 1))
 	awk -v v="${1:-0}" 'BEGIN { exit !(v >= 475) }' && nb=$((nb + 1))
 	awk -v v="${last:-0}" 'BEGIN { exit !(v >= 475) }' && nl=$((nl + 1))
