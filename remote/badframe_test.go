@@ -48,6 +48,9 @@ func TestBadFramesDupsAndGaps(t *testing.T) {
 		foreignHash(f0),
 		f0[:len(f0)-1],                     // short body
 		append(append([]byte{}, f0...), 0), // long body
+		// R*12 + R*K*40 wraps 64 bits to the 8 bytes of the body: rows 0
+		// and 1, then row 2 past the end.
+		rawFrame(s, 0, 544370738, 544370738, 2541477175, []byte{0, 0, 0, 0, 1, 0, 0, 0}),
 	}
 	for _, b := range bad {
 		pub(b)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 
@@ -97,9 +98,30 @@ func (s *Schema) Fields() []tensorbuf.Field { return slices.Clone(s.fields) }
 // StepBytes returns the bytes of one step of one row over all columns.
 func (s *Schema) StepBytes() int { return s.stepBytes }
 
-// bodySize is the uncompressed body size of a frame of r rows, k steps.
+// bodySize is the uncompressed body size of a frame of r rows, k steps,
+// for sizes the encoder holds in memory (Decode uses checkedBodySize).
 func (s *Schema) bodySize(r, k int) int64 {
 	return int64(r)*12 + int64(r)*int64(k)*int64(s.stepBytes)
+}
+
+// checkedBodySize is the uncompressed body size of a frame of r rows, k
+// steps, and false when it exceeds MaxFrameBytes. Computed on 128-bit
+// products, since a header's R and K come from anyone who may publish and
+// a size that wraps would pass any later bound.
+func (s *Schema) checkedBodySize(r, k uint32) (int, bool) {
+	hi, rk := bits.Mul64(uint64(r), uint64(k))
+	if hi != 0 {
+		return 0, false
+	}
+	hi, steps := bits.Mul64(rk, uint64(s.stepBytes))
+	if hi != 0 {
+		return 0, false
+	}
+	n, carry := bits.Add64(steps, 12*uint64(r), 0) // 12*r < 2^36
+	if carry != 0 || n > MaxFrameBytes {
+		return 0, false
+	}
+	return int(n), true
 }
 
 // Frame is one decoded frame: K steps of R rows of one actor. Cols alias
@@ -117,7 +139,14 @@ type Frame struct {
 	// Cols holds, per column in schema order, K*R steps time-major.
 	Cols [][]byte
 
-	scratch []byte
+	scratch []byte // the decompressed body
+	sorted  []int  // the rows, sorted, to find a repeated one
+}
+
+// reset makes f a frame of nothing, keeping its buffers.
+func (f *Frame) reset() {
+	f.Schema, f.Actor, f.Seq, f.ActorRows, f.Bye, f.K = 0, 0, 0, 0, false, 0
+	f.Rows, f.First, f.Cols = f.Rows[:0], f.First[:0], f.Cols[:0]
 }
 
 // appendHeader appends a frame header.
@@ -171,10 +200,28 @@ func (s *Schema) encode(dst, body []byte, compress bool, actor, seq uint64, acto
 
 // Decode parses and validates a frame into f. It fails with ErrSchema for
 // a frame of another schema and with ErrFrame for any other defect: bad
-// magic or version, a size that does not match R and K, rows out of range
-// or repeated, negative step numbers, invalid step types, non-finite
-// rewards or discounts. A frame that decodes is safe to write.
+// magic, version or reserved bytes, a size that does not match R and K or
+// exceeds MaxFrameBytes, rows out of range or repeated, negative step
+// numbers, invalid step types, non-finite rewards or discounts, bool
+// bytes other than 0 or 1. A frame that decodes is safe to write.
+//
+// Every size is checked, without overflow, against the frame before
+// anything is allocated: the rows and first steps take at most the
+// frame's length again, and a compressed body a scratch of the size its
+// header declares (at most MaxFrameBytes, kept in f for the next Decode),
+// since S2 can expand a few bytes to megabytes. On error f is left
+// empty (no rows, no columns), so no stale frame survives a refused one.
+// Decode is safe for concurrent use with distinct Frames.
 func (s *Schema) Decode(data []byte, f *Frame) error {
+	if err := s.decode(data, f); err != nil {
+		f.reset()
+		return err
+	}
+	return nil
+}
+
+// decode is Decode without the reset: on error f is partly filled.
+func (s *Schema) decode(data []byte, f *Frame) error {
 	if len(data) < headerSize {
 		return fmt.Errorf("%w: %d bytes, header is %d", ErrFrame, len(data), headerSize)
 	}
@@ -185,42 +232,45 @@ func (s *Schema) Decode(data []byte, f *Frame) error {
 	if flags&^(flagCompressed|flagBye) != 0 {
 		return fmt.Errorf("%w: unknown flags %#x", ErrFrame, flags)
 	}
+	if data[6] != 0 || data[7] != 0 {
+		return fmt.Errorf("%w: reserved bytes %#x %#x", ErrFrame, data[6], data[7])
+	}
 	le := binary.LittleEndian
 	f.Schema = le.Uint64(data[8:])
 	f.Actor = le.Uint64(data[16:])
 	f.Seq = le.Uint64(data[24:])
-	f.ActorRows = int(le.Uint32(data[32:]))
-	r := int(le.Uint32(data[36:]))
-	f.K = int(le.Uint32(data[40:]))
-	bodyLen := int(le.Uint32(data[44:]))
+	actorRows, r, k := le.Uint32(data[32:]), le.Uint32(data[36:]), le.Uint32(data[40:])
+	bodyLen := le.Uint32(data[44:])
 	f.Bye = flags&flagBye != 0
 	if f.Schema != s.hash {
 		return fmt.Errorf("%w: schema %#x, buffer's is %#x", ErrSchema, f.Schema, s.hash)
 	}
-	if bodyLen != len(data)-headerSize {
-		return fmt.Errorf("%w: body of %d bytes, header says %d", ErrFrame, len(data)-headerSize, bodyLen)
+	body := data[headerSize:]
+	if uint64(bodyLen) != uint64(len(body)) {
+		return fmt.Errorf("%w: body of %d bytes, header says %d", ErrFrame, len(body), bodyLen)
 	}
-	if f.ActorRows <= 0 || f.ActorRows > math.MaxInt32 {
-		return fmt.Errorf("%w: actor rows %d", ErrFrame, f.ActorRows)
+	if actorRows == 0 || actorRows > math.MaxInt32 {
+		return fmt.Errorf("%w: actor rows %d", ErrFrame, actorRows)
 	}
+	f.ActorRows = int(actorRows)
 	if f.Bye {
-		if r != 0 || f.K != 0 || bodyLen != 0 {
+		if r != 0 || k != 0 || bodyLen != 0 {
 			return fmt.Errorf("%w: bye frame with a body", ErrFrame)
 		}
+		f.K = 0
 		f.Rows, f.First, f.Cols = f.Rows[:0], f.First[:0], f.Cols[:0]
 		return nil
 	}
-	if r <= 0 || r > f.ActorRows || f.K <= 0 {
-		return fmt.Errorf("%w: %d rows of %d, %d steps", ErrFrame, r, f.ActorRows, f.K)
+	if r == 0 || r > actorRows || k == 0 {
+		return fmt.Errorf("%w: %d rows of %d, %d steps", ErrFrame, r, actorRows, k)
 	}
-	want := s.bodySize(r, f.K)
-	if want > MaxFrameBytes {
-		return fmt.Errorf("%w: body of %d bytes exceeds %d", ErrFrame, want, MaxFrameBytes)
+	want, ok := s.checkedBodySize(r, k)
+	if !ok {
+		return fmt.Errorf("%w: body of %d rows x %d steps x %d bytes exceeds %d bytes", ErrFrame, r, k, s.stepBytes, MaxFrameBytes)
 	}
-	body := data[headerSize:]
 	if flags&flagCompressed != 0 {
 		n, err := s2.DecodedLen(body)
-		if err != nil || int64(n) != want {
+		if err != nil || n != want {
 			return fmt.Errorf("%w: compressed body decodes to %d bytes, want %d (%v)", ErrFrame, n, want, err)
 		}
 		if cap(f.scratch) < n {
@@ -229,36 +279,92 @@ func (s *Schema) Decode(data []byte, f *Frame) error {
 		if body, err = s2.Decode(f.scratch[:n], body); err != nil {
 			return fmt.Errorf("%w: %v", ErrFrame, err)
 		}
-	} else if int64(len(body)) != want {
-		return fmt.Errorf("%w: body of %d bytes, want %d for %d rows x %d steps", ErrFrame, len(body), want, r, f.K)
+	} else if len(body) != want {
+		return fmt.Errorf("%w: body of %d bytes, want %d for %d rows x %d steps", ErrFrame, len(body), want, r, k)
 	}
-	f.Rows = slices.Grow(f.Rows[:0], r)
-	f.First = slices.Grow(f.First[:0], r)
-	for i := range r {
-		row := int(le.Uint32(body[4*i:]))
-		if row >= f.ActorRows || slices.Contains(f.Rows, row) {
-			return fmt.Errorf("%w: row %d of %d, or repeated", ErrFrame, row, f.ActorRows)
+	// From here every offset is within body: want bytes, 12*r of them
+	// the rows and first steps, colBytes[c]*r*k each column.
+	nr := int(r)
+	f.K = int(k)
+	f.Rows = slices.Grow(f.Rows[:0], nr)
+	f.First = slices.Grow(f.First[:0], nr)
+	for i := range nr {
+		row := le.Uint32(body[4*i:])
+		if row >= actorRows {
+			return fmt.Errorf("%w: row %d of %d", ErrFrame, row, actorRows)
 		}
-		f.Rows = append(f.Rows, row)
+		f.Rows = append(f.Rows, int(row))
 	}
-	for i := range r {
-		first := int64(le.Uint64(body[4*r+8*i:]))
+	if err := f.distinctRows(); err != nil {
+		return err
+	}
+	for i := range nr {
+		first := int64(le.Uint64(body[4*nr+8*i:]))
 		if first < 0 || first > math.MaxInt64-int64(f.K) {
 			return fmt.Errorf("%w: first step %d", ErrFrame, first)
 		}
 		f.First = append(f.First, first)
 	}
-	off := 12 * r
+	off := 12 * nr
 	f.Cols = f.Cols[:0]
 	for _, cb := range s.colBytes {
-		n := cb * r * f.K
+		n := cb * nr * f.K
 		f.Cols = append(f.Cols, body[off:off+n])
 		off += n
 	}
-	// Step types are First, Mid or Last (0, 1, 2 as uint32); rewards and
-	// discounts are finite (an exponent below all ones): checked on the
-	// bits, with one branch per column and the value only on failure.
+	return s.checkValues(f)
+}
+
+// smallRows is the row count up to which distinctRows compares every pair
+// rather than sorting a copy.
+const smallRows = 64
+
+// distinctRows fails with ErrFrame if f.Rows repeats a row. Quadratic
+// only up to smallRows, so a frame of a million rows costs a sort, not
+// half a trillion comparisons.
+func (f *Frame) distinctRows() error {
+	if len(f.Rows) <= smallRows {
+		for i, row := range f.Rows {
+			if slices.Contains(f.Rows[:i], row) {
+				return fmt.Errorf("%w: row %d repeated", ErrFrame, row)
+			}
+		}
+		return nil
+	}
+	f.sorted = append(f.sorted[:0], f.Rows...)
+	slices.Sort(f.sorted)
+	for i := 1; i < len(f.sorted); i++ {
+		if f.sorted[i] == f.sorted[i-1] {
+			return fmt.Errorf("%w: row %d repeated", ErrFrame, f.sorted[i])
+		}
+	}
+	return nil
+}
+
+// checkValues fails with ErrFrame for a bool byte other than 0 or 1, a
+// step type other than First, Mid or Last (0, 1, 2 as uint32) or a
+// non-finite reward or discount (an exponent of all ones). It checks the
+// bits with one branch per column and looks at values only on failure.
+func (s *Schema) checkValues(f *Frame) error {
+	le := binary.LittleEndian
 	nc := len(s.fields)
+	for c, fd := range s.fields {
+		if fd.DType != tensorbuf.Bool {
+			continue
+		}
+		col := f.Cols[c]
+		var high byte
+		for _, b := range col {
+			high |= b
+		}
+		if high > 1 {
+			for i, b := range col {
+				if b > 1 {
+					return fmt.Errorf("%w: field %q step %d: bool %d", ErrFrame, fd.Name, i, b)
+				}
+			}
+		}
+	}
 	for c := nc; c < nc+2; c++ {
 		bad := false
 		for i := 0; i+4 <= len(f.Cols[c]); i += 4 {
