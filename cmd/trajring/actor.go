@@ -2,8 +2,10 @@ package main
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -73,7 +75,7 @@ func actor(cmd *cobra.Command, c actorConfig) error {
 	nc, err := nats.Connect(c.url, nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond),
 		nats.UserInfo(c.user, c.password), nats.Token(c.token))
 	if err != nil {
-		return err
+		return fmt.Errorf("-connect %s: %w", redactURLs(c.url), err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(5*time.Second))
@@ -140,4 +142,35 @@ func actor(cmd *cobra.Command, c actorConfig) error {
 	fmt.Fprintf(cmd.OutOrStdout(), "actor %016x: %d steps in %d frames (%.1f MB) in %v, %d retries\n",
 		pub.Actor(), st.Steps, st.Frames, float64(st.Bytes)/1e6, time.Since(start).Round(time.Millisecond), st.Retries)
 	return pub.Close()
+}
+
+// redactURLs returns the comma-separated NATS URLs of -connect with any
+// secret replaced by "xxxxx" (a password, or a user with no password,
+// which NATS reads as a token), so that an error message can name them.
+func redactURLs(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		scheme := "" // nats.Connect takes host:port without one
+		if !strings.Contains(p, "://") {
+			scheme, p = "nats://", "nats://"+p
+		}
+		u, err := url.Parse(p)
+		if err != nil { // keep only what follows any credentials
+			if at := strings.LastIndex(p, "@"); at >= 0 {
+				parts[i] = "xxxxx" + p[at:]
+			}
+			continue
+		}
+		if u.User == nil {
+			continue
+		}
+		if _, hasPassword := u.User.Password(); hasPassword {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		} else {
+			u.User = url.User("xxxxx")
+		}
+		parts[i] = strings.TrimPrefix(u.String(), scheme)
+	}
+	return strings.Join(parts, ",")
 }

@@ -131,3 +131,22 @@ func TestActorUsesPublishedNetwork(t *testing.T) {
 	}
 	t.Logf("%d greedy actions, %d of them 1", steps, ones)
 }
+
+// TestActorConnectError: an actor that cannot reach its learner fails
+// with one line naming the -connect URL (before, only "nats: no servers
+// available for connection"), with any secret in it masked.
+func TestActorConnectError(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"nats://127.0.0.1:1", "-connect nats://127.0.0.1:1: nats: no servers available for connection"},
+		{"nats://ann:secret@127.0.0.1:1", "-connect nats://ann:xxxxx@127.0.0.1:1: "},
+		{"nats://s3cr3t@127.0.0.1:1", "-connect nats://xxxxx@127.0.0.1:1: "},
+		{"ann:secret@127.0.0.1:1", "-connect ann:xxxxx@127.0.0.1:1: "},
+	} {
+		var out, errb bytes.Buffer
+		code := run([]string{"actor", "-connect", tc.url, "-runs", "1", "-steps", "8", "-envs", "1"}, &out, &errb)
+		msg := errb.String()
+		if code != 1 || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, tc.want) || strings.Contains(msg, "secret") || strings.Contains(msg, "s3cr3t") {
+			t.Errorf("actor -connect %s: exit %d, stderr %q; want exit 1, one line containing %q and no secret", tc.url, code, msg, tc.want)
+		}
+	}
+}
