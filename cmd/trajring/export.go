@@ -18,7 +18,7 @@ func newExportCmd() *cobra.Command {
 		Use:   "export CHECKPOINT -o FILE.npz",
 		Short: "write a checkpoint's transitions as a NumPy .npz archive",
 		Long: `Loads a trajring checkpoint (Buffer.SaveFile, trajring train's replay-*.ckpt,
-trajring serve's buffer.ckpt) into a CPU buffer and writes every stored
+trajring serve's buffer-NNNNNN.ckpt) into a CPU buffer and writes every stored
 transition, oldest first, to -o in NumPy's .npz format (Buffer.ExportNPZ):
 observation/NAME, next_observation/NAME, action/NAME, policy_info/NAME per
 field, reward, discount, is_done (0 running, 1 terminated, 2 truncated), row

@@ -2,10 +2,15 @@
 //
 // Usage:
 //
-//	trajring demo [flags]   collect CartPole experience while a learner samples
-//	trajring bench [flags]  measure the engine next to the copy ceiling and peers
-//	trajring train [flags]  train DQN on CartPole-v1 from a prioritized table
-//	trajring version        print the module and Go versions
+//	trajring demo [flags]                  collect CartPole experience while a learner samples
+//	trajring train [flags]                 train DQN on CartPole-v1 from a prioritized table
+//	trajring eval [flags] MODEL            run a saved network greedily; mean and std of the return
+//	trajring bench [flags]                 measure the engine next to the copy ceiling and peers
+//	trajring inspect [flags] FILE          summarise (or -verify) a checkpoint
+//	trajring export [flags] FILE -o F.npz  write a checkpoint's transitions for NumPy
+//	trajring serve [flags]                 a learner fed by remote actors over NATS JetStream
+//	trajring actor [flags]                 collect and publish to a serve learner
+//	trajring version                       print the module and Go versions
 //
 // Run a command with -h for its flags. Flags take one dash or two
 // (-steps 1000 and --steps=1000 are the same). A usage error (an unknown
