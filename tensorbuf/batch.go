@@ -171,8 +171,13 @@ type Batch struct {
 	// Keys are the items' keys in their table (nil for direct samples).
 	Keys []uint64
 	// Probabilities are the probabilities with which a table selected the
-	// items (empty for direct samples, which draw uniformly); Weights their importance weights (1 unless the table is
-	// prioritized with Beta > 0).
+	// items (empty for direct samples, which draw uniformly); Weights
+	// their importance weights, 1 unless the table is Prioritized with
+	// Beta > 0: then (N*P(i))^-Beta divided by its largest value over
+	// every item of the table (not of the batch), as OpenAI baselines and
+	// TorchRL normalise, that is (P(i)/P_min)^-Beta with P_min the
+	// smallest positive probability in the table (items of priority 0,
+	// never drawn, are left out), so that weights lie in (0, 1].
 	Probabilities []float64
 	Weights       []float64
 	// TableSize is the number of items in the table when sampled.

@@ -137,6 +137,7 @@ func (t *Table) install(s *tableSnap) error {
 	t.head, t.tail, t.starts = head, tail, starts
 	t.nextKey, t.maxLen, t.budget, t.inserts, t.samples = s.nextKey, s.maxLen, s.budget, s.inserts, s.samples
 	t.maxPriority, t.hasMaxPriority = s.maxPriority, s.hasMax
+	t.orderRebuildLocked()
 	if t.cfg.Selector == Prioritized && n > 0 {
 		t.tree.grow(n)
 		total := 0.0

@@ -63,7 +63,61 @@
 // come back as tensors (Batch.KeyTensor; Batch.HostMeta copies them and
 // fills Items), and
 // Table.UpdatePrioritiesDevice takes a learner's priorities from device
-// tensors. FIFO, LIFO, MaxTimesSampled and rate limits stay on the host.
+// tensors. FIFO, LIFO, MinHeap, MaxHeap, WithoutReplacement,
+// MaxTimesSampled and rate limits stay on the host.
+//
+// # Seeded draws
+//
+// Every random choice of a table and of a direct sampler is a pure
+// function of a seed, a stream, a call number and a draw number, so a
+// sample can be reproduced outside trajring (the cuda build's kernels
+// draw the same values). Draw k of call c on stream s under seed is
+// x = c0 | c1<<32 (k even) or c2 | c3<<32 (k odd), where (c0, c1, c2,
+// c3) is Philox4x32-10 (Salmon et al., SC 2011; Random123, cuRAND and
+// JAX use the same generator) of the counter (k/2, s, c mod 2^32, c>>32)
+// under the key (seed mod 2^32, seed>>32). A draw x becomes an index in
+// [0, n) as the high 64 bits of the 128-bit product x*n (Lemire's
+// multiply-shift, without rejection), and a number in [0, 1) as
+// (x>>11) * 2^-53.
+//
+// A table draws on stream 0 under TableConfig.Seed. Its calls are
+// numbered from 0 by the table: every SampleInto, SampleTransitionsInto
+// or hindsight sample that selects counts one, whatever the selector (a
+// call refused or left waiting counts none), and a checkpoint keeps the
+// count. Draw k of a call selects the call's item k:
+//
+//   - Uniform: entry Index(x, N) of the table's live list of its N items.
+//     The list holds the items in insertion order, except that removing
+//     an item (Delete, MaxSize, MaxTimesSampled, its first step
+//     overwritten) moves the list's last entry into its place.
+//   - Prioritized: the item whose range of the running sum of the
+//     weights priority^a, over the table's slots in order, holds
+//     Float64(x) * total. A new item takes the most recently freed slot,
+//     else the next new one, so with no item removed slots are in
+//     insertion order. The table adds the weights in float64 by groups of
+//     eight (an 8-ary sum tree); a linear float64 scan can differ only
+//     where the point falls within rounding of a range's end.
+//   - WithoutReplacement: entry Index(x, m) of the m entries left in the
+//     epoch's list, which begins as the live items in insertion order;
+//     the entry picked, or that of an item leaving the table, is replaced
+//     by the list's last entry.
+//   - FIFO, LIFO, MinHeap and MaxHeap draw nothing.
+//
+// With MaxTimesSampled an item can leave within a call, before the next
+// draw, which then sees the list without it.
+//
+// Direct samplers (SampleSequences, SampleTransitions and SampleNStep,
+// with their Into forms) draw under Config.Seed and share one count of
+// calls per buffer (a call refused before it draws counts none). Call
+// c's window k is window Index(Draw(seed, 1, c, k), total) of all
+// windows of l steps (a transition's is 2), counted row by row from each
+// row's oldest step: row r holds max(0, cursor - oldest - l + 1) of them.
+// A sampler that avoids windows starting at an episode's boundary step or
+// at a cut (transitions, n-step and episode-aware sequences) draws again
+// on stream 1+t for try t = 1..63, and after 64 tries takes entry
+// Index(Draw(seed, 2^31, c, k), v) of the v valid starts listed row by
+// row, oldest first. Hindsight's goal choices use their own generator
+// (HindsightConfig.Seed) and are not part of this contract.
 //
 // # Errors and concurrency
 //

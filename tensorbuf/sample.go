@@ -431,6 +431,10 @@ func (t *Table) pick(call uint64, k uint32) (int32, float64) {
 		return t.head, 1
 	case LIFO:
 		return t.tail, 1
+	case MinHeap, MaxHeap:
+		return t.heap.top(), 1
+	case WithoutReplacement:
+		return t.pickEpochLocked(call, k)
 	case Prioritized:
 		if total := t.tree.total(); total > 0 {
 			s := t.tree.find(philox.Float64(philox.Draw(t.cfg.Seed, 0, call, k)) * total)

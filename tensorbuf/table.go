@@ -11,7 +11,8 @@ import (
 // ExportMode, it is a plain value.
 type Selector int
 
-// The selectors of Reverb.
+// The selectors of Reverb (Uniform to LIFO, MinHeap, MaxHeap) and
+// TorchRL's sampling without replacement.
 const (
 	// Uniform picks every item with the same probability.
 	Uniform Selector = iota
@@ -25,7 +26,34 @@ const (
 	FIFO
 	// LIFO picks the newest item.
 	LIFO
+	// MinHeap picks the item of the lowest priority (the priority itself,
+	// not priority^a), with probability 1, as Reverb's MinHeap: of items
+	// of equal priority, the one least recently inserted or given a
+	// priority by UpdatePriorities (Reverb breaks ties by its count of
+	// inserts and updates). Without MaxTimesSampled or an update, every
+	// draw of a sample picks the same item. A loaded checkpoint breaks
+	// the ties of its items by insertion order (the order of updates is
+	// not saved).
+	MinHeap
+	// MaxHeap is MinHeap picking the item of the highest priority.
+	MaxHeap
+	// WithoutReplacement samples without replacement in epochs, as
+	// TorchRL's SamplerWithoutReplacement: an epoch begins with the items
+	// live at that moment and picks each of them once, uniformly among
+	// those not yet picked (probability 1/m with m of them left), so the
+	// epoch is a uniformly random permutation; when none is left the next
+	// draw begins a new epoch, also within a sample (which may then hold
+	// an item twice, once from each epoch). An item inserted mid-epoch
+	// waits for the next epoch (TorchRL's permutation, too, covers the
+	// storage as it was when the epoch began); an item removed mid-epoch
+	// (Delete, MaxSize, MaxTimesSampled, or its first step overwritten)
+	// leaves the epoch. A loaded checkpoint begins a new epoch at its
+	// first draw (the epoch's progress is not saved).
+	WithoutReplacement
 )
+
+// maxSelector is the last valid Selector.
+const maxSelector = WithoutReplacement
 
 // String returns the selector's name, such as "prioritized".
 func (s Selector) String() string {
@@ -38,6 +66,12 @@ func (s Selector) String() string {
 		return "fifo"
 	case LIFO:
 		return "lifo"
+	case MinHeap:
+		return "min-heap"
+	case MaxHeap:
+		return "max-heap"
+	case WithoutReplacement:
+		return "without-replacement"
 	}
 	return fmt.Sprintf("Selector(%d)", int(s))
 }
@@ -47,12 +81,18 @@ func (s Selector) String() string {
 type TableConfig struct {
 	Name     string
 	Selector Selector
-	// PriorityExponent is the a of Prioritized; 0 is taken as 1. It
-	// must be finite and at least 0.
+	// PriorityExponent is the a of Prioritized; 0 is taken as 1 (the
+	// zero value's default), and PriorityExponentZero asks for a = 0. It
+	// must be finite and at least 0, or PriorityExponentZero.
 	PriorityExponent float64
-	// Beta is the importance-weight exponent of Prioritized samples
+	// Beta is the importance-weight exponent b of Prioritized samples
 	// (Batch.Weights); 0 leaves the weights at 1. It must be finite and
-	// at least 0.
+	// at least 0. Item i's weight is (N*P(i))^-b normalised by the
+	// largest such weight over the whole table, not over the batch, as
+	// OpenAI baselines and TorchRL normalise: (P(i)/P_min)^-b, where
+	// P_min is the smallest positive probability of any item in the
+	// table, so weights lie in (0, 1]. Items of priority 0, which cannot
+	// be drawn, are left out of that maximum.
 	Beta float64
 	// MaxSize bounds the items held; inserting into a full table removes
 	// the oldest item first. 0 means unbounded.
@@ -64,9 +104,10 @@ type TableConfig struct {
 	// one, sampling a table that cannot serve the request fails with
 	// ErrEmpty.
 	RateLimiter *RateLimiter
-	// Seed seeds the table's selector. Uniform and prioritized draws
-	// come from Philox4x32-10 (package internal/philox) keyed by Seed:
-	// the same seed selects the same items on every backend.
+	// Seed seeds the table's selector. Uniform, prioritized and
+	// without-replacement draws come from Philox4x32-10 keyed by Seed
+	// (see "Seeded draws" in the package documentation): the same seed
+	// selects the same items on every backend.
 	Seed uint64
 	// DeviceSelection makes SampleInto select items on the buffer's
 	// backend (on the device in cuda builds), from a mirror of the
@@ -79,7 +120,8 @@ type TableConfig struct {
 	// copies them and fills Items from the table). Items sampled this way are not counted in
 	// times-sampled. Only Uniform and Prioritized tables without
 	// MaxTimesSampled can select on the backend: FIFO, LIFO and
-	// MaxTimesSampled need the host to see each draw before the next.
+	// MaxTimesSampled need the host to see each draw before the next
+	// (as do MinHeap, MaxHeap and WithoutReplacement).
 	// NewTable refuses other tables, and backends without ItemSelector
 	// (PrioritySelector for Prioritized), with ErrConfig. A Prioritized
 	// table keeps a copy of its sum tree on the backend, fed with the
@@ -95,6 +137,17 @@ type TableConfig struct {
 	// that backend cannot (no ItemSelector or PrioritySelector).
 	DeviceSelection bool
 }
+
+// PriorityExponentZero, as TableConfig.PriorityExponent, asks a
+// Prioritized table for the exponent a = 0: every item then has weight
+// p^0 = 1, priority 0 included (Go's math.Pow(0, 0) is 1, as C's pow in
+// Reverb), so the table draws uniformly and every importance weight is 1,
+// as a = 0 means in the prioritized experience replay paper, Reverb and
+// TorchRL. The value 0 cannot say so: it has always meant 1, the zero
+// value's default. The sentinel is a value no schedule computes by
+// mistake (every other negative exponent is still refused), and a
+// checkpoint keeps it as it keeps the exponent.
+const PriorityExponentZero = -math.MaxFloat64
 
 // Item (a plain value) is a sequence of steps of one env row: Len real steps from
 // absolute step Start, followed by Pad pad steps when sampled.
@@ -156,6 +209,11 @@ type Table struct {
 	slots []int32
 	ws    []float64 // scratch of UpdatePriorities' weights
 
+	// heap orders the items of a MinHeap or MaxHeap table, epoch the
+	// epoch of a WithoutReplacement table (nil for other selectors).
+	heap  *prioHeap
+	epoch *epochSel
+
 	// maxPriority is the largest priority given so far (hasMaxPriority):
 	// the priority of items inserted with DefaultPriority.
 	maxPriority    float64
@@ -166,8 +224,8 @@ type Table struct {
 // invalid configuration (see TableConfig and RateLimiter) and with
 // ErrClosed after Close. It is safe for concurrent use.
 func (b *Buffer) NewTable(cfg TableConfig) (*Table, error) {
-	if cfg.Name == "" || cfg.Selector < Uniform || cfg.Selector > LIFO || cfg.MaxSize < 0 || cfg.MaxTimesSampled < 0 ||
-		!finiteNonNeg(cfg.PriorityExponent) || !finiteNonNeg(cfg.Beta) {
+	if cfg.Name == "" || cfg.Selector < Uniform || cfg.Selector > maxSelector || cfg.MaxSize < 0 || cfg.MaxTimesSampled < 0 ||
+		!finiteNonNeg(cfg.PriorityExponent) && cfg.PriorityExponent != PriorityExponentZero || !finiteNonNeg(cfg.Beta) {
 		return nil, fmt.Errorf("%w: table %+v", ErrConfig, cfg)
 	}
 	if rl := cfg.RateLimiter; rl != nil {
@@ -195,9 +253,13 @@ func (b *Buffer) NewTable(cfg TableConfig) (*Table, error) {
 		tail:   -1,
 		starts: make([]startHeap, b.numEnvs),
 	}
-	if t.a == 0 {
+	switch t.a {
+	case 0:
 		t.a = 1
+	case PriorityExponentZero:
+		t.a = 0
 	}
+	t.newOrderLocked()
 	if cfg.DeviceSelection {
 		m, err := newDevMirror(b, cfg)
 		if err != nil {
@@ -337,6 +399,7 @@ func (t *Table) insert(it Item) (key uint64, again bool, err error) {
 		t.setWeight(s, w)
 	}
 	t.starts[it.Row].push(t.items, startEntry{start: it.Start, slot: s})
+	t.orderInsertLocked(s)
 	t.maxLen = max(t.maxLen, it.Len+it.Pad)
 	if t.cfg.MaxTimesSampled > 0 {
 		t.budget += int64(t.cfg.MaxTimesSampled)
@@ -395,6 +458,7 @@ func (t *Table) remove(s int32) {
 		t.setWeight(s, 0)
 	}
 	t.starts[it.Row].removeAt(t.items, it.hpos)
+	t.orderRemoveLocked(s)
 	if t.cfg.MaxTimesSampled > 0 {
 		t.budget -= int64(t.cfg.MaxTimesSampled - it.timesSampled)
 	}
@@ -430,8 +494,10 @@ func (t *Table) evictRows(rows []int, cursor []int64) {
 }
 
 // UpdatePriorities sets the priorities of items by key (Prioritized
-// tables keep them in the sum tree; other selectors store them); a key
-// given twice takes its last priority. It fails, changing nothing, with
+// tables keep them in the sum tree, MinHeap and MaxHeap tables reorder
+// their items, each update counting as the item's most recent, in the
+// order given; other selectors store them); a key given twice takes its
+// last priority. It fails, changing nothing, with
 // ErrUnknownKey if any key is not in the table, and with ErrInvalidArg
 // for a priority InsertContext would refuse, or, in a Prioritized table,
 // when the new priorities together would make the sum of

@@ -101,5 +101,6 @@ func updatePriorities[F float32 | float64](t *Table, keys []uint64, priorities [
 			t.dev.noteItem(s)
 		}
 	}
+	t.orderUpdateLocked(slots)
 	return nil
 }

@@ -40,7 +40,9 @@ type TableTransitions struct {
 	// Items are the sampled items, Keys their keys in the table (for
 	// UpdatePriorities), Probabilities the probabilities with which they
 	// were selected and Weights their importance weights (1 unless the
-	// table is prioritized with Beta > 0).
+	// table is Prioritized with Beta > 0; normalised by the largest
+	// weight over the whole table, priority-0 items left out, as
+	// Batch.Weights and TableConfig.Beta say).
 	Items         []Item
 	Keys          []uint64
 	Probabilities []float64
