@@ -131,7 +131,7 @@ func TestInspectErrors(t *testing.T) {
 		{[]string{"inspect", dir}, 1, "is a directory"},
 		{[]string{"inspect"}, 2, "want one checkpoint FILE, got 0 arguments"},
 		{[]string{"inspect", good, good}, 2, "want one checkpoint FILE, got 2 arguments"},
-		{[]string{"inspect", "-bogus", good}, 2, "unknown flag: --bogus"},
+		{[]string{"inspect", "-bogus", good}, 2, "unknown flag: -bogus"},
 	} {
 		var out, errb bytes.Buffer
 		code := run(tc.args, &out, &errb)

@@ -83,7 +83,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"demo", "-metrics-format", "xml"}, `-metrics-format: unknown format "xml"`},
 		{[]string{"demo", "-progress", "-1s"}, "-progress must not be negative"},
 		{[]string{"demo", "extra"}, `unexpected argument "extra"`},
-		{[]string{"demo", "-nope"}, "unknown flag: --nope"},
+		{[]string{"demo", "-nope"}, "unknown flag: -nope"}, // named as typed
 		{[]string{"demo", "--nope=1"}, "unknown flag: --nope"},
 		{[]string{"bench", "-run", "("}, "-run: error parsing regexp"},
 		{[]string{"bench", "-quick", "x"}, `unexpected argument "x"`},
@@ -126,6 +126,8 @@ func TestHelp(t *testing.T) {
 		{"inspect", "checkpoint"},
 		{"serve", "JetStream"},
 		{"actor", "publish"},
+		{"eval", "greedily"},
+		{"export", ".npz"},
 		{"version", "module version"},
 	} {
 		for _, h := range []string{"-h", "-help", "--help"} {
@@ -156,7 +158,7 @@ func TestHelp(t *testing.T) {
 			names = append(names, strings.Fields(line)[0])
 		}
 	}
-	if want := []string{"demo", "bench", "train", "inspect", "serve", "actor", "version", "help"}; !slices.Equal(names, want) {
+	if want := []string{"demo", "bench", "train", "eval", "inspect", "export", "serve", "actor", "version", "help"}; !slices.Equal(names, want) {
 		t.Errorf("commands %q, want %q", names, want)
 	}
 }
