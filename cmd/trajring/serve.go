@@ -228,9 +228,9 @@ func serve(cmd *cobra.Command, c serveConfig) error {
 			}
 			st := in.Stats()
 			dt := c.statsEvery.Seconds()
-			fmt.Fprintf(cmd.OutOrStdout(), "%6.0fs  actors %d  steps %d (%.0f/s, %.1f MB/s)  dup %d  dead %d  gaps %d\n",
+			fmt.Fprintf(cmd.OutOrStdout(), "%6.0fs  actors %d  steps %d (%.0f/s, %.1f MB/s)  dup %d  dead %d (refused %d)  gaps %d\n",
 				time.Since(start).Seconds(), st.Joins-st.Leaves, st.Steps, float64(st.Steps-last.Steps)/dt,
-				float64(st.Bytes-last.Bytes)/dt/1e6, st.Duplicates, st.Dead, st.Gaps)
+				float64(st.Bytes-last.Bytes)/dt/1e6, st.Duplicates, st.Dead, st.Refused, st.Gaps)
 			last = st
 		}
 	}
