@@ -18,7 +18,10 @@
 // oldest step. MATLAB users append experiences (Observation, Action,
 // Reward, NextObservation, IsDone) instead, through an ExperienceWriter,
 // which stores them as the same steps: AllExperiences returns them as
-// appended.
+// appended. Such a writer takes experiences in episode order, or in any
+// order (offline or shuffled data) with ExperienceOptions.AnyOrder, at
+// two steps of storage for each experience that does not continue its
+// row's episode; Buffer.NewExperience builds one from plain slices.
 //
 // Tables (NewTable) hold items: Len steps of a row from Start, followed by
 // Pad pad steps when sampled. Padding is never stored: the gather writes

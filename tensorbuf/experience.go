@@ -56,22 +56,62 @@ type Experience struct {
 //     discount 1), and the row's next experience starts a new episode
 //     (step type First) from any observation.
 //
+// With ExperienceOptions.AnyOrder, an experience whose observation is not
+// its row's provisional next observation is accepted (see AnyOrder).
+//
 // A new ExperienceWriter starts a new episode on every row. The buffer
 // needs a capacity of at least 2 steps per row. Rows are owned as by a
 // Writer (ErrRowOwned). An ExperienceWriter is not safe for concurrent
 // use; different writers of one buffer are.
 type ExperienceWriter struct {
-	w       *Writer
-	b       *Buffer
-	pending []bool   // per buffer row: its newest step is a provisional next observation
-	next    [][]byte // per buffer row: that step's observation bytes, fields in buffer order
-	idx     []int64
+	w        *Writer
+	b        *Buffer
+	anyOrder bool
+	pending  []bool   // per buffer row: its newest step is a provisional next observation
+	next     [][]byte // per buffer row: that step's observation bytes, fields in buffer order
+	idx      []int64
+}
+
+// ExperienceOptions configure an ExperienceWriter (see
+// NewExperienceWriterOptions). It is a plain value.
+type ExperienceOptions struct {
+	// AnyOrder accepts experiences in any order, as MATLAB's append
+	// does, so that offline or shuffled data can be imported: an
+	// experience whose observation is not its row's provisional next
+	// observation (which Append otherwise refuses with ErrContinuity)
+	// starts a fragment of its own, a new episode of one transition. The
+	// provisional step it does not continue becomes a cut (its next step
+	// type First, and no transition, n-step window or episode runs from it
+	// into the next step; Stats does not count these cuts, as nothing
+	// contradicts), so it still holds the previous experience's next
+	// observation and AllExperiences, the samplers and n-step returns
+	// give back every experience exactly as appended, each fragment's
+	// n-step return stopping at its one transition.
+	//
+	// The cost is storage: a fragment takes two steps of its row (the
+	// experience and its next observation), where an experience that
+	// continues its row's episode takes one, so a row of capacity C holds
+	// about C/2 shuffled experiences but about C in-order ones. An
+	// experience whose observation equals (bytewise) its row's
+	// provisional next observation still continues the episode, as
+	// without AnyOrder: in-order data keeps its episodes and n-step
+	// returns, and shuffled data whose observation happens to repeat the
+	// previous next observation is joined to it.
+	AnyOrder bool
 }
 
 // NewExperienceWriter returns an experience writer owning the given rows
-// (all rows when none are given). It fails with ErrConfig for a buffer of
-// capacity 1, and as NewWriter otherwise.
+// (all rows when none are given), with default options. It fails with
+// ErrConfig for a buffer of capacity 1, and as NewWriter otherwise.
 func (b *Buffer) NewExperienceWriter(rows ...int) (*ExperienceWriter, error) {
+	return b.NewExperienceWriterOptions(ExperienceOptions{}, rows...)
+}
+
+// NewExperienceWriterOptions is NewExperienceWriter with options, such as
+// one that takes experiences in any order:
+//
+//	ew, err := buf.NewExperienceWriterOptions(tensorbuf.ExperienceOptions{AnyOrder: true})
+func (b *Buffer) NewExperienceWriterOptions(opts ExperienceOptions, rows ...int) (*ExperienceWriter, error) {
 	if b.capacity < 2 {
 		return nil, fmt.Errorf("%w: experiences need a capacity of at least 2 steps per row, the buffer has %d", ErrConfig, b.capacity)
 	}
@@ -79,7 +119,7 @@ func (b *Buffer) NewExperienceWriter(rows ...int) (*ExperienceWriter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ExperienceWriter{w: w, b: b, pending: make([]bool, b.numEnvs), next: make([][]byte, b.numEnvs)}, nil
+	return &ExperienceWriter{w: w, b: b, anyOrder: opts.AnyOrder, pending: make([]bool, b.numEnvs), next: make([][]byte, b.numEnvs)}, nil
 }
 
 // Rows returns the rows the writer owns.
@@ -95,10 +135,11 @@ func (ew *ExperienceWriter) Close() error { return ew.w.Close() }
 // slices of another length), ErrUnknownField (a name that is not a user
 // field of that role), ErrMissingField, ErrDType or ErrShape (a tensor
 // that does not fit), ErrInvalidArg (a reward that is not finite, an
-// IsDone other than 0, 1 or 2) or ErrContinuity (an observation that is
-// not the previous experience's next observation of a row whose episode
-// goes on). After validation it writes up to three backend calls; an
-// error then (ErrClosed, ErrBackend) may leave part of it written.
+// IsDone other than 0, 1 or 2) or, without AnyOrder, ErrContinuity (an
+// observation that is not the previous experience's next observation of
+// a row whose episode goes on). After validation it writes up to four
+// backend calls; an error then (ErrClosed, ErrBackend) may leave part of
+// it written.
 func (ew *ExperienceWriter) Append(e *Experience) error {
 	b, w := ew.b, ew.w
 	if e == nil {
@@ -154,30 +195,33 @@ func (ew *ExperienceWriter) Append(e *Experience) error {
 		}
 	}
 	// Continuity with the provisional steps.
-	var filled, fresh []int // batch indices of rows with and without a provisional step
+	// Batch indices of rows that continue their provisional step, that
+	// start an episode, and (AnyOrder) that leave their provisional step
+	// for a fragment of their own.
+	var filled, fresh, cut []int
 	for k, r := range rows {
 		if !ew.pending[r] {
 			fresh = append(fresh, k)
 			continue
 		}
-		off := 0
-		for i := range b.nUser {
-			c := &b.cols[i]
-			if c.Role != Observation {
-				continue
-			}
-			sb := int(c.stepBytes)
-			if !bytes.Equal(cur[i][k*sb:(k+1)*sb], ew.next[r][off:off+sb]) {
+		if name := ew.differs(r, k, cur); name != "" {
+			if !ew.anyOrder {
 				return fmt.Errorf("%w: row %d: observation %q differs from the next observation of the row's previous experience (the episode goes on: IsDone was 0)",
-					ErrContinuity, r, c.Name)
+					ErrContinuity, r, name)
 			}
-			off += sb
+			fresh, cut = append(fresh, k), append(cut, k)
+			continue
 		}
 		filled = append(filled, k)
 	}
 
 	if len(filled) > 0 {
 		if err := ew.fill(rows, filled, cur, e); err != nil {
+			return err
+		}
+	}
+	if len(cut) > 0 {
+		if err := ew.cutPending(rows, cut); err != nil {
 			return err
 		}
 	}
@@ -223,6 +267,26 @@ func (ew *ExperienceWriter) Append(e *Experience) error {
 		}
 	}
 	return nil
+}
+
+// differs returns the name of the first observation field in which the
+// observation of batch index k differs from row r's provisional next
+// observation, or "" when none does.
+func (ew *ExperienceWriter) differs(r, k int, cur [][]byte) string {
+	b := ew.b
+	off := 0
+	for i := range b.nUser {
+		c := &b.cols[i]
+		if c.Role != Observation {
+			continue
+		}
+		sb := int(c.stepBytes)
+		if !bytes.Equal(cur[i][k*sb:(k+1)*sb], ew.next[r][off:off+sb]) {
+			return c.Name
+		}
+		off += sb
+	}
+	return ""
 }
 
 // checkNames refuses names of m that are not user fields of the role.
@@ -321,6 +385,39 @@ func (ew *ExperienceWriter) fill(rows, sel []int, cur [][]byte, e *Experience) e
 			m |= metaDiscZero
 		}
 		b.meta[ix] = m
+	}
+	return nil
+}
+
+// cutPending ends the provisional steps of the rows at batch indices sel
+// (AnyOrder: their next experiences start fragments of their own): each
+// gets next step type First, in one scatter, and becomes a cut, so that
+// no transition runs from it into the fragment's first step and Add sees
+// nothing to contradict.
+func (ew *ExperienceWriter) cutPending(rows, sel []int) error {
+	b := ew.b
+	next := make([]StepType, len(sel))
+	for j := range next {
+		next[j] = First
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || ew.w.closed {
+		return fmt.Errorf("%w: Append", ErrClosed)
+	}
+	ew.idx = ew.idx[:0]
+	for _, k := range sel {
+		r := rows[k]
+		ew.idx = append(ew.idx, b.slot(r, b.cursor[r]-1))
+	}
+	if err := b.beforeRingWrite(ew.idx); err != nil {
+		return err
+	}
+	if err := b.be.Scatter([]Column{b.ring[b.nUser+colNextStepType]}, [][]byte{int32Bytes(next)}, ew.idx); err != nil {
+		return fmt.Errorf("%w: scatter: %w", ErrBackend, err)
+	}
+	for _, ix := range ew.idx {
+		b.meta[ix] = b.meta[ix]&^metaNextMask | uint8(First)<<metaNextShift | metaCut
 	}
 	return nil
 }

@@ -165,7 +165,14 @@ func exported(t *testing.T, b *tensorbuf.Buffer) map[int][]exp1 {
 		t.Fatal(err)
 	}
 	defer all[0].Release()
-	h, err := all[0].Host()
+	return expsOf(t, all[0], 1)
+}
+
+// expsOf reads transitions back per row, in their order, and checks each
+// one's discount against its IsDone: gamma, or 0 after a termination.
+func expsOf(t *testing.T, tr *tensorbuf.Transitions, gamma float32) map[int][]exp1 {
+	t.Helper()
+	h, err := tr.Host()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +201,7 @@ func exported(t *testing.T, b *tensorbuf.Buffer) map[int][]exp1 {
 			next: index(r, nobs[2*i:2*i+2], npix[3*i:3*i+3]),
 			act:  act[i], logp: logp[i], reward: rew[i], done: done[i],
 		}
-		if want := map[uint8]float32{0: 1, 1: 0, 2: 1}[e.done]; disc[i] != want {
+		if want := map[uint8]float32{0: gamma, 1: 0, 2: gamma}[e.done]; disc[i] != want {
 			t.Errorf("row %d step %d: IsDone %d with discount %v, want %v", r, h.Steps[i], e.done, disc[i], want)
 		}
 		out[r] = append(out[r], e)
