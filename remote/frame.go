@@ -254,8 +254,8 @@ func (s *Schema) decode(data []byte, f *Frame) error {
 	}
 	f.ActorRows = int(actorRows)
 	if f.Bye {
-		if r != 0 || k != 0 || bodyLen != 0 {
-			return fmt.Errorf("%w: bye frame with a body", ErrFrame)
+		if r != 0 || k != 0 || bodyLen != 0 || flags&flagCompressed != 0 {
+			return fmt.Errorf("%w: bye frame with a body or compressed", ErrFrame)
 		}
 		f.K = 0
 		f.Rows, f.First, f.Cols = f.Rows[:0], f.First[:0], f.Cols[:0]

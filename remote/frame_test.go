@@ -269,3 +269,35 @@ func BenchmarkDecodeManyRows(b *testing.B) {
 		}
 	}
 }
+
+// TestDecodeBye checks that a bye frame decodes only as EncodeBye writes
+// it: no rows, steps or body, and not marked compressed.
+func TestDecodeBye(t *testing.T) {
+	s, err := NewSchema(testFields())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+		want  error
+	}{
+		{"bye", s.EncodeBye(7, 3, 2), nil},
+		{"compressed", rawFrame(s, flagBye|flagCompressed, 2, 0, 0, nil), ErrFrame},
+		{"rows", rawFrame(s, flagBye, 2, 1, 0, nil), ErrFrame},
+		{"steps", rawFrame(s, flagBye, 2, 0, 1, nil), ErrFrame},
+		{"body", rawFrame(s, flagBye, 2, 0, 0, []byte{0}), ErrFrame},
+		{"no actor rows", rawFrame(s, flagBye, 0, 0, 0, nil), ErrFrame},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var f Frame
+			err := s.Decode(tc.frame, &f)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Decode: %v, want %v", err, tc.want)
+			}
+			if err == nil && (!f.Bye || f.Actor != 7 || f.Seq != 3 || f.ActorRows != 2 || f.K != 0 || len(f.Rows) != 0) {
+				t.Fatalf("decoded %+v", f)
+			}
+		})
+	}
+}
