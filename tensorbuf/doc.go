@@ -74,14 +74,15 @@
 // Every random choice of a table and of a direct sampler is a pure
 // function of a seed, a stream, a call number and a draw number, so a
 // sample can be reproduced outside trajring (the cuda build's kernels
-// draw the same values). Draw k of call c on stream s under seed is
-// x = c0 | c1<<32 (k even) or c2 | c3<<32 (k odd), where (c0, c1, c2,
+// draw the same values). Draw k of call c on stream s under seed,
+// Draw(seed, s, c, k), is the uint64 x = c0 | c1<<32 (k even) or
+// c2 | c3<<32 (k odd), where (c0, c1, c2,
 // c3) is Philox4x32-10 (Salmon et al., SC 2011; Random123, cuRAND and
 // JAX use the same generator) of the counter (k/2, s, c mod 2^32, c>>32)
 // under the key (seed mod 2^32, seed>>32). A draw x becomes an index in
-// [0, n) as the high 64 bits of the 128-bit product x*n (Lemire's
-// multiply-shift, without rejection), and a number in [0, 1) as
-// (x>>11) * 2^-53.
+// [0, n), Index(x, n), as the high 64 bits of the 128-bit product x*n
+// (Lemire's multiply-shift, without rejection), and a number in [0, 1),
+// Float64(x), as (x>>11) * 2^-53.
 //
 // A table draws on stream 0 under TableConfig.Seed. Its calls are
 // numbered from 0 by the table: every SampleInto, SampleTransitionsInto
