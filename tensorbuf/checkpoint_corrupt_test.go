@@ -53,13 +53,13 @@ func TestCheckpointCorruption(t *testing.T) {
 func TestCheckpointForeignAndVersion(t *testing.T) {
 	data, _ := smallCheckpoint(t, false)
 	// Version 1 (one arena section per column, before packed records) and
-	// a future version 3 are both refused.
+	// a future version 4 are both refused.
 	v1 := bytes.Clone(data)
 	binary.LittleEndian.PutUint32(v1[8:], 1)
 	binary.LittleEndian.PutUint32(v1[16:], crc32.Checksum(v1[:16], castagnoli))
-	v3 := bytes.Clone(data)
-	binary.LittleEndian.PutUint32(v3[8:], 3)
-	binary.LittleEndian.PutUint32(v3[16:], crc32.Checksum(v3[:16], castagnoli))
+	v4 := bytes.Clone(data)
+	binary.LittleEndian.PutUint32(v4[8:], 4)
+	binary.LittleEndian.PutUint32(v4[16:], crc32.Checksum(v4[:16], castagnoli))
 	for _, tc := range []struct {
 		name string
 		data []byte
@@ -67,8 +67,8 @@ func TestCheckpointForeignAndVersion(t *testing.T) {
 	}{
 		{"empty", nil, "not a trajring checkpoint"},
 		{"zip", []byte("PK\x03\x04\x14\x00\x00\x00\x08\x00 and more bytes"), "not a trajring checkpoint"},
-		{"version 1", v1, "version 1, this build reads version 2"},
-		{"version 3", v3, "version 3, this build reads version 2"},
+		{"version 1", v1, "version 1, this build reads versions 2 and 3"},
+		{"version 4", v4, "version 4, this build reads versions 2 and 3"},
 	} {
 		_, err := loadState(t, tc.data)
 		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tc.want) {

@@ -31,24 +31,28 @@ type ckptState struct {
 // arenas, and the cut's bytes of the slots writers overwrote before it
 // streamed them.
 type cowState struct {
-	col   int                // the ring arena (Buffer.arenas) being streamed; earlier ones are done
-	off   int64              // bytes of arena col streamed
-	pres  []map[int64][]byte // per arena: slot -> the cut's record of stride bytes
-	bytes int64              // bytes held in pres
-	total int64              // bytes ever preserved, for SaveReport
+	capacity int64
+	stored   []int64            // per row: the slots of the cut's stored steps, from the row's first (the only ones saved)
+	col      int                // the ring arena (Buffer.arenas) being streamed; earlier ones are done
+	off      int64              // arena col is streamed up to this byte (its stored spans, in order)
+	pres     []map[int64][]byte // per arena: slot -> the cut's record of stride bytes
+	bytes    int64              // bytes held in pres
+	total    int64              // bytes ever preserved, for SaveReport
 }
 
-// savedLocked reports whether slot's bytes of ring arena c have been
-// streamed.
+// savedLocked reports whether slot's bytes of ring arena c need no
+// keeping: they have been streamed, or the slot held no step at the cut
+// (the save does not stream it).
 func (s *cowState) savedLocked(c int, slot, stepBytes int64) bool {
-	return c < s.col || (c == s.col && (slot+1)*stepBytes <= s.off)
+	return slot%s.capacity >= s.stored[slot/s.capacity] || c < s.col || (c == s.col && (slot+1)*stepBytes <= s.off)
 }
 
 // beforeRingWrite is called by every writer of the rings (Writer.Add,
 // ExperienceWriter) with b.mu held for writing, just before it writes
 // the given slots of every column. While a copy-on-write save runs, it
 // keeps the current bytes of each slot and ring arena (a whole record of
-// the record arena) the save has not streamed yet (once per slot: those are the cut's bytes), so that the
+// the record arena) that held a step at the cut and that the save has not
+// streamed yet (once per slot: those are the cut's bytes), so that the
 // save writes the cut and not what the writer puts there. When the kept
 // bytes would exceed cowLimit it waits (releasing b.mu) for the save to
 // stream some; a buffer closed meanwhile fails with ErrClosed, before
@@ -102,13 +106,16 @@ func (b *Buffer) preserveLocked(s *cowState, idx []int64) error {
 	return nil
 }
 
-// startCOWLocked installs a copy-on-write save; the caller holds
-// b.ckpt.saveMu and b.mu for writing.
-func (b *Buffer) startCOWLocked() {
+// startCOWLocked installs a copy-on-write save of the cut whose rows'
+// cursors are given; the caller holds b.ckpt.saveMu and b.mu for writing.
+func (b *Buffer) startCOWLocked(cursors []int64) {
 	if b.ckpt.cond == nil {
 		b.ckpt.cond = sync.NewCond(&b.mu)
 	}
-	s := &cowState{pres: make([]map[int64][]byte, len(b.arenas))}
+	s := &cowState{capacity: b.capacity, stored: make([]int64, len(cursors)), pres: make([]map[int64][]byte, len(b.arenas))}
+	for r, c := range cursors {
+		s.stored[r] = min(c, b.capacity)
+	}
 	for i := range s.pres {
 		s.pres[i] = map[int64][]byte{}
 	}

@@ -70,6 +70,8 @@ func LoadFile(path string, opts LoadOptions) (*Buffer, error) {
 // CheckpointInfo summarises a checkpoint without loading its arenas (see
 // ReadCheckpointInfo). A plain value.
 type CheckpointInfo struct {
+	// Version is the file's format version: 3 (stored steps only) or 2
+	// (every slot).
 	Version  int
 	NumEnvs  int
 	Capacity int
@@ -113,7 +115,7 @@ func ReadCheckpointInfo(r io.Reader) (CheckpointInfo, error) {
 		return CheckpointInfo{}, err
 	}
 	info := CheckpointInfo{
-		Version: ckptVersion, NumEnvs: h.numEnvs, Capacity: int(h.capacity), Fields: h.fields,
+		Version: int(cr.version), NumEnvs: h.numEnvs, Capacity: int(h.capacity), Fields: h.fields,
 		ArenaBytes: h.ringBytes, Stats: h.stats,
 	}
 	info.StepBytes = h.ringBytes / h.steps

@@ -2,6 +2,7 @@ package tensorbuf
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -10,7 +11,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// Checkpoint format, version 2 (all integers little-endian).
+// Checkpoint format, version 3 (all integers little-endian).
 //
 // A file starts with a 20-byte header: the magic "TRJRCKPT", the version
 // (uint32), flags (uint32, 0) and the CRC-32C of those 16 bytes. Chunks
@@ -33,15 +34,25 @@ import (
 // layout (planLayout: the packed record arena of the small fields and the
 // built-in columns, then one arena per large field in field order; the
 // layout is recomputed from the header's field specs), and the end
-// (the number of chunks before it). A reader therefore knows which section
-// and chunk number must come next, checks every chunk before using it, and
-// refuses sizes above what the header declared; chunks are at most
-// maxChunkRaw bytes, so nothing larger is allocated for any of them.
+// (the number of chunks before it and their raw bytes). A reader
+// therefore knows which section and chunk number must come next, checks
+// every chunk before using it, and refuses sizes other than what the
+// header and the rows declare; chunks are at most maxChunkRaw bytes, so
+// nothing larger is allocated for any of them.
+//
+// The metadata and arena sections hold the stored steps only: row after
+// row, the first min(cursor, capacity) slots of the row (storedSlots),
+// that is Σ min(cursor, capacity) bytes of metadata and as many records
+// of the arena's stride. Version 2 held every slot (capacity slots per
+// row, never-written ones as zeros) and is still read; version 1 (one
+// section per column) is refused with ErrCorrupt.
 const (
 	ckptMagic = "TRJRCKPT"
-	// ckptVersion 2: packed records (one section per ring arena). Version
-	// 1 files (one section per column) are refused with ErrCorrupt.
-	ckptVersion    = 2
+	// ckptVersion is the version Save writes: 3, stored steps only.
+	ckptVersion = 3
+	// ckptVersionAll is version 2, every slot saved, which Load still
+	// reads.
+	ckptVersionAll = 2
 	fileHeaderLen  = 20
 	chunkHeaderLen = 24
 	// ckptChunk is the raw size of the chunks Save writes.
@@ -262,21 +273,46 @@ func (s *secWriter) close() error {
 	return s.cw.chunk(s.sec, s.index, s.buf, true, &s.comp)
 }
 
-// chunkReader reads and checks chunks; not safe for concurrent use.
-type chunkReader struct {
-	r   io.Reader
-	dec *zstd.Decoder // made on the first compressed chunk
-	seq uint32
-	raw int64 // raw payload bytes read
+// truncated reports whether a read error means the stream ended early.
+func truncated(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
+// readFailed returns the error of a read of section sec/index that
+// failed with err (what names the read): a stream that ends early is
+// corrupt (ErrCorrupt, wrapping err), any other error is the reader's own,
+// wrapped as it is, since it says nothing about the checkpoint.
+func readFailed(sec uint8, index uint32, err error, what string, args ...any) error {
+	msg := fmt.Sprintf(what, args...)
+	if truncated(err) {
+		return fmt.Errorf("%w: section %q: %s: truncated: %w", ErrCorrupt, sectionName(sec, index), msg, err)
+	}
+	return fmt.Errorf("checkpoint: section %q: reading %s: %w", sectionName(sec, index), msg, err)
+}
+
+// chunkReader reads and checks chunks; not safe for concurrent use.
+type chunkReader struct {
+	r       io.Reader
+	version uint32        // the file's format version (ckptVersion or ckptVersionAll)
+	dec     *zstd.Decoder // made on the first compressed chunk
+	seq     uint32
+	raw     int64 // raw payload bytes read
+}
+
+// newChunkReader reads and checks the file header. A stream that ends
+// before it, or that does not start as a checkpoint, is ErrCorrupt; a
+// read error is returned wrapped (with ErrCorrupt too when it is the
+// stream's end).
 func newChunkReader(r io.Reader) (*chunkReader, error) {
 	var h [fileHeaderLen]byte
 	if n, err := io.ReadFull(r, h[:]); err != nil {
-		if n < len(ckptMagic) || string(h[:len(ckptMagic)]) != ckptMagic {
-			return nil, fmt.Errorf("%w: file header: not a trajring checkpoint (%d bytes)", ErrCorrupt, n)
+		switch {
+		case !truncated(err):
+			return nil, fmt.Errorf("checkpoint: file header: reading byte %d: %w", n, err)
+		case n < len(ckptMagic) || string(h[:len(ckptMagic)]) != ckptMagic:
+			return nil, fmt.Errorf("%w: file header: not a trajring checkpoint (%d bytes): %w", ErrCorrupt, n, err)
 		}
-		return nil, fmt.Errorf("%w: file header: truncated: %v", ErrCorrupt, err)
+		return nil, fmt.Errorf("%w: file header: truncated: %w", ErrCorrupt, err)
 	}
 	if string(h[:8]) != ckptMagic {
 		return nil, fmt.Errorf("%w: file header: not a trajring checkpoint (magic %q)", ErrCorrupt, h[:8])
@@ -284,13 +320,14 @@ func newChunkReader(r io.Reader) (*chunkReader, error) {
 	if crc32.Checksum(h[:16], castagnoli) != binary.LittleEndian.Uint32(h[16:]) {
 		return nil, fmt.Errorf("%w: file header: checksum mismatch", ErrCorrupt)
 	}
-	if v := binary.LittleEndian.Uint32(h[8:]); v != ckptVersion {
-		return nil, fmt.Errorf("%w: file header: version %d, this build reads version %d", ErrCorrupt, v, ckptVersion)
+	v := binary.LittleEndian.Uint32(h[8:])
+	if v != ckptVersion && v != ckptVersionAll {
+		return nil, fmt.Errorf("%w: file header: version %d, this build reads versions %d and %d", ErrCorrupt, v, ckptVersionAll, ckptVersion)
 	}
 	if f := binary.LittleEndian.Uint32(h[12:]); f != 0 {
 		return nil, fmt.Errorf("%w: file header: unknown flags %#x", ErrCorrupt, f)
 	}
-	return &chunkReader{r: r}, nil
+	return &chunkReader{r: r, version: v}, nil
 }
 
 // chunkHead is a chunk header that head has checked.
@@ -302,8 +339,9 @@ type chunkHead struct {
 	crc     uint32
 	sec     uint8
 	index   uint32
-	seq     uint32 // the chunk's number
-	payload []byte // set by the caller once read
+	seq     uint32   // the chunk's number
+	payload []byte   // set by the caller once read
+	pieces  [][]byte // the rest of the payload, when the caller read it into several places
 }
 
 // head reads and checks the next chunk's header, which must belong to
@@ -312,7 +350,7 @@ func (cr *chunkReader) head(sec uint8, index uint32) (chunkHead, error) {
 	c := chunkHead{sec: sec, index: index, seq: cr.seq}
 	h := c.raw[:]
 	if _, err := io.ReadFull(cr.r, h); err != nil {
-		return c, corrupt(sec, index, "chunk %d: truncated header: %v", cr.seq, err)
+		return c, readFailed(sec, index, err, "chunk %d's header", cr.seq)
 	}
 	gotSec, flags, index2 := h[0], h[1], binary.LittleEndian.Uint32(h[4:])
 	rawLen, storedLen := binary.LittleEndian.Uint32(h[8:]), binary.LittleEndian.Uint32(h[12:])
@@ -333,9 +371,14 @@ func (cr *chunkReader) head(sec uint8, index uint32) (chunkHead, error) {
 	return c, nil
 }
 
-// check verifies the checksum of a chunk whose stored payload is p.
-func (c *chunkHead) check(p []byte) error {
-	if crc32.Update(crc32.Checksum(c.raw[:20], castagnoli), castagnoli, p) != c.crc {
+// check verifies the checksum of a chunk whose stored payload is p (and
+// then more, in order).
+func (c *chunkHead) check(p []byte, more ...[]byte) error {
+	crc := crc32.Update(crc32.Checksum(c.raw[:20], castagnoli), castagnoli, p)
+	for _, q := range more {
+		crc = crc32.Update(crc, castagnoli, q)
+	}
+	if crc != c.crc {
 		return corrupt(c.sec, c.index, "chunk %d: checksum mismatch", c.seq)
 	}
 	return nil
@@ -373,7 +416,7 @@ func (cr *chunkReader) next(sec uint8, index uint32, stored, raw *[]byte) (paylo
 	}
 	buf := grow(stored, int(c.stored))
 	if _, err := io.ReadFull(cr.r, buf); err != nil {
-		return nil, false, corrupt(sec, index, "chunk %d: truncated payload: %v", cr.seq, err)
+		return nil, false, readFailed(sec, index, err, "chunk %d's payload", cr.seq)
 	}
 	if err := c.check(buf); err != nil {
 		return nil, false, err

@@ -216,15 +216,19 @@ func readTable(cr *chunkReader, index uint32, numEnvs int) (*tableSnap, error) {
 	return t, nil
 }
 
-// Load reads a checkpoint written by Save and returns the buffer it
-// holds, with its tables, on opts.Backend: the restored buffer and tables
-// continue exactly where the saved ones were (see Save), and sample
-// exactly what they would have sampled next. It opens no writer.
+// Load reads a checkpoint written by Save (format version 3, or version
+// 2 of earlier builds) and returns the buffer it holds, with its tables,
+// on opts.Backend: the restored buffer and tables continue exactly where
+// the saved ones were (see Save), and sample exactly what they would have
+// sampled next. It opens no writer.
 //
 // A file that is not a checkpoint, of another format version, truncated
 // or altered anywhere (every chunk is checksummed) fails with an error
-// wrapping ErrCorrupt that names the section; a checkpoint whose capacity
-// differs from opts.Capacity, whose buffer does not fit in the memory
+// wrapping ErrCorrupt that names the section (a truncated one wraps
+// io.EOF or io.ErrUnexpectedEOF too); a read that fails otherwise
+// returns the reader's error wrapped, without ErrCorrupt, since it says
+// nothing about the checkpoint; a checkpoint whose capacity differs from
+// opts.Capacity, whose buffer does not fit in the memory
 // available, or that holds a DeviceSelection table the backend cannot
 // select for (no ItemSelector, or no PrioritySelector for a Prioritized
 // table), fails with ErrConfig. Nothing large is allocated before the
@@ -305,10 +309,15 @@ func (b *Buffer) restore(cr *chunkReader, h *ckptHeader) error {
 			return corrupt(secTable, uint32(i), "table %q: %v", ts.cfg.Name, err)
 		}
 	}
-	if err := b.readMeta(cr); err != nil {
+	// Version 3 holds the stored steps' slots, version 2 every slot.
+	slots := storedSlots(b.cursor, b.capacity)
+	if cr.version == ckptVersionAll {
+		slots = []span{{0, int64(len(b.meta))}}
+	}
+	if err := b.readMeta(cr, slots); err != nil {
 		return err
 	}
-	if err := b.readArenas(cr); err != nil {
+	if err := b.readArenas(cr, slots); err != nil {
 		return err
 	}
 	seq, raw := cr.seq, cr.raw
@@ -319,26 +328,32 @@ func (b *Buffer) restore(cr *chunkReader, h *ckptHeader) error {
 	return s.done()
 }
 
-// readMeta reads the metadata mirror and checks every byte: stored steps
+// readMeta reads the metadata of the given slots (the section holds
+// theirs, in order) and checks every byte of the mirror: stored steps
 // have valid step types and known bits, slots not yet written are 0.
-func (b *Buffer) readMeta(cr *chunkReader) error {
+func (b *Buffer) readMeta(cr *chunkReader, slots []span) error {
 	var stored, raw []byte
-	off := 0
+	size, walk := spansLen(slots), spanWalk{sp: slots}
+	off := int64(0)
 	for {
 		p, last, err := cr.next(secMeta, 0, &stored, &raw)
 		if err != nil {
 			return err
 		}
-		if len(p) > len(b.meta)-off {
-			return corrupt(secMeta, 0, "more than the %d bytes of %d steps", len(b.meta), len(b.meta))
+		if int64(len(p)) > size-off {
+			return corrupt(secMeta, 0, "more than the %d bytes of %d steps", size, size)
 		}
-		off += copy(b.meta[off:], p)
+		_ = walk.next(int64(len(p)), func(at, lo, hi int64) error {
+			copy(b.meta[at:at+hi-lo], p[lo:hi])
+			return nil
+		})
+		off += int64(len(p))
 		if last {
 			break
 		}
 	}
-	if off != len(b.meta) {
-		return corrupt(secMeta, 0, "%d bytes for %d steps", off, len(b.meta))
+	if off != size {
+		return corrupt(secMeta, 0, "%d bytes for %d steps", off, size)
 	}
 	for r := range b.numEnvs {
 		old, cur := b.oldest(r), b.cursor[r]
@@ -362,17 +377,21 @@ func (b *Buffer) readMeta(cr *chunkReader) error {
 	return nil
 }
 
-// readArenas reads one section per arena: straight into the arena's
-// memory when the backend's arenas are host memory (readHostArena), else
-// through Upload (readDeviceArena).
-func (b *Buffer) readArenas(cr *chunkReader) error {
+// loadViaUpload, set by tests, loads host arenas as device ones.
+var loadViaUpload bool
+
+// readArenas reads one section per arena, holding the bytes of the given
+// slots: straight into the arena's memory when the backend's arenas are
+// host memory (readHostArena), else through Upload (readDeviceArena).
+func (b *Buffer) readArenas(cr *chunkReader, slots []span) error {
 	for c := range b.arenas {
 		a := b.arenas[c].arena
+		spans := scaleSpans(slots, b.arenas[c].stride)
 		var err error
-		if h, ok := a.(hostArena); ok && int64(len(h.Bytes())) == a.Size() {
-			err = readHostArena(cr, uint32(c), h.Bytes())
+		if h, ok := a.(hostArena); ok && int64(len(h.Bytes())) == a.Size() && !loadViaUpload {
+			err = readHostArena(cr, uint32(c), h.Bytes(), spans)
 		} else {
-			err = b.readDeviceArena(cr, c)
+			err = b.readDeviceArena(cr, c, spans)
 		}
 		if err != nil {
 			return err
@@ -384,12 +403,11 @@ func (b *Buffer) readArenas(cr *chunkReader) error {
 	return nil
 }
 
-// readDeviceArena reads ring arena c's section on one goroutine while
-// uploading the previous chunks on this one.
-func (b *Buffer) readDeviceArena(cr *chunkReader, c int) error {
+// readDeviceArena reads ring arena c's section, the bytes of its spans, on
+// one goroutine while uploading the previous chunks on this one.
+func (b *Buffer) readDeviceArena(cr *chunkReader, c int, spans []span) error {
 	type job struct {
 		stored, raw, p []byte
-		off            int64
 		err            error
 	}
 	free := make(chan *job, ckptPipeline)
@@ -403,7 +421,7 @@ func (b *Buffer) readDeviceArena(cr *chunkReader, c int) error {
 	go func() {
 		defer wg.Done()
 		defer close(full)
-		size := b.arenas[c].arena.Size()
+		size := spansLen(spans)
 		for off := int64(0); ; {
 			var j *job
 			select {
@@ -416,11 +434,11 @@ func (b *Buffer) readDeviceArena(cr *chunkReader, c int) error {
 			case err != nil:
 				j.err = err
 			case int64(len(p)) > size-off:
-				j.err = corrupt(secArena, uint32(c), "more than the arena's %d bytes", size)
+				j.err = corrupt(secArena, uint32(c), "more than the %d bytes of its stored steps", size)
 			case last && off+int64(len(p)) != size:
-				j.err = corrupt(secArena, uint32(c), "%d bytes for an arena of %d", off+int64(len(p)), size)
+				j.err = corrupt(secArena, uint32(c), "%d bytes for stored steps of %d", off+int64(len(p)), size)
 			}
-			j.p, j.off = p, off
+			j.p = p
 			full <- j
 			if j.err != nil || last {
 				return
@@ -429,13 +447,17 @@ func (b *Buffer) readDeviceArena(cr *chunkReader, c int) error {
 		}
 	}()
 	var err error
+	walk := spanWalk{sp: spans}
 	for j := range full {
 		if err == nil {
 			err = j.err
-			if err == nil && len(j.p) > 0 {
-				if e := b.be.Upload(b.arenas[c].arena, j.off, j.p); e != nil {
-					err = fmt.Errorf("%w: checkpoint upload: %w", ErrBackend, e)
-				}
+			if err == nil {
+				err = walk.next(int64(len(j.p)), func(at, lo, hi int64) error {
+					if e := b.be.Upload(b.arenas[c].arena, at, j.p[lo:hi]); e != nil {
+						return fmt.Errorf("%w: checkpoint upload: %w", ErrBackend, e)
+					}
+					return nil
+				})
 			}
 			if err != nil {
 				close(stop)

@@ -16,11 +16,11 @@ type SnapshotMode int
 const (
 	// SnapshotAuto is SnapshotCopyOnWrite.
 	SnapshotAuto SnapshotMode = iota
-	// SnapshotCopy copies the arenas, inside the backend, into staging
-	// arenas while writers are paused, then lets them go on while the
-	// copies are streamed out: the pause is one backend-internal copy of
-	// the rings, at the cost of as much backend memory again for the
-	// duration of the save. It fails (ErrBackend) when the backend cannot
+	// SnapshotCopy copies the stored steps of the arenas, inside the
+	// backend, into staging arenas while writers are paused, then lets
+	// them go on while the copies are streamed out: the pause is one
+	// backend-internal copy of the stored steps, at the cost of arenas as
+	// large as the rings for the duration of the save. It fails (ErrBackend) when the backend cannot
 	// allocate the copies.
 	SnapshotCopy
 	// SnapshotLock pauses writers (and samplers, which read the rings)
@@ -111,7 +111,8 @@ type bufSnap struct {
 	capacity int64
 	fields   []Field
 	cursor   []int64
-	meta     []uint8
+	slots    []span  // the slots of the stored steps (storedSlots)
+	meta     []uint8 // the metadata of those slots, in order
 	stats    Stats
 	rng      []byte
 	tables   []tableSnap
@@ -122,7 +123,12 @@ type bufSnap struct {
 func (b *Buffer) snapshotLocked() (*bufSnap, error) {
 	s := &bufSnap{
 		numEnvs: b.numEnvs, capacity: b.capacity, fields: b.Fields(),
-		cursor: slices.Clone(b.cursor), meta: slices.Clone(b.meta), stats: b.stats,
+		cursor: slices.Clone(b.cursor), stats: b.stats,
+	}
+	s.slots = storedSlots(s.cursor, s.capacity)
+	s.meta = make([]uint8, 0, spansLen(s.slots))
+	for _, sp := range s.slots {
+		s.meta = append(s.meta, b.meta[sp.off:sp.off+sp.n]...)
 	}
 	s.rng = marshalBufDraws(b.seed, b.calls.Load())
 	for _, t := range b.tableList {
@@ -188,6 +194,10 @@ func (t *Table) snapshotLocked() (tableSnap, error) {
 // it right after with Hindsight.Save and restore it with LoadHindsight
 // (NewHindsight refuses a restored table that holds its items).
 //
+// Only stored steps are written: of each row, the slots of its
+// min(cursor, capacity) steps, so that slots never written cost nothing
+// and a checkpoint grows with the data rather than with the capacity.
+//
 // The checkpoint is a consistent cut: every writer is paused at a step
 // boundary, and every inserter and sampler is excluded, while the host
 // state is copied and the arenas are snapshotted (see SnapshotMode and
@@ -243,7 +253,7 @@ func (b *Buffer) Save(w io.Writer, opts SaveOptions) error {
 		return nil
 	}
 	if cow {
-		b.startCOWLocked()
+		b.startCOWLocked(snap.cursor)
 		defer func() {
 			if cow {
 				b.endCOW()
@@ -252,7 +262,7 @@ func (b *Buffer) Save(w io.Writer, opts SaveOptions) error {
 		download = b.cowDownload
 		unlock()
 	} else if opts.Snapshot == SnapshotCopy {
-		staged, err := b.stageArenasLocked()
+		staged, err := b.stageArenasLocked(snap.slots)
 		if err != nil {
 			return err
 		}
@@ -274,11 +284,11 @@ func (b *Buffer) Save(w io.Writer, opts SaveOptions) error {
 	if err := writeSnap(cw, snap); err != nil {
 		return err
 	}
-	sizes := make([]int64, len(arenas))
-	for i, a := range arenas {
-		sizes[i] = a.Size()
+	spans := make([][]span, len(arenas))
+	for i := range arenas {
+		spans[i] = scaleSpans(snap.slots, b.arenas[i].stride)
 	}
-	if err := cw.streamArenas(sizes, download); err != nil {
+	if err := cw.streamArenas(spans, download); err != nil {
 		return err
 	}
 	unlock()
@@ -302,10 +312,11 @@ func (b *Buffer) Save(w io.Writer, opts SaveOptions) error {
 // host memory: 8 MiB).
 const stageCopySteps = 1 << 20
 
-// stageArenasLocked copies every ring, inside the backend, to a new arena
-// (GatherRows of every step in order) and waits for the copies. The
-// caller holds b.mu for writing.
-func (b *Buffer) stageArenasLocked() (staged []Arena, err error) {
+// stageArenasLocked copies the given slots (the stored steps) of every
+// ring, inside the backend, to the same places of a new arena (GatherRows
+// of every stored step in order) and waits for the copies. The caller
+// holds b.mu for writing.
+func (b *Buffer) stageArenasLocked(slots []span) (staged []Arena, err error) {
 	defer func() {
 		if err != nil {
 			for _, a := range staged {
@@ -324,18 +335,19 @@ func (b *Buffer) stageArenasLocked() (staged []Arena, err error) {
 		// A whole step of the arena (a record) is one step of this copy.
 		cols[i] = Column{Ring: r.arena, StepBytes: r.stride, Out: a}
 	}
-	steps := int64(len(b.meta))
-	idx := make([]int64, min(steps, stageCopySteps))
-	for off := int64(0); off < steps; off += int64(len(idx)) {
-		n := min(int64(len(idx)), steps-off)
-		for i := range n {
-			idx[i] = off + i
-		}
-		for i := range cols {
-			cols[i].OutOff = off * cols[i].StepBytes
-		}
-		if err := b.be.GatherRows(cols, idx[:n]); err != nil {
-			return staged, fmt.Errorf("%w: checkpoint staging copy: %w", ErrBackend, err)
+	idx := make([]int64, min(spansLen(slots), stageCopySteps))
+	for _, sp := range slots {
+		for off, end := sp.off, sp.off+sp.n; off < end; off += int64(len(idx)) {
+			n := min(int64(len(idx)), end-off)
+			for i := range n {
+				idx[i] = off + i
+			}
+			for i := range cols {
+				cols[i].OutOff = off * cols[i].StepBytes
+			}
+			if err := b.be.GatherRows(cols, idx[:n]); err != nil {
+				return staged, fmt.Errorf("%w: checkpoint staging copy: %w", ErrBackend, err)
+			}
 		}
 	}
 	if err := b.be.Sync(); err != nil {
@@ -449,10 +461,11 @@ func writeTable(cw *chunkWriter, index uint32, t *tableSnap) error {
 	return s.close()
 }
 
-// streamArenas writes one section per arena (of the given sizes),
-// downloading chunk after chunk on one goroutine (download fills dst from
-// arena c at byte off) while writing the previous ones on this one.
-func (cw *chunkWriter) streamArenas(sizes []int64, download func(dst []byte, c int, off int64) error) error {
+// streamArenas writes one section per arena, holding the arena's spans
+// (spans[c]) concatenated, downloading chunk after chunk on one goroutine
+// (download fills dst from arena c at byte off, once per span a chunk
+// takes bytes from) while writing the previous ones on this one.
+func (cw *chunkWriter) streamArenas(spans [][]span, download func(dst []byte, c int, off int64) error) error {
 	type job struct {
 		f         frame
 		buf, comp []byte
@@ -469,7 +482,8 @@ func (cw *chunkWriter) streamArenas(sizes []int64, download func(dst []byte, c i
 	go func() {
 		defer wg.Done()
 		defer close(full)
-		for c, size := range sizes {
+		for c, sp := range spans {
+			size, walk := spansLen(sp), spanWalk{sp: sp}
 			for off := int64(0); ; {
 				var j *job
 				select {
@@ -480,7 +494,9 @@ func (cw *chunkWriter) streamArenas(sizes []int64, download func(dst []byte, c i
 				n := min(ckptChunk, size-off)
 				last := off+n == size
 				buf := j.buf[:chunkHeaderLen+n]
-				if j.err = download(buf[chunkHeaderLen:], c, off); j.err == nil {
+				dst := buf[chunkHeaderLen:]
+				j.err = walk.next(n, func(aoff, lo, hi int64) error { return download(dst[lo:hi], c, aoff) })
+				if j.err == nil {
 					j.comp = seal(&j.f, cw.enc, secArena, uint32(c), buf, j.comp, last)
 				}
 				full <- j
