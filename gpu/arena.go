@@ -104,9 +104,13 @@ func (b *Backend) freeArena(d *Arena) error {
 	return driverErr("cuMemFree", cu.MemFree(p))
 }
 
-// Upload copies src into dst at byte offset off. Up to 16 MiB go through
-// pinned staging and are copied asynchronously (src may be reused at
-// once); larger uploads wait for queued work and copy synchronously.
+// Upload queues a copy of src into dst at byte offset off on the
+// backend's stream, after the work queued there before it and before the
+// work queued after it; src may be reused as soon as Upload returns. Up
+// to 16 MiB go through pinned staging; larger uploads are copied from
+// src itself, which the driver stages before it returns (a synchronous
+// copy would run on the legacy stream, which the backend's non-blocking
+// stream does not wait for, and may land after the next kernel).
 func (b *Backend) Upload(dst kernels.Arena, off int64, src []byte) error {
 	err := b.enter()
 	if err != nil {
@@ -129,10 +133,7 @@ func (b *Backend) upload(dst kernels.Arena, off int64, src []byte) error {
 		return nil
 	}
 	if n > maxStagedUpload {
-		if err := driverErr("cuStreamSynchronize", b.stream.Synchronize()); err != nil {
-			return err
-		}
-		return driverErr("cuMemcpyHtoD", cu.MemcpyHtoD(d.ptr+cu.DevicePtr(off), unsafe.Pointer(&src[0]), n))
+		return driverErr("cuMemcpyHtoDAsync", cu.MemcpyHtoDAsync(d.ptr+cu.DevicePtr(off), unsafe.Pointer(&src[0]), n, b.stream))
 	}
 	s, err := b.slot(n)
 	if err != nil {
@@ -145,8 +146,8 @@ func (b *Backend) upload(dst kernels.Arena, off int64, src []byte) error {
 	return s.record(b.stream)
 }
 
-// Download waits for the work queued so far, then copies len(dst) bytes
-// of src from byte offset off into dst.
+// Download copies len(dst) bytes of src from byte offset off into dst on
+// the backend's stream, after the work queued so far, and waits for it.
 func (b *Backend) Download(dst []byte, src kernels.Arena, off int64) error {
 	err := b.enter()
 	if err != nil {
@@ -165,13 +166,14 @@ func (b *Backend) download(dst []byte, src kernels.Arena, off int64) error {
 	if off < 0 || off > d.size || n > d.size-off {
 		return fmt.Errorf("%w: download of %d bytes at %d from %d", ErrBounds, n, off, d.size)
 	}
-	if err := driverErr("cuStreamSynchronize", b.stream.Synchronize()); err != nil {
-		return err
+	if n > 0 {
+		// Into pageable memory the driver returns once the copy is done;
+		// the sync below reports the errors of the work before it.
+		if err := cu.MemcpyDtoHAsync(unsafe.Pointer(&dst[0]), d.ptr+cu.DevicePtr(off), n, b.stream); err != nil {
+			return driverErr("cuMemcpyDtoHAsync", err)
+		}
 	}
-	if n == 0 {
-		return nil
-	}
-	return driverErr("cuMemcpyDtoH", cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), d.ptr+cu.DevicePtr(off), n))
+	return driverErr("cuStreamSynchronize", b.stream.Synchronize())
 }
 
 // Copy queues a device-to-device copy of n bytes from src at byte offset

@@ -118,15 +118,31 @@ func onStandin(t *testing.T) {
 	}
 }
 
+// TestStickyFaultIsReportedAndFailsFast: a sticky fault (an illegal
+// address, a device-side assert, a launch failure), injected into a
+// kernel launch by the stand-in, is reported as ErrDeviceLost by the next
+// call that waits, by Health and by every later call of every backend,
+// each in a process of its own (the fault is process-wide).
 func TestStickyFaultIsReportedAndFailsFast(t *testing.T) {
 	onStandin(t)
-	out, err, parent := child(t, "TestStickyFaultIsReportedAndFailsFast", "TRAJRING_STANDIN_FAULT_LAUNCH=2")
-	if parent {
-		if err != nil {
-			t.Fatalf("child: %v\n%s", err, out)
-		}
+	const name = "TestStickyFaultIsReportedAndFailsFast"
+	if os.Getenv("TRAJRING_GPU_CHILD") == name {
+		stickyFaultChild(t, os.Getenv("TRAJRING_STANDIN_FAULT_CODE"))
 		return
 	}
+	for _, code := range []string{"700", "710", "719"} {
+		t.Run(code, func(t *testing.T) {
+			out, err, _ := child(t, name, "TRAJRING_STANDIN_FAULT_LAUNCH=2", "TRAJRING_STANDIN_FAULT_CODE="+code)
+			if err != nil {
+				t.Fatalf("child: %v\n%s", err, out)
+			}
+		})
+	}
+}
+
+// stickyFaultChild is the body of TestStickyFaultIsReportedAndFailsFast
+// in its child process, whose second launch faults with CUDA error code.
+func stickyFaultChild(t *testing.T, code string) {
 	b, err := New()
 	if err != nil {
 		t.Fatal(err)
@@ -146,8 +162,8 @@ func TestStickyFaultIsReportedAndFailsFast(t *testing.T) {
 		t.Fatalf("Health before the fault ran: %v", err)
 	}
 	err = b.Sync()
-	if !errors.Is(err, ErrDeviceLost) || !errors.Is(err, ErrDriver) || !strings.Contains(err.Error(), "700") {
-		t.Fatalf("Sync after the fault: %v, want ErrDeviceLost with CUDA error 700", err)
+	if !errors.Is(err, ErrDeviceLost) || !errors.Is(err, ErrDriver) || !strings.Contains(err.Error(), "CUDA error "+code) {
+		t.Fatalf("Sync after the fault: %v, want ErrDeviceLost with CUDA error %s", err, code)
 	}
 	checks := []struct {
 		name string
@@ -244,15 +260,15 @@ func TestStreamOrderingWithAConsumer(t *testing.T) {
 	cases := []struct {
 		name                string
 		waitReady, waitDone bool
-		ok                  bool
+		want                byte // what the consumer reads
 	}{
-		{"both waits", true, true, true},
-		{"consumer does not wait for ready", false, true, false},
-		{"producer does not wait for done", true, false, false},
+		{"both waits", true, true, 0xA},
+		{"consumer does not wait for ready", false, true, 0},  // before the gather
+		{"producer does not wait for done", true, false, 0xB}, // after the next gather
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if !c.ok {
+			if c.want != 0xA {
 				onStandin(t) // a GPU may happen to run a racy program right
 			}
 			b := newBackend(t)
@@ -310,12 +326,20 @@ func TestStreamOrderingWithAConsumer(t *testing.T) {
 			if err := b.GatherRows(cols, []int64{1}); err != nil { // batch i+1: 0xB
 				t.Fatal(err)
 			}
+			// The backend's stream first, then the consumer's: a sync runs
+			// only its stream's work and what that waits for.
+			if err := b.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if err := cs.Synchronize(); err != nil {
+				t.Fatal(err)
+			}
 			got := make([]byte, 16)
 			if err := b.Download(got, seen, 0); err != nil {
 				t.Fatal(err)
 			}
-			if ok := bytes.Equal(got, bytes.Repeat([]byte{0xA}, 16)); ok != c.ok {
-				t.Fatalf("consumer saw % x (correct: %v, want %v)", got[:4], ok, c.ok)
+			if want := bytes.Repeat([]byte{c.want}, 16); !bytes.Equal(got, want) {
+				t.Fatalf("consumer saw % x, want % x", got, want)
 			}
 		})
 	}

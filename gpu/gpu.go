@@ -52,8 +52,8 @@ const blockSize = 256
 const stagingSlots = 16
 
 // maxStagedUpload is the largest Upload copied through pinned staging;
-// larger ones are copied from the caller's memory after waiting for it
-// (a stream-ordered synchronous copy).
+// larger ones are copied on the stream straight from the caller's memory,
+// which the driver stages itself.
 const maxStagedUpload = 16 << 20
 
 // Backend is the CUDA backend. It is safe for concurrent use.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/trajring/trajring/kernels"
+	"gorgonia.org/cu"
 )
 
 // TestStartupTime logs how long New takes in this process: the first
@@ -39,7 +40,8 @@ func TestStartupTime(t *testing.T) {
 }
 
 // TestStickyFaultProbe makes a real kernel read an unmapped device
-// address (a forged arena) and checks that the sticky fault is reported as
+// address (a forged arena over a reserved range with no memory behind it,
+// reserveUnmapped) and checks that the sticky fault is reported as
 // ErrDeviceLost by the next call and by Health, and that every later call
 // fails fast. It needs a GPU (on the stand-in the host build of the kernel
 // would fault the process; TestStickyFaultIsReportedAndFailsFast injects
@@ -65,7 +67,17 @@ func TestStickyFaultProbe(t *testing.T) {
 	}
 	ring := mustArena(t, b, make([]byte, 64))
 	b.mu.Lock()
-	bad := &Arena{ptr: 1 << 40, size: 1 << 20, owner: b} // unmapped
+	err = b.bindNow()
+	var p cu.DevicePtr
+	if err == nil {
+		p, err = reserveUnmapped()
+	}
+	b.exit() // unbinds and unlocks
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	bad := &Arena{ptr: p, size: 1 << 20, owner: b} // unmapped
 	b.arenas[bad] = struct{}{}
 	b.mu.Unlock()
 	t0 := time.Now()
@@ -86,4 +98,45 @@ func TestStickyFaultProbe(t *testing.T) {
 		t.Fatalf("call after the fault: %v", err)
 	}
 	t.Logf("sticky-fault probe: PASS (fail-fast call took %v)", time.Since(t1))
+}
+
+// TestReserveUnmapped: the probe's range is reserved address space that
+// no allocation overlaps, and two reservations do not overlap either.
+func TestReserveUnmapped(t *testing.T) {
+	b := newBackend(t)
+	a, err := b.Alloc(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.bindNow(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { unbind(b.restore); b.restore, b.bound = ctxHandle{}, false }()
+	p, err := reserveUnmapped()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := reserveUnmapped()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap := a.(*Arena).ptr
+	for _, r := range []struct {
+		name   string
+		lo, hi cu.DevicePtr
+	}{{"second range", q, q + reservedBytes}, {"arena", ap, ap + 1<<20}} {
+		if p == 0 || r.lo < p+reservedBytes && p < r.hi {
+			t.Errorf("reserved [%#x, %#x) overlaps the %s [%#x, %#x)", p, p+reservedBytes, r.name, r.lo, r.hi)
+		}
+	}
+	for _, r := range []cu.DevicePtr{p, q} {
+		if err := freeReserved(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := freeReserved(p); !errors.Is(err, ErrDriver) {
+		t.Errorf("second free of a range: %v, want ErrDriver", err)
+	}
 }

@@ -129,6 +129,9 @@ func TestBatchSourceOrdersAGPUConsumer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := cs.Synchronize(); err != nil { // the consumer's last copies: nothing else waits for them
+		t.Fatal(err)
+	}
 	for i := range rounds {
 		got := make([]byte, 4*8*4)
 		if err := g.Download(got, seen[i], 0); err != nil {

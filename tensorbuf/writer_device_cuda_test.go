@@ -359,7 +359,8 @@ func TestAddFromDeviceAllocatesNothing(t *testing.T) {
 // on an event recorded after Add before overwriting its source, gets every
 // step into the ring as a host add of the same values does. On the
 // stand-in, whose streams run in an adversarial order that honours only
-// events (here the backend's newer stream first), the same run without
+// events (the op issued last first: here the backend's scatter before the
+// producer's copy), the same run without
 // the wait stores stale bytes: the control shows that the wait matters.
 func TestAddFromDeviceWaitsForProducerStream(t *testing.T) {
 	const envs, capacity, rounds = 4, 4, 6

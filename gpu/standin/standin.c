@@ -8,10 +8,11 @@
  * and pinned host memory, copies and memsets, streams, events, modules
  * loaded from PTX text, and kernel launches. A launch runs the host build
  * of our kernels (kernels/host/host.h), found by entry name. Asynchronous
- * work really is asynchronous: it runs at the next synchronisation point
- * (see "the work queue" below), so missing synchronisation shows up in
- * tests. Every other driver entry point is a weak stub from gen-stubs.sh
- * answering CUDA_ERROR_NOT_SUPPORTED.
+ * work really is asynchronous: it runs only when a synchronisation point
+ * needs it, streams (the NULL stream too) interleaved adversarially (see
+ * "the work queue" below), so a missing synchronisation, event wait or
+ * stream ordering shows up in tests. Every other driver entry point is a
+ * weak stub from gen-stubs.sh answering CUDA_ERROR_NOT_SUPPORTED.
  *
  * It checks what a real driver checks and tests would otherwise miss:
  * a current context on the calling thread, device ranges of copies and
@@ -31,8 +32,10 @@
  * Test hooks: TRAJRING_STANDIN_NODEVICE=1 makes cuInit fail with
  * CUDA_ERROR_NO_DEVICE (a machine without a usable GPU);
  * TRAJRING_STANDIN_FAULT_LAUNCH=N makes the N-th kernel launch that runs
- * fault with CUDA_ERROR_ILLEGAL_ADDRESS, a sticky error: the rest of the
- * queue is dropped and every later call returns it, as on a GPU.
+ * fault with CUDA_ERROR_ILLEGAL_ADDRESS (or the CUresult
+ * TRAJRING_STANDIN_FAULT_CODE, such as 710 for a device-side assert), a
+ * sticky error: the rest of the queue is dropped and every later call
+ * returns it, as on a GPU.
  * trajring_standin_device_ns() returns the time spent running queued work
  * and synchronous copies (the "device" time), so benchmarks can report
  * the host time of calls as a GPU would see it.
@@ -65,16 +68,26 @@ struct CUctx_st {
 	int refs;
 };
 
+/* A stream: the legacy NULL stream (legacy_stream) or one from
+   cuStreamCreate. Its fields other than flags are guarded by qmu. */
 struct CUstream_st {
 	unsigned flags;
-	unsigned long seq; /* creation order; the NULL stream is 0 */
+	unsigned long issued;     /* ops queued on it so far */
+	unsigned long ran;        /* its ops that have run (they run in order) */
+	unsigned long need;       /* run_needed: run its ops up to this one */
+	size_t cur;               /* run_needed: the queue index of its next op */
+	struct CUstream_st *next; /* the live streams, legacy_stream first */
 };
 
+static struct CUstream_st legacy_stream;
+
+/* An event; guarded by qmu. */
 struct CUevent_st {
 	double ms;
-	int pending;          /* records queued, not yet run */
-	unsigned long issued; /* records issued */
-	unsigned long done;   /* the latest record that has run */
+	unsigned long issued;       /* records issued */
+	unsigned long done;         /* the latest record that has run */
+	struct CUstream_st *rec_st; /* the latest record: op rec_k of rec_st */
+	unsigned long rec_k;
 };
 
 #define MAX_ENTRIES 64
@@ -107,7 +120,11 @@ struct alloc {
 static struct alloc *allocs;
 static size_t nallocs, capallocs;
 static size_t used;
-static void **hosts;
+struct hostblock {
+	void *p;
+	size_t n;
+};
+static struct hostblock *hosts; /* pinned host memory (cuMemHostAlloc) */
 static size_t nhosts, caphosts;
 
 static size_t mem_limit(void)
@@ -122,10 +139,10 @@ static size_t mem_limit(void)
    injected kernel fault (TRAJRING_STANDIN_FAULT_LAUNCH). */
 static volatile CUresult sticky;
 static long fault_launch; /* the launch that faults; 0: none */
+static CUresult fault_code = CUDA_ERROR_ILLEGAL_ADDRESS; /* the sticky error it raises */
 static long launches_run;
 static int protect = 1;   /* device memory PROT_NONE outside the stand-in */
 static unsigned long long device_ns;
-static unsigned long stream_seq;
 
 static CUresult need_ctx(void)
 {
@@ -287,40 +304,68 @@ static double now_ms(void)
 /*
  * ---- the work queue ----
  *
- * Asynchronous work (the *Async copies and memsets, event records and
- * kernel launches) is not run when it is issued, as a real device would
- * not run it then either: it is queued, in issue order, and run at the
- * next synchronisation point (stream, event or context synchronize, a
- * synchronous copy or memset, a free). A host buffer handed to an async
- * copy is therefore read or written late, and device memory written by a
- * kernel changes only later, so a caller that reuses staging memory too
- * early or reads results without synchronising sees wrong bytes in tests,
- * as it would on a GPU. One FIFO serves all streams: a valid order for
- * any program that synchronises correctly.
+ * Asynchronous work (the *Async copies and memsets, the synchronous
+ * calls that the driver runs asynchronously, event records, stream waits
+ * and kernel launches) is not run when it is issued, as a real device
+ * would not run it then either: it is queued, in issue order, and run
+ * only when a synchronisation point needs it, so a caller that reuses
+ * staging memory too early or reads results without synchronising sees
+ * wrong bytes in tests, as it would on a GPU.
+ *
+ * Each op depends on the op before it on its stream, on the record a
+ * cuStreamWaitEvent waits for, and on the legacy stream's implicit
+ * ordering: an op on the NULL (legacy) stream waits for the work issued
+ * before it on every blocking stream (made without
+ * CU_STREAM_NON_BLOCKING), and an op on a blocking stream waits for the
+ * legacy work issued before it. Nothing else orders streams: in
+ * particular, nothing orders the legacy stream against a non-blocking
+ * one. A synchronisation point runs only what it must (run_needed): a
+ * stream sync that stream's work and what it depends on, an event sync
+ * the work before the event's latest record, a synchronous copy the
+ * copy and its dependencies; a context sync, cuMemFree and
+ * cuMemFreeHost run everything. Among the runnable ops it must run,
+ * the one issued last goes first (every stream is treated alike, the
+ * NULL stream included), so a consumer that reads without waiting for
+ * its producer reads before the producer has written, and a producer
+ * that overwrites without waiting for its consumer overwrites first.
  */
-enum { Q_H2D, Q_D2H, Q_D2D, Q_MEMSET, Q_EVENT, Q_LAUNCH, Q_WAIT, Q_DONE };
+enum { Q_H2D, Q_D2H, Q_D2D, Q_MEMSET, Q_EVENT, Q_LAUNCH, Q_WAIT };
 
 #define MAX_ARGS 16
+#define MAX_DEPS 16
+
+/* dep is "op k of stream s has run". */
+struct dep {
+	struct CUstream_st *s; /* NULL: satisfied (its stream was destroyed) */
+	unsigned long k;
+};
 
 struct qop {
 	int kind;
+	int done;
 	CUdeviceptr dst, src;
 	const void *hsrc;
 	void *hdst;
+	void *own; /* Q_H2D: the stand-in's copy of a pageable source, freed once run */
 	size_t n;
 	unsigned char v;
-	struct CUevent_st *ev;
+	struct CUevent_st *ev; /* Q_EVENT */
 	tr_host_fn fn;
 	unsigned gx, gy, bx;
 	int nargs;
 	tr_u64 args[MAX_ARGS];
-	CUstream stream;      /* the stream it was issued on (NULL: legacy) */
-	unsigned long target; /* Q_EVENT: the record; Q_WAIT: the record awaited */
+	struct CUstream_st *st; /* the stream it was issued on */
+	unsigned long k;        /* its number on st, from 1 */
+	unsigned long long g;   /* its number in issue order */
+	unsigned long target;   /* Q_EVENT: the record */
+	int ndeps;
+	struct dep deps[MAX_DEPS];
 };
 
 static pthread_mutex_t qmu = PTHREAD_MUTEX_INITIALIZER;
-static struct qop *queue;
+static struct qop *queue; /* pending ops in issue order */
 static size_t qlen, qcap;
+static unsigned long long issue_seq;
 
 /* reserve makes room for one more element in a growable array *arr of
    *len elements of size bytes (capacity *cap, first growth to first);
@@ -340,14 +385,82 @@ static int reserve(void **arr, size_t len, size_t *cap, size_t size, size_t firs
 	return 0;
 }
 
-static CUresult enqueue(const struct qop *op)
+static int blocking(const struct CUstream_st *s)
 {
+	return s != &legacy_stream && (s->flags & CU_STREAM_NON_BLOCKING) == 0;
+}
+
+/* stream_of maps a stream handle to its stream (NULL and
+   CU_STREAM_LEGACY: the legacy stream), or NULL for the per-thread
+   default stream, which the stand-in does not model. */
+static struct CUstream_st *stream_of(CUstream h)
+{
+	if (h == NULL || h == CU_STREAM_LEGACY)
+		return &legacy_stream;
+	if (h == CU_STREAM_PER_THREAD)
+		return NULL;
+	return h;
+}
+
+static int add_dep(struct qop *op, struct CUstream_st *s, unsigned long k)
+{
+	if (op->ndeps == MAX_DEPS) {
+		fprintf(stderr, "trajring stand-in: more than %d blocking streams with pending work\n", MAX_DEPS);
+		return -1;
+	}
+	op->deps[op->ndeps].s = s;
+	op->deps[op->ndeps].k = k;
+	op->ndeps++;
+	return 0;
+}
+
+/* enqueue queues op on stream h with its dependencies, and returns its
+   stream and number in *st and *k (if not NULL). A wait on an event
+   whose latest record has run (or that was never recorded) is no wait
+   and queues nothing. */
+static CUresult enqueue(struct qop *op, CUstream h, struct CUstream_st **st, unsigned long *k)
+{
+	struct CUstream_st *s = stream_of(h), *t;
+	if (s == NULL)
+		return CUDA_ERROR_NOT_SUPPORTED;
 	pthread_mutex_lock(&qmu);
+	op->ndeps = 0;
+	op->done = 0;
+	if (op->kind == Q_WAIT) {
+		struct CUevent_st *e = op->ev;
+		op->ev = NULL;
+		if (e->done >= e->issued) {
+			pthread_mutex_unlock(&qmu);
+			return CUDA_SUCCESS;
+		}
+		add_dep(op, e->rec_st, e->rec_k);
+	}
+	if (s == &legacy_stream) {
+		for (t = legacy_stream.next; t != NULL; t = t->next)
+			if (blocking(t) && t->ran < t->issued && add_dep(op, t, t->issued) != 0) {
+				pthread_mutex_unlock(&qmu);
+				return CUDA_ERROR_NOT_SUPPORTED;
+			}
+	} else if (blocking(s) && legacy_stream.ran < legacy_stream.issued) {
+		add_dep(op, &legacy_stream, legacy_stream.issued);
+	}
 	if (reserve((void **)&queue, qlen, &qcap, sizeof *queue, 256) != 0) {
 		pthread_mutex_unlock(&qmu);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
+	op->st = s;
+	op->k = ++s->issued;
+	op->g = ++issue_seq;
+	if (op->kind == Q_EVENT) {
+		op->target = ++op->ev->issued;
+		op->ev->rec_st = s;
+		op->ev->rec_k = op->k;
+	}
 	queue[qlen++] = *op;
+	if (st != NULL)
+		*st = s;
+	if (k != NULL)
+		*k = op->k;
 	pthread_mutex_unlock(&qmu);
 	return CUDA_SUCCESS;
 }
@@ -359,6 +472,8 @@ static void run_op(struct qop *op)
 	switch (op->kind) {
 	case Q_H2D:
 		memcpy((void *)(uintptr_t)op->dst, op->hsrc, op->n);
+		free(op->own);
+		op->own = NULL;
 		break;
 	case Q_D2H:
 		memcpy(op->hdst, (const void *)(uintptr_t)op->src, op->n);
@@ -371,13 +486,12 @@ static void run_op(struct qop *op)
 		break;
 	case Q_EVENT:
 		op->ev->ms = now_ms();
-		op->ev->pending--;
 		if (op->target > op->ev->done)
 			op->ev->done = op->target;
 		break;
 	case Q_LAUNCH:
 		if (fault_launch > 0 && ++launches_run == fault_launch) {
-			sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+			sticky = fault_code;
 			break;
 		}
 		for (i = 0; i < op->nargs; i++)
@@ -387,89 +501,140 @@ static void run_op(struct qop *op)
 	}
 }
 
-static unsigned long stream_of(const struct qop *op)
+static int ready(const struct qop *op)
 {
-	return op->stream == NULL ? 0 : op->stream->seq;
+	int d;
+	for (d = 0; d < op->ndeps; d++)
+		if (op->deps[d].s != NULL && op->deps[d].s->ran < op->deps[d].k)
+			return 0;
+	return 1;
 }
 
-static int runnable(const struct qop *op)
+/* need asks run_needed to run the ops of s up to its k-th. */
+static void need(struct CUstream_st *s, unsigned long k)
 {
-	return op->kind != Q_WAIT || op->ev->done >= op->target;
+	if (s->need < k)
+		s->need = k;
+}
+
+/* need_stream asks for everything issued so far on s; on the legacy
+   stream that includes the work of every blocking stream (the legacy
+   stream's implicit synchronisation). */
+static void need_stream(struct CUstream_st *s)
+{
+	struct CUstream_st *t;
+	need(s, s->issued);
+	if (s == &legacy_stream)
+		for (t = legacy_stream.next; t != NULL; t = t->next)
+			if (blocking(t))
+				need(t, t->issued);
 }
 
 /*
- * flush runs all queued work; every synchronisation point calls it.
- * Each stream's work runs in issue order, and a cuStreamWaitEvent holds
- * its stream until the awaited record has run, but streams are otherwise
- * interleaved adversarially: the newest stream with runnable work runs
- * until it blocks, then the next. A consumer stream that reads a batch
- * without waiting for the producer's event reads it before it is written,
- * and a producer that does not wait for the consumer's "done" event
- * overwrites the batch before the consumer reads it: both show in tests.
- * After a sticky fault the rest of the queue is dropped.
+ * run_needed runs the ops marked with need and every op they depend on,
+ * and nothing else: the runnable op issued last first, so that streams
+ * interleave adversarially. After a sticky fault the rest of the queue is
+ * dropped. The caller holds qmu.
  */
+static CUresult run_needed(void)
+{
+	struct CUstream_st *s, *best;
+	size_t i, j;
+	int any = 0;
+	/* Every dependency is on an op issued earlier: one pass from the
+	   newest op back closes the marks over them. */
+	for (i = qlen; i-- > 0;) {
+		struct qop *op = &queue[i];
+		int d;
+		if (op->k > op->st->need)
+			continue;
+		for (d = 0; d < op->ndeps; d++)
+			if (op->deps[d].s != NULL)
+				need(op->deps[d].s, op->deps[d].k);
+	}
+	for (s = &legacy_stream; s != NULL; s = s->next) {
+		s->cur = qlen;
+		any |= s->need > s->ran;
+	}
+	if (!any)
+		return sticky;
+	for (i = qlen; i-- > 0;)
+		queue[i].st->cur = i; /* ends at each stream's oldest op */
+	dev_enter();
+	while (sticky == CUDA_SUCCESS) {
+		struct qop *op;
+		best = NULL;
+		for (s = &legacy_stream; s != NULL; s = s->next)
+			if (s->need > s->ran && ready(&queue[s->cur]) && (best == NULL || queue[s->cur].g > queue[best->cur].g))
+				best = s;
+		if (best == NULL)
+			break;
+		op = &queue[best->cur];
+		run_op(op);
+		op->done = 1;
+		best->ran = op->k;
+		for (i = best->cur + 1; i < qlen && queue[i].st != best; i++)
+			;
+		best->cur = i;
+	}
+	for (s = &legacy_stream; s != NULL; s = s->next) {
+		if (sticky == CUDA_SUCCESS && s->need > s->ran)
+			fprintf(stderr, "trajring stand-in: stream work left waiting\n");
+		s->need = 0;
+	}
+	if (sticky != CUDA_SUCCESS) { /* drop the rest: settle events and streams */
+		for (i = 0; i < qlen; i++) {
+			if (!queue[i].done && queue[i].kind == Q_EVENT && queue[i].target > queue[i].ev->done)
+				queue[i].ev->done = queue[i].target;
+			free(queue[i].own);
+		}
+		for (s = &legacy_stream; s != NULL; s = s->next)
+			s->ran = s->issued;
+		qlen = 0;
+	} else {
+		for (i = j = 0; i < qlen; i++)
+			if (!queue[i].done)
+				queue[j++] = queue[i];
+		qlen = j;
+	}
+	dev_leave();
+	return sticky;
+}
+
+/* sync_stream runs the work issued so far on s (see need_stream). */
+static CUresult sync_stream(struct CUstream_st *s)
+{
+	CUresult r;
+	pthread_mutex_lock(&qmu);
+	need_stream(s);
+	r = run_needed();
+	pthread_mutex_unlock(&qmu);
+	return r;
+}
+
+/* sync_op runs op k of stream s (and what it depends on). */
+static CUresult sync_op(struct CUstream_st *s, unsigned long k)
+{
+	CUresult r;
+	pthread_mutex_lock(&qmu);
+	need(s, k);
+	r = run_needed();
+	pthread_mutex_unlock(&qmu);
+	return r;
+}
+
+/* flush runs all queued work: cuCtxSynchronize, and the frees, which
+   synchronise the device. */
 static CUresult flush(void)
 {
-	size_t i, left;
+	struct CUstream_st *s;
+	CUresult r;
 	pthread_mutex_lock(&qmu);
-	if (qlen == 0) { /* nothing queued: device memory untouched */
-		pthread_mutex_unlock(&qmu);
-		return sticky;
-	}
-	dev_enter();
-	left = qlen;
-	while (left > 0 && sticky == CUDA_SUCCESS) {
-		size_t pick = qlen;
-		unsigned long best = 0;
-		int found = 0;
-		unsigned long seen[64];
-		int nseen = 0, k;
-		/* the first pending op of every stream: pick the newest runnable */
-		for (i = 0; i < qlen; i++) {
-			unsigned long sq;
-			int dup = 0;
-			if (queue[i].kind == Q_DONE)
-				continue;
-			sq = stream_of(&queue[i]);
-			for (k = 0; k < nseen; k++)
-				dup |= seen[k] == sq;
-			if (dup)
-				continue;
-			if (nseen < 64)
-				seen[nseen++] = sq;
-			if (runnable(&queue[i]) && (!found || sq > best)) {
-				found = 1;
-				best = sq;
-				pick = i;
-			}
-		}
-		if (!found) { /* every stream waits: an event never recorded runs */
-			fprintf(stderr, "trajring stand-in: streams wait on each other; running in issue order\n");
-			for (i = 0; i < qlen; i++)
-				if (queue[i].kind != Q_DONE)
-					break;
-			queue[i].kind = Q_DONE; /* the first pending op is a wait */
-			left--;
-			continue;
-		}
-		/* run the picked stream until it blocks */
-		for (i = pick; i < qlen && sticky == CUDA_SUCCESS; i++) {
-			if (queue[i].kind == Q_DONE || stream_of(&queue[i]) != best)
-				continue;
-			if (!runnable(&queue[i]))
-				break;
-			run_op(&queue[i]);
-			queue[i].kind = Q_DONE;
-			left--;
-		}
-	}
-	for (i = 0; i < qlen; i++) /* dropped after a fault: settle events */
-		if (queue[i].kind == Q_EVENT)
-			queue[i].ev->pending--;
-	qlen = 0;
-	dev_leave();
+	for (s = &legacy_stream; s != NULL; s = s->next)
+		need(s, s->issued);
+	r = run_needed();
 	pthread_mutex_unlock(&qmu);
-	return sticky;
+	return r;
 }
 
 /* ---- init, version, devices ---- */
@@ -485,6 +650,9 @@ CUresult cuInit(unsigned int flags)
 	s = getenv("TRAJRING_STANDIN_FAULT_LAUNCH");
 	if (s != NULL && *s != 0)
 		fault_launch = strtol(s, NULL, 10);
+	s = getenv("TRAJRING_STANDIN_FAULT_CODE");
+	if (s != NULL && *s != 0)
+		fault_code = (CUresult)strtol(s, NULL, 10);
 	s = getenv("TRAJRING_STANDIN_PROTECT");
 	if (s != NULL && strcmp(s, "0") == 0)
 		protect = 0;
@@ -786,7 +954,84 @@ CUresult cuMemGetAddressRange(CUdeviceptr *base, size_t *size, CUdeviceptr p)
 	return CUDA_ERROR_NOT_FOUND;
 }
 
+/* cuMemAddressReserve reserves address space with nothing mapped: a
+   PROT_NONE mapping, outside every allocation (copies into it fail the
+   range checks, and a kernel that reads it faults the process, which is
+   why the sticky-fault probe runs only on a GPU). cuMemAddressFree
+   releases it. */
+struct reservation {
+	void *p;
+	size_t n;
+};
+static struct reservation *reserved;
+static size_t nreserved, capreserved;
+
+CUresult cuMemAddressReserve(CUdeviceptr *p, size_t n, size_t align, CUdeviceptr addr, unsigned long long flags)
+{
+	void *m;
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (p == NULL || n == 0 || n % (size_t)sysconf(_SC_PAGESIZE) != 0 || flags != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&mu);
+	if (reserve((void **)&reserved, nreserved, &capreserved, sizeof *reserved, 8) != 0) {
+		pthread_mutex_unlock(&mu);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	m = mmap(NULL, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED) {
+		pthread_mutex_unlock(&mu);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	reserved[nreserved].p = m;
+	reserved[nreserved].n = n;
+	nreserved++;
+	pthread_mutex_unlock(&mu);
+	*p = (CUdeviceptr)(uintptr_t)m;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressFree(CUdeviceptr p, size_t n)
+{
+	size_t i;
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	pthread_mutex_lock(&mu);
+	for (i = 0; i < nreserved; i++) {
+		if ((CUdeviceptr)(uintptr_t)reserved[i].p == p && reserved[i].n == n) {
+			munmap(reserved[i].p, n);
+			reserved[i] = reserved[--nreserved];
+			pthread_mutex_unlock(&mu);
+			return CUDA_SUCCESS;
+		}
+	}
+	pthread_mutex_unlock(&mu);
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
 /* ---- pinned host memory ---- */
+
+/* pinned reports whether [p, p+n) lies in one block of pinned host
+   memory: the driver copies to and from it by DMA when the copy runs,
+   and from any other (pageable) memory through its own staging. */
+static int pinned(const void *p, size_t n)
+{
+	size_t i;
+	int ok = 0;
+	uintptr_t a = (uintptr_t)p;
+	pthread_mutex_lock(&mu);
+	for (i = 0; i < nhosts; i++) {
+		uintptr_t b = (uintptr_t)hosts[i].p;
+		if (a >= b && a - b <= hosts[i].n && n <= hosts[i].n - (a - b)) {
+			ok = 1;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&mu);
+	return ok;
+}
 
 CUresult cuMemHostAlloc(void **p, size_t n, unsigned int flags)
 {
@@ -804,7 +1049,9 @@ CUresult cuMemHostAlloc(void **p, size_t n, unsigned int flags)
 		free(m);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	hosts[nhosts++] = m;
+	hosts[nhosts].p = m;
+	hosts[nhosts].n = n;
+	nhosts++;
 	pthread_mutex_unlock(&mu);
 	*p = m;
 	return CUDA_SUCCESS;
@@ -824,7 +1071,7 @@ CUresult cuMemFreeHost(void *p)
 	flush(); /* queued copies may still use the memory */
 	pthread_mutex_lock(&mu);
 	for (i = 0; i < nhosts; i++) {
-		if (hosts[i] == p) {
+		if (hosts[i].p == p) {
 			hosts[i] = hosts[--nhosts];
 			pthread_mutex_unlock(&mu);
 			free(p);
@@ -835,23 +1082,66 @@ CUresult cuMemFreeHost(void *p)
 	return CUDA_ERROR_INVALID_VALUE;
 }
 
-/* ---- copies and memsets: async ones complete before returning ---- */
+/* ---- copies and memsets ----
+ * As in the driver (its "API synchronization behavior"): the synchronous
+ * calls are on the legacy stream. cuMemcpyHtoD from pageable memory
+ * synchronises the legacy stream, stages the bytes and returns: the copy
+ * itself may land later, after work on a non-blocking stream issued
+ * next (from pinned memory it is done on return). cuMemcpyDtoH returns
+ * once its copy (after the legacy stream's earlier work) is done.
+ * cuMemcpyDtoD and cuMemsetD8 on device memory do not wait at all. The
+ * *Async calls are queued on their stream; from pageable memory the
+ * source is staged at the call (it may be reused at once), and into
+ * pageable memory the call returns once the copy is done. */
+
+/* h2d queues a copy of n bytes from src (staged at the call unless it is
+   pinned) on stream h; with wait it returns once the copy has run. */
+static CUresult h2d(CUdeviceptr dst, const void *src, size_t n, CUstream h, int wait)
+{
+	struct qop op = {.kind = Q_H2D, .dst = dst, .hsrc = src, .n = n};
+	struct CUstream_st *st;
+	unsigned long k;
+	CUresult r;
+	if (!pinned(src, n)) {
+		op.own = malloc(n);
+		if (op.own == NULL)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		memcpy(op.own, src, n);
+		op.hsrc = op.own;
+		wait = 0;
+	}
+	if ((r = enqueue(&op, h, &st, &k)) != CUDA_SUCCESS) {
+		free(op.own);
+		return r;
+	}
+	return wait ? sync_op(st, k) : CUDA_SUCCESS;
+}
+
+/* d2h queues a copy of n bytes from src into dst on stream h and, with
+   wait or into pageable memory, returns once it has run. */
+static CUresult d2h(void *dst, CUdeviceptr src, size_t n, CUstream h, int wait)
+{
+	struct qop op = {.kind = Q_D2H, .hdst = dst, .src = src, .n = n};
+	struct CUstream_st *st;
+	unsigned long k;
+	CUresult r = enqueue(&op, h, &st, &k);
+	if (r != CUDA_SUCCESS)
+		return r;
+	return wait || !pinned(dst, n) ? sync_op(st, k) : CUDA_SUCCESS;
+}
 
 CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n)
 {
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
 		return r;
-	if ((r = flush()) != CUDA_SUCCESS) /* synchronous: waits for all queued work */
-		return r;
 	if (n == 0)
 		return CUDA_SUCCESS;
 	if (src == NULL || !dev_range(dst, n))
 		return CUDA_ERROR_INVALID_VALUE;
-	dev_open(dst, n);
-	memcpy((void *)(uintptr_t)dst, src, n);
-	dev_close(dst, n);
-	return CUDA_SUCCESS;
+	if (!pinned(src, n) && (r = sync_stream(&legacy_stream)) != CUDA_SUCCESS)
+		return r;
+	return h2d(dst, src, n, NULL, 1);
 }
 
 CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n)
@@ -859,38 +1149,20 @@ CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n)
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
 		return r;
-	if ((r = flush()) != CUDA_SUCCESS) /* synchronous: waits for all queued work */
-		return r;
 	if (n == 0)
 		return CUDA_SUCCESS;
 	if (dst == NULL || !dev_range(src, n))
 		return CUDA_ERROR_INVALID_VALUE;
-	dev_open(src, n);
-	memcpy(dst, (const void *)(uintptr_t)src, n);
-	dev_close(src, n);
-	return CUDA_SUCCESS;
+	return d2h(dst, src, n, NULL, 1);
 }
 
 CUresult cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
-	CUresult r = need_ctx();
-	if (r != CUDA_SUCCESS)
-		return r;
-	if ((r = flush()) != CUDA_SUCCESS) /* synchronous: waits for all queued work */
-		return r;
-	if (n == 0)
-		return CUDA_SUCCESS;
-	if (!dev_range(dst, n) || !dev_range(src, n))
-		return CUDA_ERROR_INVALID_VALUE;
-	dev_enter();
-	memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
-	dev_leave();
-	return CUDA_SUCCESS;
+	return cuMemcpyDtoDAsync(dst, src, n, NULL);
 }
 
 CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
-	struct qop op = {.kind = Q_H2D, .dst = dst, .hsrc = src, .n = n, .stream = s};
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -898,12 +1170,11 @@ CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream 
 		return CUDA_SUCCESS;
 	if (src == NULL || !dev_range(dst, n))
 		return CUDA_ERROR_INVALID_VALUE;
-	return enqueue(&op);
+	return h2d(dst, src, n, s, 0);
 }
 
 CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
-	struct qop op = {.kind = Q_D2H, .hdst = dst, .src = src, .n = n, .stream = s};
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -911,12 +1182,12 @@ CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream s)
 		return CUDA_SUCCESS;
 	if (dst == NULL || !dev_range(src, n))
 		return CUDA_ERROR_INVALID_VALUE;
-	return enqueue(&op);
+	return d2h(dst, src, n, s, 0);
 }
 
 CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
-	struct qop op = {.kind = Q_D2D, .dst = dst, .src = src, .n = n, .stream = s};
+	struct qop op = {.kind = Q_D2D, .dst = dst, .src = src, .n = n};
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -924,29 +1195,17 @@ CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream 
 		return CUDA_SUCCESS;
 	if (!dev_range(dst, n) || !dev_range(src, n))
 		return CUDA_ERROR_INVALID_VALUE;
-	return enqueue(&op);
+	return enqueue(&op, s, NULL, NULL);
 }
 
 CUresult cuMemsetD8(CUdeviceptr dst, unsigned char v, size_t n)
 {
-	CUresult r = need_ctx();
-	if (r != CUDA_SUCCESS)
-		return r;
-	if ((r = flush()) != CUDA_SUCCESS) /* synchronous: waits for all queued work */
-		return r;
-	if (n == 0)
-		return CUDA_SUCCESS;
-	if (!dev_range(dst, n))
-		return CUDA_ERROR_INVALID_VALUE;
-	dev_open(dst, n);
-	memset((void *)(uintptr_t)dst, v, n);
-	dev_close(dst, n);
-	return CUDA_SUCCESS;
+	return cuMemsetD8Async(dst, v, n, NULL);
 }
 
 CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s)
 {
-	struct qop op = {.kind = Q_MEMSET, .dst = dst, .v = v, .n = n, .stream = s};
+	struct qop op = {.kind = Q_MEMSET, .dst = dst, .v = v, .n = n};
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -954,13 +1213,14 @@ CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s)
 		return CUDA_SUCCESS;
 	if (!dev_range(dst, n))
 		return CUDA_ERROR_INVALID_VALUE;
-	return enqueue(&op);
+	return enqueue(&op, s, NULL, NULL);
 }
 
 /* ---- streams and events ---- */
 
 CUresult cuStreamCreate(CUstream *s, unsigned int flags)
 {
+	struct CUstream_st *t;
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -971,41 +1231,64 @@ CUresult cuStreamCreate(CUstream *s, unsigned int flags)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	(*s)->flags = flags;
 	pthread_mutex_lock(&qmu);
-	(*s)->seq = ++stream_seq;
+	for (t = &legacy_stream; t->next != NULL; t = t->next)
+		;
+	t->next = *s;
 	pthread_mutex_unlock(&qmu);
 	return CUDA_SUCCESS;
 }
 
+/* cuStreamDestroy runs the stream's work first (the driver finishes it
+   after the call returns); what waited for it is then satisfied. */
 CUresult cuStreamDestroy(CUstream s)
 {
+	struct CUstream_st *t;
+	size_t i;
+	int d;
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
 		return r;
-	if (s == NULL)
+	if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
 		return CUDA_ERROR_INVALID_HANDLE;
-	flush(); /* queued work still names it */
+	pthread_mutex_lock(&qmu);
+	need(s, s->issued);
+	run_needed();
+	for (i = 0; i < qlen; i++)
+		for (d = 0; d < queue[i].ndeps; d++)
+			if (queue[i].deps[d].s == s)
+				queue[i].deps[d].s = NULL;
+	for (t = &legacy_stream; t->next != NULL && t->next != s; t = t->next)
+		;
+	if (t->next == s)
+		t->next = s->next;
+	pthread_mutex_unlock(&qmu);
 	free(s);
 	return CUDA_SUCCESS;
 }
 
+/* cuStreamSynchronize runs the stream's work and what it depends on,
+   nothing else. */
 CUresult cuStreamSynchronize(CUstream s)
 {
+	struct CUstream_st *st = stream_of(s);
 	CUresult r = need_ctx();
-	if (r == CUDA_SUCCESS)
-		r = flush(); /* all streams: a valid order */
-	return r;
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (st == NULL)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	return sync_stream(st);
 }
 
 CUresult cuStreamQuery(CUstream s)
 {
+	struct CUstream_st *st = stream_of(s);
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
 		return r;
+	if (st == NULL)
+		return CUDA_ERROR_NOT_SUPPORTED;
 	pthread_mutex_lock(&qmu);
-	r = CUDA_SUCCESS;
-	for (size_t i = 0; i < qlen; i++)
-		if (queue[i].stream == s)
-			r = CUDA_ERROR_NOT_READY;
+	r = st->ran < st->issued ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 	pthread_mutex_unlock(&qmu);
 	return r;
 }
@@ -1015,18 +1298,13 @@ CUresult cuStreamQuery(CUstream s)
    driver. */
 CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
 {
-	struct qop op = {.kind = Q_WAIT, .ev = e, .stream = s};
+	struct qop op = {.kind = Q_WAIT, .ev = e};
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (e == NULL)
 		return CUDA_ERROR_INVALID_HANDLE;
-	pthread_mutex_lock(&qmu);
-	op.target = e->issued;
-	pthread_mutex_unlock(&qmu);
-	if (op.target == 0)
-		return CUDA_SUCCESS;
-	return enqueue(&op);
+	return enqueue(&op, s, NULL, NULL);
 }
 
 CUresult cuEventCreate(CUevent *e, unsigned int flags)
@@ -1040,35 +1318,47 @@ CUresult cuEventCreate(CUevent *e, unsigned int flags)
 	return *e == NULL ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }
 
+/* cuEventDestroy runs the event's queued records first (they point at
+   it); waits on it depend on the records' streams, not on the event. */
 CUresult cuEventDestroy(CUevent e)
 {
+	size_t i;
 	if (e == NULL)
 		return CUDA_ERROR_INVALID_HANDLE;
-	flush(); /* queued records still point at it */
+	pthread_mutex_lock(&qmu);
+	for (i = 0; i < qlen; i++)
+		if (queue[i].kind == Q_EVENT && queue[i].ev == e)
+			need(queue[i].st, queue[i].k);
+	run_needed();
+	pthread_mutex_unlock(&qmu);
 	free(e);
 	return CUDA_SUCCESS;
 }
 
 CUresult cuEventRecord(CUevent e, CUstream s)
 {
+	struct qop op = {.kind = Q_EVENT, .ev = e};
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
 		return r;
-	struct qop op = {.kind = Q_EVENT, .ev = e, .stream = s};
+	if (e == NULL)
+		return CUDA_ERROR_INVALID_HANDLE;
+	return enqueue(&op, s, NULL, NULL);
+}
+
+/* cuEventSynchronize runs the work before the event's latest record,
+   nothing else. */
+CUresult cuEventSynchronize(CUevent e)
+{
+	CUresult r;
 	if (e == NULL)
 		return CUDA_ERROR_INVALID_HANDLE;
 	pthread_mutex_lock(&qmu);
-	e->pending++;
-	op.target = ++e->issued;
+	if (e->done < e->issued)
+		need(e->rec_st, e->rec_k);
+	r = run_needed();
 	pthread_mutex_unlock(&qmu);
-	return enqueue(&op);
-}
-
-CUresult cuEventSynchronize(CUevent e)
-{
-	if (e == NULL)
-		return CUDA_ERROR_INVALID_HANDLE;
-	return flush();
+	return r;
 }
 
 CUresult cuEventQuery(CUevent e)
@@ -1077,7 +1367,7 @@ CUresult cuEventQuery(CUevent e)
 	if (e == NULL)
 		return CUDA_ERROR_INVALID_HANDLE;
 	pthread_mutex_lock(&qmu);
-	r = sticky != CUDA_SUCCESS ? sticky : e->pending == 0 ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+	r = sticky != CUDA_SUCCESS ? sticky : e->done >= e->issued ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 	pthread_mutex_unlock(&qmu);
 	return r;
 }
@@ -1090,7 +1380,7 @@ CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end)
 	if (start == NULL || end == NULL)
 		return CUDA_ERROR_INVALID_HANDLE;
 	pthread_mutex_lock(&qmu);
-	r = start->pending != 0 || end->pending != 0 ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+	r = start->done < start->issued || end->done < end->issued ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 	pthread_mutex_unlock(&qmu);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -1247,7 +1537,6 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
 	/* Arguments are captured now, by value, as the driver does. */
 	memset(&op, 0, sizeof op);
 	op.kind = Q_LAUNCH;
-	op.stream = s;
 	op.fn = f->fn;
 	op.gx = gx;
 	op.gy = gy;
@@ -1258,7 +1547,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
 			return CUDA_ERROR_INVALID_VALUE;
 		memcpy(&op.args[i], params[i], 8);
 	}
-	return enqueue(&op);
+	return enqueue(&op, s, NULL, NULL);
 }
 
 /* ---- errors ---- */
