@@ -149,3 +149,13 @@ func eventDone(ev cu.Event) (bool, error) {
 		return false, driverErr("cuEventQuery", cudaError(res))
 	}
 }
+
+// CheckEvent returns nil when e is a live event of this backend, and an
+// error wrapping ErrArena otherwise (another backend's, closed, or not a
+// gpu event), without a driver call. It is safe for concurrent use.
+func (b *Backend) CheckEvent(e kernels.Event) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, err := b.event(e)
+	return err
+}
