@@ -23,6 +23,7 @@ type serveConfig struct {
 	params                                             string
 	port, rows, capacity                               int
 	statsEvery, checkpointEvery                        time.Duration
+	compress                                           bool
 }
 
 // cartPoleFields are the buffer fields of the CartPole learner and actors.
@@ -75,6 +76,7 @@ cannot start (the port in use) exits with status 1 and the server's reason.`,
 	f.IntVar(&c.capacity, "capacity", 100_000, "steps per buffer row")
 	f.DurationVar(&c.statsEvery, "stats-every", 5*time.Second, "print ingest statistics this often (0: never; negative is refused)")
 	f.DurationVar(&c.checkpointEvery, "checkpoint-every", 0, "save a checkpoint this often (0: never; negative is refused)")
+	f.BoolVar(&c.compress, "compress", true, "zstd-compress checkpoint chunks (-compress=false writes them raw)")
 	f.StringVar(&c.params, "params", "", "policy parameters file to publish to the actors (e.g. q.gob of trajring train)")
 	return cmd
 }
@@ -212,11 +214,11 @@ func serve(cmd *cobra.Command, c serveConfig) error {
 		select {
 		case err := <-done:
 			if c.checkpointEvery > 0 {
-				err = errors.Join(err, in.Checkpoint(ckdir, tensorbuf.SaveOptions{}))
+				err = errors.Join(err, in.Checkpoint(ckdir, tensorbuf.SaveOptions{Compress: c.compress}))
 			}
 			return err
 		case <-ck:
-			if err := in.Checkpoint(ckdir, tensorbuf.SaveOptions{}); err != nil {
+			if err := in.Checkpoint(ckdir, tensorbuf.SaveOptions{Compress: c.compress}); err != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "checkpoint: %v\n", err)
 			}
 		case <-tick.C:

@@ -142,3 +142,16 @@ func TestServeStatsEveryZero(t *testing.T) {
 		t.Errorf("serve -stats-every 0 printed more than its serving line:\n%s", got)
 	}
 }
+
+// TestServeCompressesByDefault: serve's checkpoints are zstd-compressed
+// unless -compress=false (a stored CartPole step compresses to a fraction).
+func TestServeCompressesByDefault(t *testing.T) {
+	f := newServeCmd().Flags().Lookup("compress")
+	if f == nil || f.DefValue != "true" {
+		t.Fatalf("-compress flag %+v, want a boolean defaulting to true", f)
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"serve", "-compress=maybe"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "-compress") {
+		t.Errorf("-compress=maybe: exit %d, %q; want 2 naming the flag", code, errb.String())
+	}
+}
