@@ -8,13 +8,11 @@ import (
 	"testing"
 )
 
-// TestPlotsPortable renders the plots of a committed report and checks
-// what a machine without the plot's font needs: every SVG embeds the font
-// its text was measured with (before, the SVGs only named Liberation
-// Serif, and a viewer's wider fallback font clipped labels), a PNG beside
-// every SVG, and bar labels that name their scenario.
-func TestPlotsPortable(t *testing.T) {
-	f, err := os.Open(filepath.Join("results", "vm-20261201-195756.json"))
+// readReport reads a saved report and finishes its rows, as a run does
+// before it saves them.
+func readReport(t *testing.T, path string) *Report {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,6 +24,16 @@ func TestPlotsPortable(t *testing.T) {
 	for i := range rep.Rows {
 		rep.Rows[i].finish()
 	}
+	return rep
+}
+
+// TestPlotsPortable renders the plots of a committed report and checks
+// what a machine without the plot's font needs: every SVG embeds the font
+// its text was measured with (before, the SVGs only named Liberation
+// Serif, and a viewer's wider fallback font clipped labels), a PNG beside
+// every SVG, and bar labels that name their scenario.
+func TestPlotsPortable(t *testing.T) {
+	rep := readReport(t, filepath.Join("results", "vm-20261201-195756.json"))
 	dir := t.TempDir()
 	files, err := rep.Save(dir)
 	if err != nil {

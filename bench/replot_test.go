@@ -12,19 +12,7 @@ func TestReplot(t *testing.T) {
 	if in == "" {
 		t.Skip("set TRAJRING_REPLOT=report.json")
 	}
-	f, err := os.Open(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rep, err := ReadJSON(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range rep.Rows {
-		rep.Rows[i].finish()
-	}
-	files, err := rep.Save(os.Getenv("TRAJRING_REPLOT_DIR"))
+	files, err := readReport(t, in).Save(os.Getenv("TRAJRING_REPLOT_DIR"))
 	if err != nil {
 		t.Fatal(err)
 	}
