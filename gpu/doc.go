@@ -25,15 +25,21 @@
 // that returns an error has queued nothing.
 //
 // The primary context is retained by the first New and kept for the life
-// of the process, with the kernels loaded once (see driver.go).
+// of the process, with the kernels loaded once (see driver.go). Other code
+// in the process shares it (cudart-based libraries): a cudaDeviceReset or
+// cuDevicePrimaryCtxReset there destroys every arena, stream, event and
+// loaded kernel of every Backend, and later calls fail with driver errors
+// until the process restarts, so reset the device only after closing
+// every Backend, and then only to exit.
 //
 // Tensors returned by Tensor view device memory and carry an engine that
 // gorgonia.org/tensor sees as not host-accessible (see DeviceEngine): hand
-// them to GPU consumers (Uintptr), order those with events (RecordEvent,
-// WaitEvent), and copy to the host with Download or HostInto.
+// them to GPU consumers (Uintptr), order those with events (Record,
+// WaitHandle), and copy to the host with Download or HostInto.
 //
-// A sticky device fault (an illegal address in a kernel, say) makes the
-// context unusable for the rest of the process: the call that observes it
-// returns an error wrapping ErrDeviceLost, and so does every later call of
-// every Backend, without touching the driver. Health checks for one.
+// A sticky device fault (an illegal address in a kernel, a device-side
+// assert, a launch failure) makes the context unusable for the rest of the
+// process: the call that observes it returns an error wrapping
+// ErrDeviceLost, and so does every later call of every Backend, without
+// touching the driver. Health checks for one.
 package gpu
