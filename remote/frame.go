@@ -124,6 +124,13 @@ func (s *Schema) checkedBodySize(r, k uint32) (int, bool) {
 	return int(n), true
 }
 
+// fits reports whether a frame of r rows and k steps is within
+// MaxFrameBytes.
+func (s *Schema) fits(r, k uint32) bool {
+	_, ok := s.checkedBodySize(r, k)
+	return ok
+}
+
 // Frame is one decoded frame: K steps of R rows of one actor. Cols alias
 // the decoded message (or the decoder's scratch) and are valid until the
 // next Decode into the same Frame.

@@ -194,7 +194,9 @@ func source(t *driver.Trajectory, f tensorbuf.Field) *tensor.Dense {
 // Observe appends one batched step (its active rows) to the frame being
 // filled and publishes the frame once it holds K steps or when the set of
 // active rows changes. A trajectory that does not match the fields is
-// refused (an error wrapping ErrConfig or ErrFrame) and changes nothing.
+// refused (an error wrapping ErrConfig or ErrFrame) and changes nothing,
+// as is a first batch so wide that a frame of StepsPerFrame steps of it
+// would exceed MaxFrameBytes (ErrConfig).
 func (p *Publisher) Observe(t *driver.Trajectory) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -224,6 +226,12 @@ func (p *Publisher) Observe(t *driver.Trajectory) error {
 		p.src = append(p.src, d.Header.Raw)
 	}
 	if p.batch == 0 {
+		// A frame of every row must fit what learners decode, or every
+		// frame of this actor would be a dead letter.
+		if k := p.cfg.StepsPerFrame; k > math.MaxUint32 || !p.schema.fits(uint32(b), uint32(k)) {
+			return fmt.Errorf("%w: a frame of %d rows x %d steps x %d bytes exceeds %d bytes: lower StepsPerFrame",
+				ErrConfig, b, k, p.schema.stepBytes, MaxFrameBytes)
+		}
 		p.batch = b
 		p.next = make([]int64, b)
 	}
