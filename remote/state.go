@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/trajring/trajring/internal/atomicfile"
 	"github.com/trajring/trajring/tensorbuf"
 )
 
@@ -154,7 +155,7 @@ func (in *Ingester) Checkpoint(dir string, opts tensorbuf.SaveOptions) error {
 	}
 	data, err := json.Marshal(m)
 	if err == nil {
-		err = writeAtomic(filepath.Join(dir, CheckpointManifest), append(data, '\n'))
+		err = atomicfile.WriteBytes(filepath.Join(dir, CheckpointManifest), append(data, '\n'))
 	}
 	if err != nil {
 		_ = os.Remove(path)
@@ -194,43 +195,6 @@ func nextGeneration(dir string) uint64 {
 		}
 	}
 	return gen + 1
-}
-
-// writeAtomic writes data to path through a synced temporary file renamed
-// over it, then syncs the directory.
-func writeAtomic(path string, data []byte) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // readManifest reads dir's manifest; a manifest of the earlier layout

@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/trajring/trajring/internal/atomicfile"
 )
 
 // SaveFile saves a checkpoint (see Save) to path atomically: it writes a
@@ -18,41 +19,17 @@ import (
 // behind (named "." + base name + ".tmp-*"), never at path. It is safe for
 // concurrent use, though concurrent saves to one path race for the
 // rename.
-func (b *Buffer) SaveFile(path string, opts SaveOptions) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
+func (b *Buffer) SaveFile(path string, opts SaveOptions) error {
+	var saveErr error
+	err := atomicfile.Write(path, func(w io.Writer) error {
+		saveErr = b.Save(w, opts)
+		return saveErr
+	})
+	if saveErr != nil {
+		return saveErr
 	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-")
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(tmp)
-		}
-	}()
-	if err = b.Save(f, opts); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	defer d.Close()
-	if err = d.Sync(); err != nil {
-		return fmt.Errorf("checkpoint: syncing %s: %w", dir, err)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/trajring/trajring/driver"
+	"github.com/trajring/trajring/internal/atomicfile"
 	"github.com/trajring/trajring/tensorbuf"
 )
 
@@ -98,40 +99,6 @@ type Checkpoint struct {
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// writeAtomic writes data to path through a synced temporary file renamed
-// over it, then syncs the directory.
-func writeAtomic(path string, data []byte) (err error) {
-	dir, base := filepath.Split(path)
-	f, err := os.CreateTemp(dir, "."+base+".tmp-")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Clean(dir))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
 // readManifest reads dir's manifest; ErrNoCheckpoint when there is none.
 func readManifest(dir string) (manifest, error) {
 	var m manifest
@@ -162,12 +129,12 @@ func nextGeneration(dir string) uint64 {
 
 // saveCheckpoint writes generation gen (see ManifestFile) and removes
 // older generations' files.
-func saveCheckpoint(dir string, gen uint64, buf *tensorbuf.Buffer, st *loopState) error {
+func saveCheckpoint(dir string, gen uint64, buf *tensorbuf.Buffer, st *loopState, compress bool) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	m := manifest{Format: manifestFormat, Generation: gen, EnvSteps: st.Progress.EnvSteps, Replay: ReplayFile(gen), State: StateFile(gen)}
-	if err := buf.SaveFile(filepath.Join(dir, m.Replay), tensorbuf.SaveOptions{}); err != nil {
+	if err := buf.SaveFile(filepath.Join(dir, m.Replay), tensorbuf.SaveOptions{Compress: compress}); err != nil {
 		return fmt.Errorf("checkpoint: replay buffer: %w", err)
 	}
 	fi, err := os.Stat(filepath.Join(dir, m.Replay))
@@ -180,14 +147,14 @@ func saveCheckpoint(dir string, gen uint64, buf *tensorbuf.Buffer, st *loopState
 		return fmt.Errorf("checkpoint: encoding the learner state: %w", err)
 	}
 	m.StateBytes, m.StateCRC = int64(sb.Len()), crc32.Checksum(sb.Bytes(), castagnoli)
-	if err := writeAtomic(filepath.Join(dir, m.State), sb.Bytes()); err != nil {
+	if err := atomicfile.WriteBytes(filepath.Join(dir, m.State), sb.Bytes()); err != nil {
 		return fmt.Errorf("checkpoint: learner state: %w", err)
 	}
 	mj, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(filepath.Join(dir, ManifestFile), append(mj, '\n')); err != nil {
+	if err := atomicfile.WriteBytes(filepath.Join(dir, ManifestFile), append(mj, '\n')); err != nil {
 		return fmt.Errorf("checkpoint: manifest: %w", err)
 	}
 	// Committed: older generations (and temporary files of killed saves)
@@ -264,7 +231,7 @@ func configDiff(saved, now TrainConfig) []string {
 	for i := range sv.NumField() {
 		f := sv.Type().Field(i)
 		switch f.Name {
-		case "Steps", "EvalEpisodes", "EvalEvery", "Progress", "OnResume", "Observers", "CheckpointDir", "CheckpointEvery", "Resume":
+		case "Steps", "EvalEpisodes", "EvalEvery", "Progress", "OnResume", "Observers", "CheckpointDir", "CheckpointEvery", "CheckpointCompress", "Resume":
 			continue
 		}
 		if !f.IsExported() {
