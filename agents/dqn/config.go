@@ -75,6 +75,9 @@ type TrainConfig struct {
 	// leaves a torn checkpoint.
 	CheckpointDir   string
 	CheckpointEvery int
+	// CheckpointCompress zstd-compresses the replay checkpoint's chunks
+	// (tensorbuf.SaveOptions.Compress; DefaultTrainConfig sets it).
+	CheckpointCompress bool
 	// Resume continues the run checkpointed in CheckpointDir (ErrNoCheckpoint
 	// when there is none). The configuration must equal the checkpoint's
 	// (ErrConfig names the fields that differ) except for Steps (a larger
@@ -127,7 +130,7 @@ func DefaultTrainConfig() TrainConfig {
 		Agent: DefaultConfig(), Steps: 50_000, BufferSize: 100_000, LearningStarts: 1_000, Gamma: 0.99, NStep: 1,
 		TargetUpdateInterval: 10, TrainFreq: 256, GradientSteps: 128, ExplorationFraction: 0.16, ExplorationFinalEps: 0.04,
 		LearningRateEnd: 0, Prioritized: true, Alpha: 0.6, Beta: 0.4, EvalEpisodes: 100, EvalEvery: 2_500,
-		StopOnReturn: 500, Seed: 1,
+		StopOnReturn: 500, Seed: 1, CheckpointCompress: true,
 	}
 }
 

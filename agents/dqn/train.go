@@ -301,7 +301,7 @@ func RunCartPole(ctx context.Context, cfg TrainConfig) (*Result, error) {
 			if ls.Policy, err = pol.MarshalBinary(); err != nil {
 				return nil, err
 			}
-			if err := saveCheckpoint(cfg.CheckpointDir, gen, buf, ls); err != nil {
+			if err := saveCheckpoint(cfg.CheckpointDir, gen, buf, ls, cfg.CheckpointCompress); err != nil {
 				return nil, err
 			}
 			if cfg.afterCheckpoint != nil {

@@ -107,6 +107,7 @@ checkpoint is cut, and metrics.jsonl is rewritten up to the checkpoint.`,
 	fs.StringVar(&f.out, "out", "trajring-train", "directory for metrics.jsonl, curve.svg, curve.png, q.gob, best.gob and checkpoints")
 	c.Agent.PriorityEpsilon = d.Agent.PriorityEpsilon // no flag
 	fs.IntVar(&c.CheckpointEvery, "checkpoint-every", 10_000, "env steps between checkpoints into -out (0: none)")
+	fs.BoolVar(&c.CheckpointCompress, "compress", true, "zstd-compress the replay checkpoints (-compress=false writes them raw)")
 	fs.BoolVar(&f.resume, "resume", false, "continue from the newest checkpoint in -out")
 	fs.DurationVar(&f.progress, "progress", 5*time.Second, "progress on stderr: a bar on a terminal, else a line at this interval (0: none)")
 	f.metrics.register(fs)
@@ -173,7 +174,7 @@ var trainFlagOf = map[string]string{
 // resumableFlags may differ from the checkpoint's on -resume: they do not
 // change the learner (dqn.TrainConfig.Resume).
 var resumableFlags = map[string]bool{
-	"steps": true, "eval-episodes": true, "eval-every": true, "checkpoint-every": true, "out": true, "resume": true,
+	"steps": true, "eval-episodes": true, "eval-every": true, "checkpoint-every": true, "compress": true, "out": true, "resume": true,
 	"progress": true, "metrics": true, "metrics-format": true, "metrics-every": true, "metrics-log": true, "env": true,
 }
 

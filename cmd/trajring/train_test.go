@@ -302,3 +302,30 @@ func TestTrainBestAndLast(t *testing.T) {
 		t.Fatalf("output of a run stopped at the first evaluation:\n%s", o.String())
 	}
 }
+
+// TestTrainCompress: train's replay checkpoints are zstd-compressed by
+// default and raw with -compress=false.
+func TestTrainCompress(t *testing.T) {
+	size := map[string]int64{}
+	for _, compress := range []string{"true", "false"} {
+		out := filepath.Join(t.TempDir(), "run")
+		args := []string{"train", "-steps", "300", "-hidden", "8", "-batch", "8", "-train-freq", "100", "-checkpoint-every", "300",
+			"-eval-every", "0", "-eval-episodes", "2", "-progress", "0", "-out", out, "-compress=" + compress}
+		var o, e bytes.Buffer
+		if code := run(args, &o, &e); code != 0 {
+			t.Fatalf("-compress=%s: exit %d: %s", compress, code, e.String())
+		}
+		files, err := filepath.Glob(filepath.Join(out, "replay-*.ckpt"))
+		if err != nil || len(files) != 1 {
+			t.Fatalf("-compress=%s: replay checkpoints %v, %v", compress, files, err)
+		}
+		st, err := os.Stat(files[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		size[compress] = st.Size()
+	}
+	if size["true"] >= size["false"] {
+		t.Errorf("compressed replay checkpoint %d bytes, raw %d: want the compressed one smaller", size["true"], size["false"])
+	}
+}
