@@ -9,12 +9,11 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/trajring/trajring/internal/figure"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
-	"gonum.org/v1/plot/vg/vgsvg"
 )
 
 // series is one line of a plot: a name and (x, GB/s) points.
@@ -192,7 +191,7 @@ func plotSweep(path, title, xlabel string, xlabel2 func(float64) string, ss []se
 		if s.name == lineOurs {
 			pts.Radius = vg.Points(4)
 		}
-		if len(s.xys) > maxMarked {
+		if len(s.xys) > figure.MaxMarked {
 			p.Add(l) // markers would blot a dense curve
 			leg.Add(s.name, l)
 			continue
@@ -200,44 +199,7 @@ func plotSweep(path, title, xlabel string, xlabel2 func(float64) string, ss []se
 		p.Add(l, pts)
 		leg.Add(s.name, l, pts)
 	}
-	return saveWithLegend(path, p, &leg, 9*vg.Inch, 4.5*vg.Inch, 2*vg.Inch)
-}
-
-// maxMarked is the most points a curve may have and still mark each.
-const maxMarked = 12
-
-// saveWithLegend draws p in the left part of a w x h canvas and the
-// legend in a column legW wide to its right, so the legend never covers
-// data, and saves it as SVG or PNG by the path's extension.
-func saveWithLegend(path string, p *plot.Plot, leg *plot.Legend, w, h, legW vg.Length) error {
-	var c vg.CanvasWriterTo
-	if strings.HasSuffix(path, ".png") {
-		c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(110))}
-	} else {
-		// Embed the font the text was measured with: an SVG that only
-		// names it is drawn with whatever font the viewer has, whose
-		// wider glyphs clip labels.
-		c = vgsvg.NewWith(vgsvg.UseWH(w, h), vgsvg.EmbedFonts(true))
-	}
-	dc := draw.New(c)
-	plotArea := dc
-	plotArea.Max.X -= legW
-	p.Draw(plotArea)
-	if leg != nil {
-		legArea := dc
-		legArea.Min.X = dc.Max.X - legW + vg.Points(6)
-		legArea.Max.Y -= vg.Points(30)
-		leg.Draw(legArea)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	_, err = c.WriteTo(f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return figure.Save(path, p, &leg, 9*vg.Inch, 4.5*vg.Inch, 2*vg.Inch)
 }
 
 // headline lists the rows of the bar chart: a prefix of the scenario's
@@ -321,7 +283,7 @@ func plotBars(path, title string, rows []Row) error {
 	p.NominalX(labels...)
 	p.X.Tick.Label.Rotation = 0
 	p.X.Tick.Label.Font.Size = vg.Points(8)
-	return saveWithLegend(path, p, &leg, 10*vg.Inch, 4.5*vg.Inch, 1.6*vg.Inch)
+	return figure.Save(path, p, &leg, 10*vg.Inch, 4.5*vg.Inch, 1.6*vg.Inch)
 }
 
 // barTicks marks a linear axis from 0 to hi every 0.25, 0.5 or 1.

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/trajring/trajring/agents/dqn"
+	"github.com/trajring/trajring/internal/figure"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -350,25 +351,65 @@ func trainDetail(p dqn.Progress) string {
 }
 
 // plotCurve draws the training and evaluation curves, the last network's
-// final evaluation and the best network's (at the steps it was found);
-// the file's extension chooses the format (svg, png).
+// final evaluation and the best network's (at the steps it was found),
+// with the legend beside the plot; the file's extension chooses the format
+// (svg, png; see figure.Save).
 func plotCurve(path string, train, evals plotter.XYs, res *dqn.Result, steps int64) error {
 	p := plot.New()
 	p.Title.Text = "DQN on CartPole-v1 (trajring + gorgonia)"
 	p.X.Label.Text = "env steps"
 	p.Y.Label.Text = "episode return"
 	p.Y.Min, p.Y.Max = 0, 520
-	p.Legend.Top, p.Legend.Left = true, true
-	vs := []any{"training (mean of last 100 episodes)", train}
-	if len(evals) > 0 {
-		vs = append(vs, "greedy evaluation", evals)
+	p.X.Min = 0
+	var yt []plot.Tick
+	for y := 0; y <= 500; y += 100 {
+		yt = append(yt, plot.Tick{Value: float64(y), Label: strconv.Itoa(y)})
 	}
-	vs = append(vs, "last network, final evaluation", plotter.XYs{{X: float64(steps), Y: res.LastEvalReturn}})
-	if res.Best != nil {
-		vs = append(vs, "best network, final evaluation", plotter.XYs{{X: float64(res.BestEnvSteps), Y: res.EvalReturn}})
+	p.Y.Tick.Marker = plot.ConstantTicks(yt)
+	p.Add(plotter.NewGrid())
+	leg := plot.NewLegend()
+	leg.Top, leg.Left = true, true
+	leg.ThumbnailWidth = vg.Points(24)
+	curve := func(name string, xys plotter.XYs, i int) error {
+		l, pts, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return err
+		}
+		l.Color, pts.Color, pts.Shape = plotutil.Color(i), plotutil.Color(i), plotutil.Shape(i)
+		if len(xys) > figure.MaxMarked {
+			p.Add(l)
+			leg.Add(name, l)
+			return nil
+		}
+		p.Add(l, pts)
+		leg.Add(name, l, pts)
+		return nil
 	}
-	if err := plotutil.AddLinePoints(p, vs...); err != nil {
+	mark := func(name string, x, y float64, i int) error {
+		pts, err := plotter.NewScatter(plotter.XYs{{X: x, Y: y}})
+		if err != nil {
+			return err
+		}
+		pts.Color, pts.Shape, pts.Radius = plotutil.Color(i), plotutil.Shape(i), vg.Points(4)
+		p.Add(pts)
+		leg.Add(name, pts)
+		return nil
+	}
+	if err := curve("training: mean return\nof the last 100 episodes", train, 0); err != nil {
 		return err
 	}
-	return p.Save(7*vg.Inch, 4.5*vg.Inch, path)
+	if len(evals) > 0 {
+		if err := curve("greedy evaluation", evals, 1); err != nil {
+			return err
+		}
+	}
+	if err := mark("last network,\nfinal evaluation", float64(steps), res.LastEvalReturn, 2); err != nil {
+		return err
+	}
+	if res.Best != nil {
+		if err := mark("best network,\nfinal evaluation", float64(res.BestEnvSteps), res.EvalReturn, 3); err != nil {
+			return err
+		}
+	}
+	return figure.Save(path, p, &leg, 9*vg.Inch, 4.5*vg.Inch, 2.3*vg.Inch)
 }
