@@ -338,7 +338,7 @@ func gatherWindows(cols []kernels.Column, wins []kernels.Window, seqLen, capacit
 	// low-dim, medians of 10 alternating runs of two test binaries).
 	var rowCols [maxPlan]rowmove.Col
 	var rows []rowmove.Col
-	if seqLen == 1 && len(cols) <= maxPlan {
+	if seqLen <= maxExpand && len(cols) <= maxPlan {
 		rows = rowCols[:len(cols)]
 		for c := range cols {
 			col := &cols[c]
@@ -353,6 +353,7 @@ func gatherWindows(cols []kernels.Column, wins []kernels.Window, seqLen, capacit
 			}
 		}
 	}
+	var steps [prefetchChunk * maxExpand]int64
 	cur := firsts(&bases[0], lo, min(lo+prefetchChunk, hi))
 	for c0 := lo; c0 < hi; c0 += prefetchChunk {
 		c1 := min(c0+prefetchChunk, hi)
@@ -379,6 +380,15 @@ func gatherWindows(cols []kernels.Column, wins []kernels.Window, seqLen, capacit
 					moveRows(col.Out.(*Arena).b[col.OutOff+int64(c0)*col.StepBytes:], ringBytes(col), cur, col.RingStride(), col.StepBytes)
 				}
 			}
+			cur = next
+			continue
+		}
+		if rows != nil && seqLen > 1 && fullLen(wins[c0:c1], seqLen) {
+			// Windows of seqLen real steps: the row gather of their steps
+			// in output order (a window's steps are consecutive ring slots
+			// of its row, wrapping at the row's end), one call for every
+			// column, instead of a copy call per step and column.
+			rowmove.Cols(rows, windowSteps(&steps, wins[c0:c1], cur, seqLen, capacity), int64(c0)*seqLen)
 			cur = next
 			continue
 		}
@@ -410,6 +420,39 @@ func gatherWindows(cols []kernels.Column, wins []kernels.Window, seqLen, capacit
 			}
 		}
 	}
+}
+
+// maxExpand is the longest window gatherWindows moves as a row gather of
+// its steps (see windowSteps); longer windows move column by column.
+const maxExpand = 16
+
+// windowSteps writes to buf, in output order, the ring step of every step
+// of the full windows wins (of seqLen steps each), whose first steps are
+// ring steps first, and returns them.
+func windowSteps(buf *[prefetchChunk * maxExpand]int64, wins []kernels.Window, first []int64, seqLen, capacity int64) []int64 {
+	k := 0
+	for i, f := range first {
+		row := wins[i].Row * capacity
+		end := row + capacity
+		for range seqLen {
+			buf[k] = f
+			k++
+			if f++; f == end {
+				f = row
+			}
+		}
+	}
+	return buf[:k]
+}
+
+// fullLen reports whether every window holds seqLen real steps.
+func fullLen(wins []kernels.Window, seqLen int64) bool {
+	for i := range wins {
+		if wins[i].Len != seqLen {
+			return false
+		}
+	}
+	return true
 }
 
 // full reports whether every window holds one real step.

@@ -14,12 +14,15 @@ import (
 // ring, plus a column on its own ring), windows of 1 to 5 steps with any
 // number of real steps, and unaligned output offsets, against the loops
 // their doc comments spell out, with guard bytes before and after every
-// output run.
+// output run. Every fourth trial has only full windows of 2 to 5 steps and
+// fields of 4 to 128 bytes: the row gather of window steps (wrapping at a
+// row's end) that gatherWindows takes for them.
 func TestGathersMatchReference(t *testing.T) {
 	be := cpu.New()
 	rng := rand.New(rand.NewPCG(3, 4))
 	const guard = 37
 	for trial := range 200 {
+		allFull := trial%4 == 1
 		sizes := make([]int64, 1+rng.IntN(6))
 		var stride int64
 		for i := range sizes {
@@ -27,10 +30,16 @@ func TestGathersMatchReference(t *testing.T) {
 			if rng.IntN(2) == 0 {
 				sizes[i] = []int64{1, 4, 8, 12, 16, 24, 32, 68, 128}[rng.IntN(9)]
 			}
+			if allFull {
+				sizes[i] = 4 + rng.Int64N(125)
+			}
 			stride += sizes[i]
 		}
 		stride += rng.Int64N(9) // padding at the record's end
 		rows, capacity := 1+rng.Int64N(4), 1+rng.Int64N(40)
+		if allFull {
+			capacity = max(capacity, 5) // the longest window
+		}
 		steps := rows * capacity
 		packed := arena(t, be, steps*stride)
 		fillRandom(rng, packed.Bytes())
@@ -41,12 +50,15 @@ func TestGathersMatchReference(t *testing.T) {
 		if trial%2 == 0 {
 			seqLen = 1
 		}
+		if allFull {
+			seqLen = 2 + rng.Int64N(4)
+		}
 		seqLen = min(seqLen, capacity)
 		n := 1 + rng.IntN(70)
 		wins := make([]kernels.Window, n)
 		for i := range wins {
 			w := kernels.Window{Row: rng.Int64N(rows), Start: rng.Int64N(3 * capacity), Len: seqLen}
-			if rng.IntN(4) == 0 {
+			if rng.IntN(4) == 0 && !allFull {
 				w.Len = rng.Int64N(seqLen + 1)
 			}
 			wins[i] = w
