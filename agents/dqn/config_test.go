@@ -138,7 +138,7 @@ func TestDefaultTrainConfig(t *testing.T) {
 			PriorityEpsilon: 1e-6},
 		Steps: 50_000, BufferSize: 100_000, LearningStarts: 1_000, Gamma: 0.99, NStep: 1, TargetUpdateInterval: 10,
 		TrainFreq: 256, GradientSteps: 128, ExplorationFraction: 0.16, ExplorationFinalEps: 0.04, LearningRateEnd: 0,
-		Prioritized: true, Alpha: 0.6, Beta: 0.4, EvalEpisodes: 100, EvalEvery: 2_500, StopOnReturn: 500, Seed: 1,
+		Prioritized: true, Alpha: 0.6, Beta: 0.4, EvalEpisodes: 100, EvalEvery: 2_500, StopOnReturn: 500, Seed: 1, CheckpointCompress: true,
 	}
 	if got := DefaultTrainConfig(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("DefaultTrainConfig() = %+v\nwant %+v", got, want)
