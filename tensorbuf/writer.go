@@ -231,7 +231,7 @@ func (w *Writer) add(s *Step, k int) error {
 			devices = true
 			continue
 		}
-		raw, err := hostBytes(d, c.Field, m)
+		raw, err := columnBytes(d, c, m)
 		if err != nil {
 			return err
 		}
@@ -335,7 +335,9 @@ func (w *Writer) scatter(devices bool) error {
 		err = b.be.Scatter(b.ring, w.src, w.idx)
 	}
 	clear(w.src)
-	clear(w.dev)
+	if devices {
+		clear(w.dev) // without device sources every entry is nil already
+	}
 	if err != nil {
 		return fmt.Errorf("%w: scatter: %w", ErrBackend, err)
 	}
@@ -391,6 +393,30 @@ func hostBytes(d *tensor.Dense, f Field, n int) ([]byte, error) {
 	raw := d.Header.Raw
 	if len(raw) < want {
 		return nil, fmt.Errorf("%w: field %q: %d bytes for %d", ErrShape, f.Name, len(raw), want)
+	}
+	return raw[:want], nil
+}
+
+// columnBytes is hostBytes for a column of the buffer, with the same
+// checks in the same order: Writer.add calls it per field and add, where
+// copying the column's Field (hostBytes, checkShape and StepBytes take it
+// by value) cost more than the checks; only a failing check copies it.
+func columnBytes(d *tensor.Dense, c *column, n int) ([]byte, error) {
+	if !d.IsNativelyAccessible() || d.Dtype() != c.DType.Tensor() {
+		return hostBytes(d, c.Field, n)
+	}
+	got := d.Shape()
+	ok := len(got) == len(c.Shape)+1 && got[0] == n
+	for i := 0; ok && i < len(c.Shape); i++ {
+		ok = got[i+1] == c.Shape[i]
+	}
+	if !ok || d.RequiresIterator() {
+		return hostBytes(d, c.Field, n)
+	}
+	want := int64(n) * c.stepBytes
+	raw := d.Header.Raw
+	if int64(len(raw)) < want {
+		return hostBytes(d, c.Field, n)
 	}
 	return raw[:want], nil
 }
