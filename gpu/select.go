@@ -268,6 +268,9 @@ func (b *Backend) GatherWindowsAt(cols []kernels.Column, wins kernels.Arena, win
 // keeps on the device: one per batch sampled in turn, typically.
 const colCacheSize = 8
 
+// colBlockUnit rounds up the size of a column descriptor block.
+const colBlockUnit = 1024
+
 // colBlock is one set of column descriptors (and pad steps) in device
 // memory, for the columns cols (copied, Pad included).
 type colBlock struct {
@@ -332,9 +335,11 @@ func (c *colBlock) matches(cols []kernels.Column) bool {
 // colBlock returns the device descriptors of cols (already checked for n
 // output steps from rings of capacity steps, their arenas rings and outs;
 // the entry records it for checkedCols), from the cache or, on a miss,
-// written into a new block by one staged copy that replaces the least
-// recently used entry. A batch sampled again and again thus launches its
-// gather without copying anything to the device. It runs with the backend
+// written by one staged copy into the block of the least recently used
+// entry, which it replaces (a new block only when that one is too small,
+// so that a steady state of evictions allocates, frees and waits for
+// nothing). A batch sampled again and again thus launches its gather
+// without copying anything to the device. It runs with the backend
 // entered.
 func (b *Backend) colBlock(cols []kernels.Column, rings, outs []*Arena, n, capacity int64) (*colBlock, error) {
 	b.colTick++
@@ -355,8 +360,9 @@ func (b *Backend) colBlock(cols []kernels.Column, rings, outs []*Arena, n, capac
 	}
 	var l layout
 	descOff, padOff := b.windowDescLayout(&l, cols)
-	if victim.block != nil {
-		// Work queued earlier may still read it.
+	victim.cols = victim.cols[:0] // matches nothing until refilled
+	if victim.block != nil && victim.block.size < l.n {
+		// Too small. Work queued earlier may still read it.
 		if err := driverErr("cuStreamSynchronize", b.stream.Synchronize()); err != nil {
 			return nil, err
 		}
@@ -365,20 +371,28 @@ func (b *Backend) colBlock(cols []kernels.Column, rings, outs []*Arena, n, capac
 		}
 		victim.block = nil
 	}
-	p, err := cu.MemAlloc(l.n)
-	if err != nil {
-		return nil, driverErr("cuMemAlloc (column descriptors)", err)
+	block := victim.block
+	if block == nil {
+		// Blocks are whole KiBs, so that an evicted one usually fits the
+		// next set of columns as it is.
+		size := (l.n + colBlockUnit - 1) / colBlockUnit * colBlockUnit
+		p, err := cu.MemAlloc(size)
+		if err != nil {
+			return nil, driverErr("cuMemAlloc (column descriptors)", err)
+		}
+		block = &Arena{ptr: p, size: size, owner: b}
+		b.arenas[block] = struct{}{} // freed by Close with the rest
+		victim.block = block
 	}
-	block := &Arena{ptr: p, size: l.n, owner: b}
-	b.arenas[block] = struct{}{} // freed by Close with the rest
+	p := block.ptr
 	st, err := b.slot(l.n)
 	if err != nil {
-		_ = b.freeArena(block)
 		return nil, err
 	}
 	descs := putWindowDescs(st.bytes(l.n), uint64(p), descOff, padOff, cols, rings, outs)
+	// Reusing an evicted block needs no wait: the gathers queued before
+	// that read it run before this copy on the same stream.
 	if err := cu.MemcpyHtoDAsync(p, st.host, l.n, b.stream); err != nil {
-		_ = b.freeArena(block)
 		return nil, driverErr("cuMemcpyHtoDAsync", err)
 	}
 	if err := st.record(b.stream); err != nil {

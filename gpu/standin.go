@@ -37,6 +37,20 @@ static int trajring_standin_mode(int set, int *threads, int *chunk, unsigned lon
 	standin_mode_fn(set, threads, chunk, seed);
 	return 1;
 }
+
+static int (*standin_counts_fn)(unsigned long long *, int);
+static int standin_counts_looked;
+
+// trajring_standin_counts copies the stand-in's call counts into out (n of
+// them at most) and returns how many it keeps; -1 with a real driver.
+static int trajring_standin_counts(unsigned long long *out, int n)
+{
+	if (!standin_counts_looked) {
+		standin_counts_fn = (int (*)(unsigned long long *, int))dlsym(RTLD_DEFAULT, "trajring_standin_counts");
+		standin_counts_looked = 1;
+	}
+	return standin_counts_fn != NULL ? standin_counts_fn(out, n) : -1;
+}
 */
 import "C"
 
@@ -101,4 +115,27 @@ func CurrentStandinMode() (m StandinMode, ok bool) {
 		return StandinMode{}, false
 	}
 	return StandinMode{Threads: int(t), Chunk: int(c), Seed: uint64(s)}, true
+}
+
+// StandinCounts counts the driver calls the stand-in driver has seen since
+// the process started that a real driver makes every stream of the context
+// wait for (allocations and frees of device and pinned memory) or that
+// wait on the host: none should come from a steady state of adding,
+// sampling or priority updates.
+type StandinCounts struct {
+	Allocs, Frees         uint64 // cuMemAlloc, cuMemFree
+	HostAllocs, HostFrees uint64 // cuMemHostAlloc, cuMemFreeHost
+	StreamSyncs           uint64 // cuStreamSynchronize
+	EventSyncs            uint64 // cuEventSynchronize
+	CtxSyncs              uint64 // cuCtxSynchronize
+}
+
+// CurrentStandinCounts returns the stand-in's counts; ok is false with a
+// real driver. It is safe for concurrent use.
+func CurrentStandinCounts() (c StandinCounts, ok bool) {
+	var v [7]C.ulonglong
+	if C.trajring_standin_counts(&v[0], C.int(len(v))) < 0 {
+		return StandinCounts{}, false
+	}
+	return StandinCounts{uint64(v[0]), uint64(v[1]), uint64(v[2]), uint64(v[3]), uint64(v[4]), uint64(v[5]), uint64(v[6])}, true
 }

@@ -38,7 +38,10 @@
  * returns it, as on a GPU.
  * trajring_standin_device_ns() returns the time spent running queued work
  * and synchronous copies (the "device" time), so benchmarks can report
- * the host time of calls as a GPU would see it.
+ * the host time of calls as a GPU would see it; trajring_standin_counts()
+ * counts the allocations, frees and host waits, which a real driver
+ * serialises every stream of the context for (tests assert that a steady
+ * state makes none).
  *
  * Race exposure: TRAJRING_STANDIN_THREADS=N (1..64) runs each launch's
  * blocks, cut into units of TRAJRING_STANDIN_CHUNK threads (default 32),
@@ -143,6 +146,28 @@ static CUresult fault_code = CUDA_ERROR_ILLEGAL_ADDRESS; /* the sticky error it 
 static long launches_run;
 static int protect = 1;   /* device memory PROT_NONE outside the stand-in */
 static unsigned long long device_ns;
+
+/* counts of the calls that serialise a real device's streams or wait on
+   the host, in the order of trajring_standin_counts. */
+enum { C_ALLOC, C_FREE, C_HOST_ALLOC, C_HOST_FREE, C_STREAM_SYNC, C_EVENT_SYNC, C_CTX_SYNC, C_N };
+static unsigned long long counts[C_N];
+
+static void count(int c)
+{
+	__atomic_fetch_add(&counts[c], 1, __ATOMIC_RELAXED);
+}
+
+/* trajring_standin_counts copies up to n of the call counts (cuMemAlloc,
+   cuMemFree, cuMemHostAlloc, cuMemFreeHost, cuStreamSynchronize,
+   cuEventSynchronize, cuCtxSynchronize, since cuInit) into out and
+   returns how many there are. */
+int trajring_standin_counts(unsigned long long *out, int n)
+{
+	int i;
+	for (i = 0; i < n && i < C_N; i++)
+		out[i] = __atomic_load_n(&counts[i], __ATOMIC_RELAXED);
+	return C_N;
+}
 
 static CUresult need_ctx(void)
 {
@@ -842,6 +867,7 @@ CUresult cuCtxGetDevice(CUdevice *d)
 CUresult cuCtxSynchronize(void)
 {
 	CUresult r = need_ctx();
+	count(C_CTX_SYNC);
 	if (r == CUDA_SUCCESS)
 		r = flush();
 	return r;
@@ -871,6 +897,7 @@ CUresult cuMemAlloc(CUdeviceptr *p, size_t n)
 		return r;
 	if (p == NULL || n == 0)
 		return CUDA_ERROR_INVALID_VALUE;
+	count(C_ALLOC);
 	pthread_mutex_lock(&mu);
 	if (n > mem_limit() - used) {
 		pthread_mutex_unlock(&mu);
@@ -919,6 +946,7 @@ CUresult cuMemFree(CUdeviceptr p)
 		return r;
 	if (p == 0)
 		return CUDA_SUCCESS;
+	count(C_FREE);
 	flush(); /* queued work may still use the memory */
 	pthread_mutex_lock(&mu);
 	for (i = 0; i < nallocs; i++) {
@@ -1041,6 +1069,7 @@ CUresult cuMemHostAlloc(void **p, size_t n, unsigned int flags)
 		return r;
 	if (p == NULL)
 		return CUDA_ERROR_INVALID_VALUE;
+	count(C_HOST_ALLOC);
 	if (posix_memalign(&m, 4096, n ? n : 1) != 0)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	pthread_mutex_lock(&mu);
@@ -1068,6 +1097,7 @@ CUresult cuMemFreeHost(void *p)
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
 		return r;
+	count(C_HOST_FREE);
 	flush(); /* queued copies may still use the memory */
 	pthread_mutex_lock(&mu);
 	for (i = 0; i < nhosts; i++) {
@@ -1276,6 +1306,7 @@ CUresult cuStreamSynchronize(CUstream s)
 		return r;
 	if (st == NULL)
 		return CUDA_ERROR_NOT_SUPPORTED;
+	count(C_STREAM_SYNC);
 	return sync_stream(st);
 }
 
@@ -1353,6 +1384,7 @@ CUresult cuEventSynchronize(CUevent e)
 	CUresult r;
 	if (e == NULL)
 		return CUDA_ERROR_INVALID_HANDLE;
+	count(C_EVENT_SYNC);
 	pthread_mutex_lock(&qmu);
 	if (e->done < e->issued)
 		need(e->rec_st, e->rec_k);
