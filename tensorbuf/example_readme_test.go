@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"os"
+	"path/filepath"
 
 	"github.com/trajring/trajring/driver"
 	"github.com/trajring/trajring/driver/envs"
@@ -118,4 +120,36 @@ func Example_readme() {
 	// Output:
 	// sampled (256, 8, 4) exported true
 	// n-step rewards (4)
+}
+
+// saveAndLoad is docs/checkpoints.md's example: a checkpoint written
+// atomically and loaded back.
+func saveAndLoad(buf *tensorbuf.Buffer, dir string) error {
+	path := filepath.Join(dir, "replay.ckpt")
+	if err := buf.SaveFile(path, tensorbuf.SaveOptions{Compress: true}); err != nil { // temp file, sync, rename
+		return err
+	}
+	loaded, err := tensorbuf.LoadFile(path, tensorbuf.LoadOptions{}) // any backend loads any checkpoint
+	if err != nil {
+		return err
+	}
+	defer loaded.Close()
+	fmt.Println("steps in row 0:", loaded.Cursor(0))
+	return nil
+}
+
+// Save a buffer to a file and load it back.
+func Example_checkpoint() {
+	dir, err := os.MkdirTemp("", "trajring-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	b := exampleBuffer()
+	defer b.Close()
+	if err := saveAndLoad(b, dir); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// steps in row 0: 4
 }
