@@ -19,6 +19,7 @@ type slot struct {
 	cap     int64
 	ev      cu.Event
 	pending bool
+	small   int // consecutive uses that needed less than a quarter of cap
 }
 
 func (s *slot) bytes(n int64) []byte { return unsafe.Slice((*byte)(s.host), n) }
@@ -49,8 +50,13 @@ func (s *slot) free() error {
 }
 
 // shrinkAbove is the size above which a staging slot is given back when
-// a launch needs less than a quarter of it.
-const shrinkAbove = 16 << 20
+// shrinkAfter launches in a row need less than a quarter of it: pinned
+// memory is scarce, but a slot that a large launch comes back to now and
+// then keeps its size, since every free and allocation makes a real
+// driver serialise the context's streams. A variable for tests.
+var shrinkAbove int64 = 16 << 20
+
+const shrinkAfter = 64
 
 // slot returns the next staging slot with room for n bytes, waiting for
 // its previous use to finish and growing (or shrinking) it if needed. It
@@ -70,11 +76,17 @@ func (b *Backend) slot(n int64) (*slot, error) {
 		s.pending = false
 	}
 	// Keep the slot unless it is too small, or a large slot (grown by one
-	// big export, say) now serves much smaller launches: pinned memory is
-	// scarce, so it shrinks back.
-	if n <= s.cap && (s.cap <= shrinkAbove || n >= s.cap/4) {
-		return s, nil
+	// big export, say) has served only much smaller launches for a while.
+	if n <= s.cap {
+		if s.cap <= shrinkAbove || n >= s.cap/4 {
+			s.small = 0
+			return s, nil
+		}
+		if s.small++; s.small < shrinkAfter {
+			return s, nil
+		}
 	}
+	s.small = 0
 	if err := s.free(); err != nil {
 		return nil, err
 	}

@@ -78,3 +78,54 @@ func TestColumnCacheEvictionIsSteady(t *testing.T) {
 		}
 	}
 }
+
+// TestStagingKeepsItsSizeInASteadyState: a staging slot that a large
+// launch comes back to every other use keeps its size instead of being
+// freed and allocated again each time (pinned and device memory, each a
+// serialisation of the context on a real driver); one that has served
+// only small launches for shrinkAfter uses in a row is given back, once.
+func TestStagingKeepsItsSizeInASteadyState(t *testing.T) {
+	const step, big = 16, 64 << 10 // a big gather stages 512 KiB of indices
+	if _, ok := CurrentStandinCounts(); !ok {
+		t.Skip("needs the stand-in driver's call counts")
+	}
+	prev := shrinkAbove
+	shrinkAbove = 256 << 10
+	defer func() { shrinkAbove = prev }()
+	b := newBackend(t)
+	ring := mustArena(t, b, make([]byte, 4*step))
+	out, err := b.Alloc(big * step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols := []kernels.Column{{Ring: ring, Out: out, StepBytes: step}}
+	bigIdx, smallIdx := make([]int64, big), []int64{1}
+	// With bigEvery 32 one slot of the 16 alternates big and small.
+	gather := func(calls int, bigEvery int) {
+		t.Helper()
+		for k := range calls {
+			idx := smallIdx
+			if bigEvery > 0 && k%bigEvery == 0 {
+				idx = bigIdx
+			}
+			if err := b.GatherRows(cols, idx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	count := func() StandinCounts { c, _ := CurrentStandinCounts(); return c }
+	delta := func(a, c StandinCounts) [4]uint64 {
+		return [4]uint64{c.Allocs - a.Allocs, c.Frees - a.Frees, c.HostAllocs - a.HostAllocs, c.HostFrees - a.HostFrees}
+	}
+	gather(64, 32) // warm: every slot allocated, slot 0 grown
+	c0 := count()
+	gather(4*32, 32)
+	if got := delta(c0, count()); got != [4]uint64{} {
+		t.Errorf("steady state of big and small gathers: allocs, frees, pinned allocs, pinned frees %v, want none", got)
+	}
+	c1 := count()
+	gather(shrinkAfter*stagingSlots, 0) // only small ones: the big slot shrinks once
+	if got := delta(c1, count()); got != [4]uint64{1, 1, 1, 1} {
+		t.Errorf("%d small gathers after big ones: allocs, frees, pinned allocs, pinned frees %v, want one each (the big slot shrinks)", shrinkAfter*stagingSlots, got)
+	}
+}
