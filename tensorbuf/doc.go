@@ -6,9 +6,10 @@
 //
 // A Buffer has named fields (observation, action or policy-info tensors of
 // a dtype and per-step shape) plus the TF-Agents trajectory columns
-// step_type, next_step_type, reward and discount. Each field is one
-// contiguous arena shaped [NumEnvs, Capacity, ...shape]: every env row is
-// its own time axis, addressed by absolute step numbers (a row's cursor
+// step_type, next_step_type, reward and discount. Storage is shaped
+// [NumEnvs, Capacity, ...]: the small fields and the built-in columns
+// share one packed record per step in one arena, and each large field
+// (pixels) has an arena of its own. Every env row is its own time axis, addressed by absolute step numbers (a row's cursor
 // counts the steps ever written; slot = step % Capacity). A step holds the
 // observation, action and policy info at t and the step type at t, with
 // next_step_type, reward and discount from t+1, as a TF-Agents Trajectory.
