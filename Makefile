@@ -3,7 +3,7 @@ GO ?= go
 
 .PHONY: test test-go test-train vet
 
-test: vet test-go test-train
+test: vet test-go test-train test-sweeps
 
 vet:
 	CGO_ENABLED=0 $(GO) build ./...
@@ -27,6 +27,12 @@ test-train:
 .PHONY: train-seeds
 train-seeds:
 	GO=$(GO) bash scripts/train-seeds.sh
+
+# test-sweeps runs the long sweeps of pure functions that -race cuts to a
+# sample (the race detector finds nothing in them and slows them 3.5x).
+.PHONY: test-sweeps
+test-sweeps:
+	$(GO) test -count=1 -run 'TestRandom' ./internal/explog/
 
 # fuzz runs every Go fuzz target for FUZZTIME each (the seed corpora already
 # run in `make test`): a count of executions by default, since a duration

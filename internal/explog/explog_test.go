@@ -172,7 +172,7 @@ func TestEdges(t *testing.T) {
 func TestRandom(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	n := 1 << 20
-	if testing.Short() {
+	if testing.Short() || raceDetector {
 		n = 1 << 16
 	}
 	xs := make([]float64, n)

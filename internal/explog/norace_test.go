@@ -1,0 +1,5 @@
+//go:build !race
+
+package explog
+
+const raceDetector = false
