@@ -7,7 +7,10 @@ import (
 
 // The Go peer is a replay buffer as Go RL code commonly writes it: a
 // slice of step structs, sampled with rand.Perm over the whole buffer on
-// every call, returning a freshly allocated slice of structs.
+// every call, returning a freshly allocated slice of structs. It does no
+// validation beyond Go's bounds checks: no step types, finiteness,
+// shapes or row ownership, no step metadata and no locking, as such code
+// seldom has; the report says so next to its columns.
 
 // pixelStep is one stored step of the Pixels layout as a struct.
 type pixelStep struct {
