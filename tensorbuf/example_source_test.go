@@ -41,12 +41,18 @@ func feedLearner(ctx context.Context, table *tensorbuf.Table, l learner, steps i
 	return nil
 }
 
-// hostLearner counts the valid steps it is handed; on the cpu backend
-// the batch is ready at once and free again when Step returns.
+// hostLearner counts the valid steps it is handed, from a host copy of
+// the batch (the batch itself is device memory on the gpu backend): the
+// copy waits for the gather, and the batch is free once Step returns.
 type hostLearner struct{ steps int }
 
 func (h *hostLearner) Step(bt *tensorbuf.Batch, ready tensorbuf.Event) (uintptr, error) {
-	for _, valid := range bt.Mask.Data().([]bool) {
+	host, err := bt.Host()
+	if err != nil {
+		return 0, err
+	}
+	defer host.Release()
+	for _, valid := range host.Mask.Data().([]bool) {
 		if valid {
 			h.steps++
 		}

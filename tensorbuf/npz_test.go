@@ -139,11 +139,20 @@ func readNPZ(t *testing.T, data []byte) map[string]npyArray {
 // AllExperiences itself.
 func wantNPZ(t *testing.T, b *tensorbuf.Buffer, mode tensorbuf.ExportMode) map[string]npyArray {
 	t.Helper()
-	exps, err := b.AllExperiences(mode)
+	dev, err := b.AllExperiences(mode)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer exps[0].Release()
+	defer dev[0].Release()
+	exps := make([]*tensorbuf.Transitions, len(dev)) // host copies: dev is device memory in cuda builds
+	for i, e := range dev {
+		h, err := e.Host()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Release()
+		exps[i] = h
+	}
 	descr := map[tensor.Dtype]string{tensor.Float32: "<f4", tensor.Float64: "<f8", tensor.Int32: "<i4",
 		tensor.Int64: "<i8", tensor.Uint8: "|u1", tensor.Bool: "|b1"}
 	out := map[string]npyArray{}

@@ -19,7 +19,7 @@ func TestUnknownFlagSuggests(t *testing.T) {
 		{[]string{"demo", "-evns", "4"}, "trajring demo: unknown flag: -evns (did you mean -envs?) (see 'trajring demo -h')\n"},
 		{[]string{"demo", "-bakcend", "cpu"}, "trajring demo: unknown flag: -bakcend (did you mean -backend?) (see 'trajring demo -h')\n"},
 		{[]string{"demo", "-zzzz"}, "trajring demo: unknown flag: -zzzz (see 'trajring demo -h')\n"},
-		{[]string{"train", "-learning-start", "0"}, "trajring train: unknown flag: -learning-start (did you mean -learning-starts?) (see 'trajring train -h')\n"},
+		{[]string{"serve", "-stat-every", "1s"}, "trajring serve: unknown flag: -stat-every (did you mean -stats-every?) (see 'trajring serve -h')\n"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(tc.args, &out, &errb); code != 2 {

@@ -1,0 +1,6 @@
+//go:build cuda
+
+package main
+
+// cudaBuild: buffers live in device memory and train is unavailable.
+const cudaBuild = true

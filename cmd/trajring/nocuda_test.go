@@ -1,0 +1,5 @@
+//go:build !cuda
+
+package main
+
+const cudaBuild = false
