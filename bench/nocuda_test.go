@@ -1,0 +1,5 @@
+//go:build !cuda
+
+package bench
+
+const cudaBuild = false
