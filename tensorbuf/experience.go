@@ -364,6 +364,25 @@ func (ew *ExperienceWriter) fill(rows, sel []int, cur [][]byte, e *Experience) e
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if err := ew.scatterPendingLocked(rows, sel, cols, src); err != nil {
+		return err
+	}
+	for j, ix := range ew.idx {
+		m := b.meta[ix] &^ (metaNextMask | metaDiscZero)
+		m |= uint8(next[j]) << metaNextShift
+		if disc[j] == 0 {
+			m |= metaDiscZero
+		}
+		b.meta[ix] = m
+	}
+	return nil
+}
+
+// scatterPendingLocked writes src into cols at the provisional (latest)
+// steps of the rows at batch indices sel, leaving their slots in ew.idx.
+// The caller holds b.mu for writing.
+func (ew *ExperienceWriter) scatterPendingLocked(rows, sel []int, cols []Column, src [][]byte) error {
+	b := ew.b
 	if b.closed || ew.w.closed {
 		return fmt.Errorf("%w: Append", ErrClosed)
 	}
@@ -377,14 +396,6 @@ func (ew *ExperienceWriter) fill(rows, sel []int, cur [][]byte, e *Experience) e
 	}
 	if err := b.be.Scatter(cols, src, ew.idx); err != nil {
 		return fmt.Errorf("%w: scatter: %w", ErrBackend, err)
-	}
-	for j, ix := range ew.idx {
-		m := b.meta[ix] &^ (metaNextMask | metaDiscZero)
-		m |= uint8(next[j]) << metaNextShift
-		if disc[j] == 0 {
-			m |= metaDiscZero
-		}
-		b.meta[ix] = m
 	}
 	return nil
 }
@@ -402,19 +413,8 @@ func (ew *ExperienceWriter) cutPending(rows, sel []int) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed || ew.w.closed {
-		return fmt.Errorf("%w: Append", ErrClosed)
-	}
-	ew.idx = ew.idx[:0]
-	for _, k := range sel {
-		r := rows[k]
-		ew.idx = append(ew.idx, b.slot(r, b.cursor[r]-1))
-	}
-	if err := b.beforeRingWrite(ew.idx); err != nil {
+	if err := ew.scatterPendingLocked(rows, sel, []Column{b.ring[b.nUser+colNextStepType]}, [][]byte{int32Bytes(next)}); err != nil {
 		return err
-	}
-	if err := b.be.Scatter([]Column{b.ring[b.nUser+colNextStepType]}, [][]byte{int32Bytes(next)}, ew.idx); err != nil {
-		return fmt.Errorf("%w: scatter: %w", ErrBackend, err)
 	}
 	for _, ix := range ew.idx {
 		b.meta[ix] = b.meta[ix]&^metaNextMask | uint8(First)<<metaNextShift | metaCut
