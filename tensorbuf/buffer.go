@@ -71,6 +71,11 @@ const (
 // A Buffer is safe for concurrent use: writers that own disjoint rows may
 // add at the same time as tables insert items and samplers read.
 type Buffer struct {
+	// mu guards the buffer's state. Lock order (a caller may skip levels,
+	// never go back up): ckpt.saveMu, Hindsight.mu or BatchSource.mu (never
+	// held together), then mu, then Table.mu, then the backend's own lock
+	// inside each call. Functions named ...Locked expect the lock their
+	// comment names to be held.
 	mu       sync.RWMutex
 	be       Backend
 	numEnvs  int
