@@ -28,12 +28,8 @@ var ErrBounds = errors.New("cpu: out of bounds")
 var ErrArena = errors.New("cpu: foreign or freed arena")
 
 // parallelBytes is the size of a data movement above which the backend
-// splits it over goroutines. Waking a second goroutine costs tens of
-// microseconds, so only large movements gain from it. Re-measured with the
-// split on internal/fanout (the caller takes a part no worker has claimed
-// yet): 256 KiB loses on the 2-core VM (trajring bench, binaries
-// alternated twice: pixels L=1 B=256 83-85 -> 90-120 µs, low-dim L=1
-// B=4096 114-121 -> 126-153 µs).
+// splits it over goroutines: waking a second goroutine costs tens of
+// microseconds, so only large movements gain from it.
 const parallelBytes = 2 << 20
 
 // Arena is a block of host memory. Large arenas from Alloc are mapped on

@@ -13,19 +13,8 @@ import (
 // prefetchChunk is how many rows the gathers move between two rounds of
 // prefetches: the next chunk's rows are prefetched, in every column,
 // while the current chunk is moved, so that up to 2*prefetchChunk rows'
-// cache misses are in flight instead of the few a copy loop overlaps.
-//
-// Measured same-run, interleaved (TestGatherSpeed, L=1 windows over rings
-// larger than the last-level cache, 2-core AMD EPYC VM under load): the
-// old per-column loop over the chunked loop with prefetch 2.05x at B=256,
-// 2.24x at B=4096, 2.16x at B=65536 on 108-byte low-dim steps, 1.36x at
-// B=256 and 1.32x at B=4096 on 3,092-byte pixel steps; the chunked loop
-// alone (slots computed once for all columns) 1.10-1.36x. Kept.
-//
-// The split over the persistent workers (Backend.split, above
-// parallelBytes) measured 0.97-0.99x of one goroutine in the same test on
-// that loaded machine (the second worker rarely finds a free core): kept
-// as it was, for idle machines, but it is no measured win here.
+// cache misses are in flight instead of the few a copy loop overlaps
+// (TestGatherSpeed compares it with a per-column loop in the same run).
 const prefetchChunk = 16
 
 // gatherPrefetch switches the gathers' software prefetch (tests and the
@@ -258,14 +247,8 @@ func windowsTyped[T word](out, ring, pad []byte, wins []kernels.Window, base []i
 
 // windowsColumn moves windows [lo, hi) of one column of s-byte steps r
 // bytes apart in ring (from the column's offset), whose first steps are
-// ring steps base[b-lo].
-//
-// Tried and removed: moving one-step windows of 16..256-byte steps as
-// inline 16-byte words instead of a copy call. Same-run alternating
-// binaries (B=256 L=1 low-dim, 68- and 24-byte user fields): 11.8-12.6
-// against 11.4-12.3 µs from a cached 10k-step buffer and 26.7-30.4
-// against 24.9-27.6 µs from 1M steps; the same in a row gather made a
-// 1M-transition export 60 -> 65 ms. memmove's overlapping loads win.
+// ring steps base[b-lo]. Steps move by copy: memmove's overlapping loads
+// beat inline 16-byte words here.
 func windowsColumn(out, ring, pad []byte, s, r int64, wins []kernels.Window, base []int64, seqLen, capacity int64, lo, hi int) {
 	switch s {
 	case 1:
@@ -332,10 +315,8 @@ func gatherWindows(cols []kernels.Column, wins []kernels.Window, seqLen, capacit
 		plan.build(cols)
 	}
 	// rows: the columns of one-step windows as rowmove columns, moved by
-	// one call per chunk (nil when a step size does not fit rowmove):
-	// against a call per column and chunk (with its arena assertions),
-	// 5.16 -> 4.51 µs cached and 12.2 -> 10.8 µs from 1M steps (B=256 L=1
-	// low-dim, medians of 10 alternating runs of two test binaries).
+	// one call per chunk rather than a call per column and chunk (nil when
+	// a step size does not fit rowmove).
 	var rowCols [maxPlan]rowmove.Col
 	var rows []rowmove.Col
 	if seqLen <= maxExpand && len(cols) <= maxPlan {
@@ -366,12 +347,7 @@ func gatherWindows(cols []kernels.Column, wins []kernels.Window, seqLen, capacit
 		}
 		if seqLen == 1 && full(wins[c0:c1]) {
 			// One real step per window: a row gather of every column
-			// (rowmove.Rows), no pad or wrap work per row. Measured
-			// same-run, alternating test binaries (B=256 L=1 low-dim
-			// SampleSequencesInto, 2-core AMD VM): 10.2-10.6 µs before,
-			// 8.1-8.9 µs with this path moving rows by copy, 6.5-7.0 µs
-			// with rowmove's assembly loop, from a cached 10k-step buffer;
-			// 17.1-18.2, 14.0-14.5 and 11.6-11.9 µs from 1M steps.
+			// (rowmove.Rows), no pad or wrap work per row.
 			if rows != nil {
 				rowmove.Cols(rows, cur, int64(c0))
 			} else {

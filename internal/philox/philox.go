@@ -41,7 +41,7 @@ func Block(c [4]uint32, k [2]uint32) [4]uint32 {
 }
 
 // block is Block on scalars, the form the compiler keeps in registers
-// (17 ns a block here, against 44 ns for rounds over arrays). Each round:
+// (rounds over arrays are several times slower). Each round:
 // (hi0, lo0) = m0*c0, (hi1, lo1) = m1*c2, c = {hi1^c1^k0, lo1,
 // hi0^c3^k1, lo0}; then the key takes its Weyl step.
 func block(c0, c1, c2, c3, k0, k1 uint32) (uint32, uint32, uint32, uint32) {
@@ -69,16 +69,10 @@ func Draw(seed uint64, stream uint32, call uint64, k uint32) uint64 {
 
 // Fill sets dst[i] to Draw(seed, stream, call, k+i) for every i, two
 // draws per block and two blocks at a time (the rounds of one block form
-// a chain of multiplies; two chains keep the multiplier busy): about 7 ns
-// a draw here against 17 for Draw. With AVX2 (amd64), runs of 16 draws
-// take eight blocks at once in vector registers (fill16): 256 draws in
-// 527 against 1,499 ns (2.84x, median of 300 interleaved in-process
-// rounds, 2-core AMD EPYC VM), and a B=256 L=1 low-dim direct sample
-// 6.9 -> 5.5 µs (medians of 8 alternating runs of two test binaries).
-// With AVX-512, runs of 64 draws take 32 blocks at once (fill64):
-// BenchmarkFill, 256 draws, 505-518 ns (AVX2) against 120-124 ns, the
-// Go loop 1,268-1,283 ns (AMD EPYC, family 26).
-// k+len(dst) must not pass 2^32.
+// a chain of multiplies; two chains keep the multiplier busy). With AVX2
+// (amd64), runs of 16 draws take eight blocks at once in vector registers
+// (fill16), and with AVX-512 runs of 64 draws take 32 blocks (fill64);
+// BenchmarkFill compares the loops. k+len(dst) must not pass 2^32.
 func Fill(dst []uint64, seed uint64, stream uint32, call uint64, k uint32) {
 	s0, s1, c0, c1 := uint32(seed), uint32(seed>>32), uint32(call), uint32(call>>32)
 	i := 0
