@@ -60,6 +60,7 @@ type heldFrame struct {
 	msg     jetstream.Msg
 	seq     uint64        // stream sequence
 	fseq    uint64        // the actor's frame sequence
+	rows    int           // the actor's rows, as the frame declares them
 	stored  time.Time     // stored time in the stream
 	clock   time.Duration // stream clock when it came
 	data    []byte
@@ -99,7 +100,7 @@ func (in *Ingester) hold(a *actorState, msg jetstream.Msg, seq uint64, f *Frame,
 	}
 	a.seen, a.lastSeq = in.lastMsg, max(a.lastSeq, seq)
 	now := time.Now()
-	h := &heldFrame{msg: msg, seq: seq, fseq: f.Seq, stored: stored, clock: in.clock, data: data, touched: now, received: now}
+	h := &heldFrame{msg: msg, seq: seq, fseq: f.Seq, rows: f.ActorRows, stored: stored, clock: in.clock, data: data, touched: now, received: now}
 	i, _ := slices.BinarySearchFunc(a.held, h, func(x, y *heldFrame) int {
 		switch {
 		case x.fseq < y.fseq:
@@ -335,14 +336,9 @@ func (in *Ingester) admit() {
 				continue
 			}
 			// The first held frame (lowest frame sequence; a bye too) says
-			// how many rows.
-			f := &in.frame
-			if err := in.schema.Decode(w.held[0].data, f); err != nil {
-				h, _, _ := in.unhold(w) // cannot happen: it was decoded before
-				in.done(h.msg, h.seq)
-				continue
-			}
-			a, err := in.join(w.id, f.ActorRows)
+			// how many rows: noted when it was held, so that admit, which
+			// tries every waiting actor, decodes nothing.
+			a, err := in.join(w.id, w.held[0].rows)
 			if errors.Is(err, ErrNoRows) {
 				continue
 			}
