@@ -2,11 +2,11 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
+	"io"
 
 	"github.com/spf13/cobra"
 	"github.com/trajring/trajring/cpu"
+	"github.com/trajring/trajring/internal/atomicfile"
 	"github.com/trajring/trajring/tensorbuf"
 )
 
@@ -51,22 +51,17 @@ of one step each). In Python: numpy.load("data.npz")["reward"].`,
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
 			defer b.Close()
-			// Write next to the target and rename, so a failed export
-			// leaves no partial archive under the name asked for.
-			tmp, err := os.CreateTemp(filepath.Dir(out), filepath.Base(out)+".tmp*")
+			// Atomically, so a failed export leaves no partial archive
+			// under the name asked for.
+			var n int
+			err = atomicfile.Write(out, func(w io.Writer) error {
+				var err error
+				if n, err = b.ExportNPZ(w, m); err != nil {
+					return fmt.Errorf("%s: %w", args[0], err)
+				}
+				return nil
+			})
 			if err != nil {
-				return err
-			}
-			defer os.Remove(tmp.Name())
-			n, err := b.ExportNPZ(tmp, m)
-			if err != nil {
-				tmp.Close()
-				return fmt.Errorf("%s: %w", args[0], err)
-			}
-			if err := tmp.Close(); err != nil {
-				return err
-			}
-			if err := os.Rename(tmp.Name(), out); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d transitions (%s mode)\n", out, n, mode)
