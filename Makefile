@@ -143,8 +143,8 @@ $(STANDIN): gpu/standin/standin.c gpu/standin/gen-stubs.sh $(KERNEL_HDRS)
 STANDIN_THREADS ?= 4
 test-cuda: standin
 	CGO_LDFLAGS="-L$(CUDA_STUBS)" LD_LIBRARY_PATH=$(CURDIR)/$(STANDIN_DIR) \
-		sh -c '$(GO) vet -tags cuda ./... && $(GO) test -race -tags cuda -count=1 ./... && \
-		TRAJRING_STANDIN_THREADS=$(STANDIN_THREADS) $(GO) test -tags cuda -count=1 ./kernels/... ./gpu/'
+		sh -c '$(GO) vet -tags trajring_cuda ./... && $(GO) test -race -tags trajring_cuda -count=1 ./... && \
+		TRAJRING_STANDIN_THREADS=$(STANDIN_THREADS) $(GO) test -tags trajring_cuda -count=1 ./kernels/... ./gpu/'
 
 # --- Benchmarks (issue 5). `bench` runs the full suite (table on stdout,
 # JSON and SVG plots in bench/results/); `bench-quick` the CI subset

@@ -5,7 +5,7 @@
 # device machine.
 #
 #   bench/gpu-check.sh build [DIR]   on the build machine (Go + CUDA toolkit):
-#       compiles stripped, gzipped `go test -c -tags cuda` binaries of the
+#       compiles stripped, gzipped `go test -c -tags trajring_cuda` binaries of the
 #       packages whose tests run on the gpu backend into DIR (default
 #       build/gpu-check) with a copy of this script; fails if DIR is not
 #       under 60 MiB (the carried folder must stay under 64 MiB).
@@ -46,7 +46,7 @@ build() {
 	for p in ./gpu ./tensorbuf; do
 		name=$(basename "$p")
 		echo "gpu-check: building $p -> $dir/bin/$name.test.gz"
-		go test -c -tags cuda -ldflags='-s -w' -o "$dir/bin/$name.test" "$p"
+		go test -c -tags trajring_cuda -ldflags='-s -w' -o "$dir/bin/$name.test" "$p"
 		gzip -9 -f "$dir/bin/$name.test"
 	done
 	cp bench/gpu-check.sh "$dir/gpu-check.sh"

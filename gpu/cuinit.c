@@ -1,4 +1,4 @@
-//go:build cuda
+//go:build trajring_cuda
 
 /*
  * cuinit.c keeps a cuda binary alive on a machine without a usable CUDA

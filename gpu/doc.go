@@ -6,7 +6,7 @@
 // gorgonia.org/cu: in a default build it is empty apart from this
 // documentation, and tensorbuf.DefaultBackend returns the cpu backend.
 //
-// To use it, build with the CUDA toolkit installed and -tags cuda (see
+// To use it, build with the CUDA toolkit installed and -tags trajring_cuda (see
 // the README's "CUDA build" section); tensorbuf.DefaultBackend then
 // returns this backend, and New gives one directly.
 //

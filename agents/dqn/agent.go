@@ -1,5 +1,3 @@
-//go:build !cuda
-
 // Package dqn is a deep Q-network learner on gorgonia.org/gorgonia (its
 // CPU engine), fed from a trajring table: an MLP Q-network, a target
 // network, Adam, the Huber loss, double DQN, importance weights and

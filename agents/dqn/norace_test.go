@@ -1,4 +1,4 @@
-//go:build !race && !cuda
+//go:build !race
 
 package dqn
 

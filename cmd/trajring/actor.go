@@ -41,8 +41,8 @@ func newActorCmd() *cobra.Command {
 publishes every trajectory step to the learner's JetStream stream at -connect.
 Before each run it picks up the newest policy parameters the learner published
 (trajring serve -params q.gob: a DQN Q-network as trajring train writes it) and
-acts epsilon-greedily (-epsilon) over that network; until there are any, or in
-a cuda build, it acts at random. Publishes survive a server restart (they are
+acts epsilon-greedily (-epsilon) over that network; until there are any, it
+acts at random. Publishes survive a server restart (they are
 retried, and de-duplicated by message id).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return actor(cmd, c) },

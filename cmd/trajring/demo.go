@@ -122,7 +122,7 @@ func demoBackend(name string) (tensorbuf.Backend, error) {
 			return nil, err
 		}
 		if be.Name() != "gpu" {
-			return nil, fmt.Errorf("the gpu backend needs a build with -tags cuda")
+			return nil, fmt.Errorf("the gpu backend needs a build with -tags trajring_cuda")
 		}
 		return be, nil
 	}
