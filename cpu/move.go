@@ -474,9 +474,9 @@ func (j *job) Run(lo, hi int) {
 }
 
 // jobs is a free list of jobs, not a sync.Pool: a pool is emptied by
-// every garbage collection, and a B=65536 prioritized sample (13 ms, GCs
-// between calls) then allocated 0.2-0.7 jobs per call in the bench. The
-// list holds at most as many jobs as calls ever ran at once.
+// every garbage collection, and a long sample (one with GCs between calls)
+// would then allocate jobs again. The list holds at most as many jobs as
+// calls ever ran at once.
 var jobs struct {
 	sync.Mutex
 	free []*job

@@ -143,21 +143,14 @@ func evenRows(prefix []int64) int64 {
 // items[k] and weights[k] to its item and weight 1: the first draws of a
 // sample from even rows without episode boundaries to avoid. A window's
 // row is Index(x, rows), the same number as that index divided by per
-// (floor(floor(x*rows*per/2^64)/per) = floor(x*rows/2^64)).
-//
-// Measured same-run, interleaved (256 draws from 16 even rows, in-process
-// rounds, 2-core AMD VM): 2.1 against 2.5 ns a draw for drawStart per
-// draw (1.22x), 1.15x the same loop dividing by per. Writing the items
-// and weights in the same loop: B=256 L=1 low-dim from a cached 10k-step
-// buffer 5.14 -> 4.73 µs and 7.21 -> 6.78 µs (medians of 12 alternating
-// runs of two test binaries, two sessions under different load).
+// (floor(floor(x*rows*per/2^64)/per) = floor(x*rows/2^64)), so no draw
+// pays a division by per; items and weights are written in the same loop.
 //
 // A window's Start is the ring slot of its first step (its row's oldest
 // slot plus an offset below the capacity, wrapped with a compare), while
 // its item keeps the absolute step: the gather reads slot Start %
 // capacity either way, and skips its division per window when Start is
-// a slot already. Same sample: 3.48 -> 3.21 µs (medians of 10
-// alternating runs). Each row's oldest step and slot are found once per
+// a slot already. Each row's oldest step and slot are found once per
 // call for up to maxSlotRows rows, and per draw past that.
 func (b *Buffer) evenWindows(wins []Window, items []Item, weights []float64, xs []uint64, rows, per, total, l int64) {
 	items, weights = items[:len(xs)], weights[:len(xs)]

@@ -118,31 +118,12 @@ const selectChunk = 32
 //
 // Without MaxTimesSampled no item can leave mid-batch, so the draws are
 // independent: all n are drawn first (in the same order from the same
-// generator as one at a time), then the items are read with their
-// records prefetched a chunk ahead, and written straight into out (no
-// call per item). Measured with TestTableSampleHostSpeed (250k items of
-// 108-byte low-dim steps, 2-core VM under load, medians of 30 interleaved
-// rounds, old and new binaries run one after the other), against the
-// closure per item reading each record on its own that this replaced:
-// SampleInto B=256 uniform 109 -> 33-47 µs, prioritized 162-176 -> 68-107
-// µs; B=65536 uniform 20.5 -> 6.4-9.0 ms, prioritized 31.7-33.8 -> 15-25
-// ms. Reading the weights from findMany (prefetched with the tree's
-// leaves) rather than from the tree afterwards: prioritized/uniform
-// 2.18-2.22x -> 2.01-2.04x at B=256, 2.69-2.84x -> 2.46-2.47x at B=65536.
-// The importance weights are computed after the descent for all draws at
-// once (importance.many: Exp and Log four or eight at a time, identical
-// results), not per draw with importance.of; SampleInto, old and new
-// binaries run old, new, old, new in two sessions (medians of 30 rounds each):
-// prioritized 31.7-54.4 -> 23.7-36.1 µs, prioritized/uniform 2.75-2.91x ->
-// 2.00-2.14x at B=256; 8.57-13.7 -> 6.63-9.48 ms, 2.85-2.94x -> 2.09-2.18x
-// at B=65536 (SampleTransitionsInto: 2.14-2.21x -> 1.64-1.75x and
-// 2.05-2.17x -> 1.58-1.69x). The weights are now read from the item
-// records (item.w, one line a draw fewer than the tree's weights): trajring
-// bench --run prioritized (1M items), binaries alternated twice:
-// prioritized/uniform 1.74-1.78x -> 1.59-1.61x at B=256. Exp and Log
-// eight at a time where the CPU has AVX-512 (after the tree's AVX-512
-// descent, findChunk): 1.46-1.59x (median 1.48x) -> 1.40-1.62x (1.44x),
-// five alternations.
+// generator as one at a time), then the items are read with their records
+// prefetched a chunk ahead and written straight into out, because a
+// closure per item reading each record on its own stalled on every
+// record's cache miss. Importance weights are computed after the descent
+// for all draws at once (importance.many), from the weights held in the
+// item records, which the descent has just brought into cache.
 func (t *Table) selectLocked(n int, out selection) (maxLen int) {
 	items, keys := grow(out.items, n), grow(out.keys, n)
 	probs, weights := grow(out.probs, n), grow(out.weights, n)
@@ -275,11 +256,8 @@ func (t *Table) prefetchItems(slots []int32) {
 // sample: for -beta = -(yi + yf), math.Pow computes Exp(yf*Log(x))
 // (moving yf into [-0.5, 0.5]), multiplies in x^yi by squaring, and
 // returns the reciprocal. TestImportanceMatchesPow checks it against
-// math.Pow. Measured on 4,096 weights, run after each other twice: 150-162
-// µs against math.Pow's 181-189 µs at beta 0.4, 176-185 against 194-197
-// µs at beta 0.7 (Exp and Log, which both need, are most of it). many
-// does a whole sample's weights with Exp and Log four or eight at a time
-// (internal/explog), same results.
+// math.Pow. many does a whole sample's weights with Exp and Log four or
+// eight at a time (internal/explog), same results.
 type importance struct {
 	beta, wMin float64
 	mode       int     // impOne, impPow (math.Pow itself) or impFrac
@@ -335,11 +313,7 @@ func (m *importance) of(w float64) float64 {
 // identical bit for bit, calling of for the other weights. With a larger
 // beta, Exp(yf*Log(x)) of every ratio x is computed first, in one
 // explog.ExpScaledLog call, and the rest of math.Pow per weight after it.
-//
-// Measured (BenchmarkImportanceMany, 256 weights, beta 0.4; 2-core AMD
-// EPYC VM with AVX-512, old and new code in one binary, three runs each):
-// the ratios, ExpScaledLog and the reciprocals as three Go loops
-// 1189-1241 ns, explog.Weights 678-685 ns.
+// BenchmarkImportanceMany compares it with three plain Go loops.
 func (m *importance) many(dst, ws []float64) {
 	ws = ws[:len(dst)]
 	if m.mode != impFrac || m.yf == 0 {

@@ -366,10 +366,8 @@ func (b *Buffer) AllExperiences(mode ExportMode) ([]*Transitions, error) {
 // indexSuccessors sets tr's gather indices to the slots of its
 // transitions' steps and of their successors.
 func (b *Buffer) indexSuccessors(tr *Transitions) {
-	// Sized once: an export's million transitions grown by append copied
-	// the lists again and again: a 1M-transition low-dim export took
-	// 498-1163 ms before, 321-461 ms after (old and new binaries
-	// alternated 6 times on a loaded machine).
+	// Sized once: grown by append, an export's million transitions
+	// copied the lists again and again.
 	idx, next := grow(&tr.idx, len(tr.Rows)), grow(&tr.next, len(tr.Rows))
 	for i, r := range tr.Rows {
 		idx[i], next[i] = b.slot(r, tr.Steps[i]), b.slot(r, tr.Steps[i]+1)

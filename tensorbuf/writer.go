@@ -281,8 +281,6 @@ func (w *Writer) add(s *Step, k int) error {
 	// Drop the items whose first step this add overwrites: each table is
 	// locked once per add, not once per row (rows are distinct, so each
 	// table removes what it removed row by row before, in the same order).
-	// BenchmarkAddEvictHot (16 rows, two tables of 250k items, a full
-	// ring): 1288-1327 ns an add against 1410-1795 ns locking per row.
 	// Step by step, as k Adds would: evict, then record each row's step.
 	for j := range k {
 		for _, t := range b.tableList {
