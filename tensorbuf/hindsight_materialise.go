@@ -213,15 +213,6 @@ func (hs *Hindsight) patch(tr *Transitions, ov []*relabel, rew, disc []float32) 
 	return nil
 }
 
-// grow returns (*s)[:n], reallocating *s when it is too short.
-func grow[T any](s *[]T, n int) []T {
-	if cap(*s) < n {
-		*s = make([]T, n)
-	}
-	*s = (*s)[:n]
-	return *s
-}
-
 // readElems writes elements idx of one step of a field, as float64, to
 // out.
 func readElems(out []float64, raw []byte, dt DType, idx []int) {
