@@ -200,7 +200,7 @@ type Batch struct {
 	wins   []Window
 	prefix []int64
 	draws  []uint64 // scratch of a direct sample's draws
-	meta   outArena // KeyTensor & co. and the drawn windows (devselect.go)
+	meta   outArena // KeyTensor & co. and the drawn windows (table_device.go)
 	metaN  int
 	metaT  *Table // the table that selected into meta, for HostMeta's Items
 }
@@ -371,4 +371,148 @@ func (bt *Batch) set(i, nUser int, name string, d *tensor.Dense) {
 	default:
 		bt.Mask = d
 	}
+}
+
+// Field returns the batch tensor of a user field or built-in column by
+// name (step_type, next_step_type, reward, discount, mask). An unknown
+// name fails with ErrUnknownField, listing the names the batch has, and a
+// released or never-filled batch with ErrInvalidArg. Not safe for
+// concurrent use with calls that change the batch.
+func (bt *Batch) Field(name string) (*tensor.Dense, error) {
+	if bt == nil || bt.Mask == nil {
+		return nil, fmt.Errorf("%w: field %q of an empty batch", ErrInvalidArg, name)
+	}
+	var d *tensor.Dense
+	switch name {
+	case StepTypeName:
+		d = bt.StepType
+	case NextStepTypeName:
+		d = bt.NextStepType
+	case RewardName:
+		d = bt.Reward
+	case DiscountName:
+		d = bt.Discount
+	case MaskName:
+		d = bt.Mask
+	default:
+		d = bt.Fields[name]
+	}
+	if d == nil {
+		names := append(sortedKeys(bt.Fields), StepTypeName, NextStepTypeName, RewardName, DiscountName, MaskName)
+		return nil, fmt.Errorf("%w: %q (the batch has %v)", ErrUnknownField, name, names)
+	}
+	return d, nil
+}
+
+// ItemMask tells an item's own pad steps from the padding a batch adds
+// to reach its longest item. A batch of items of different lengths (the
+// episodes of an AddEpisode observer, Table.All, Sample) is shaped
+// [n, L] with L the longest Len+Pad; Mask is false on every step that is
+// not a real step, whichever padding it is. ItemMask returns a host bool
+// tensor shaped [n, L] that is true on the item's Len+Pad steps and false
+// on the steps after them, so that per step:
+//
+//	Mask            real step of the item
+//	!Mask && ItemMask  pad step of the item (Item.Pad: padded windows of
+//	                   the sequence observers)
+//	!ItemMask       batch padding (a shorter item than the longest)
+//
+// Both kinds of padding hold the same values (zeros, step type Last, next
+// step type First, reward and discount 0). The information comes from
+// Items, which ItemMask reads; it allocates a new tensor on each call.
+// An empty or released batch fails with ErrInvalidArg. Not safe for
+// concurrent use with calls that change the batch.
+func (bt *Batch) ItemMask() (*tensor.Dense, error) {
+	if bt == nil || bt.Mask == nil || len(bt.Items) != bt.n {
+		return nil, fmt.Errorf("%w: item mask of an empty batch", ErrInvalidArg)
+	}
+	m := make([]bool, bt.n*bt.l)
+	for i, it := range bt.Items {
+		k := min(it.Len+it.Pad, bt.l)
+		row := m[i*bt.l : (i+1)*bt.l]
+		for j := range k {
+			row[j] = true
+		}
+	}
+	return tensor.New(tensor.WithShape(bt.n, bt.l), tensor.WithBacking(m)), nil
+}
+
+// metaViews sets the batch's KeyTensor, ProbabilityTensor and
+// WeightTensor over bt.meta, anew when its memory or n changed.
+func (bt *Batch) metaViews(be Backend, n int, rebuild bool) error {
+	if !rebuild && bt.metaN == n && bt.KeyTensor != nil {
+		return nil
+	}
+	bt.retireMeta()
+	var err error
+	offs := bt.meta.offs
+	if bt.KeyTensor, err = bt.meta.tensor(be, offs[metaKeys], tensor.Uint64, n); err == nil {
+		if bt.ProbabilityTensor, err = bt.meta.tensor(be, offs[metaProbs], tensor.Float64, n); err == nil {
+			bt.WeightTensor, err = bt.meta.tensor(be, offs[metaWeights], tensor.Float64, n)
+		}
+	}
+	if err != nil {
+		bt.retireMeta()
+		return fmt.Errorf("%w: %w", ErrBackend, err)
+	}
+	bt.metaN = n
+	return nil
+}
+
+// retireMeta empties and drops the batch's metadata tensors (a host
+// selection into the batch, a new layout).
+func (bt *Batch) retireMeta() {
+	for _, d := range []*tensor.Dense{bt.KeyTensor, bt.ProbabilityTensor, bt.WeightTensor} {
+		retire(d, replaced)
+	}
+	bt.KeyTensor, bt.ProbabilityTensor, bt.WeightTensor, bt.metaN, bt.metaT = nil, nil, nil, 0, nil
+}
+
+// HostMeta fills a device-selected batch's Keys, Probabilities and
+// Weights from KeyTensor, ProbabilityTensor and WeightTensor, waiting for
+// the backend first (for example before UpdatePriorities), and its Items
+// from the table by key: Items[i] is the item of Keys[i] as the table
+// holds it when HostMeta runs (Row, Start, Len, Pad and Priority, as a
+// host-selected sample gives them), or the zero Item (Len 0) when that
+// item has left the table since the sample (deleted, evicted or
+// replaced). Priority is the host's: priorities set by
+// UpdatePrioritiesDevice appear once the host has learned them (see
+// UpdatePrioritiesDevice). It reuses the slices' memory (no allocation
+// once they are large enough). On a batch selected on the host it does
+// nothing. It is not safe for concurrent use with other calls on the
+// batch; it is with calls on the table.
+func (bt *Batch) HostMeta() error {
+	if bt.KeyTensor == nil {
+		return nil
+	}
+	o := &bt.meta
+	if err := o.be.Sync(); err != nil {
+		return fmt.Errorf("%w: sync: %w", ErrBackend, err)
+	}
+	n := bt.metaN
+	keys, probs, weights := grow(&bt.Keys, n), grow(&bt.Probabilities, n), grow(&bt.Weights, n)
+	for _, c := range [...]struct {
+		dst []byte
+		off int64
+	}{
+		{f64Bytes(keys), o.offs[metaKeys]},
+		{f64Bytes(probs), o.offs[metaProbs]},
+		{f64Bytes(weights), o.offs[metaWeights]},
+	} {
+		if err := o.be.Download(c.dst, o.arena, c.off); err != nil {
+			return fmt.Errorf("%w: download: %w", ErrBackend, err)
+		}
+	}
+	items := grow(&bt.Items, n)
+	if t := bt.metaT; t != nil {
+		t.mu.Lock()
+		for i, k := range keys {
+			items[i] = Item{}
+			if s, ok := t.lookup(k); ok {
+				items[i] = t.items[s].Item
+			}
+		}
+		t.mu.Unlock()
+	}
+	return nil
 }

@@ -69,3 +69,15 @@ func TestDroppedBufferFreesRings(t *testing.T) {
 		t.Fatalf("a closed and dropped buffer: live bytes %d, want %d (freed twice or never)", got, base)
 	}
 }
+
+func TestMemoryBytesAfterClose(t *testing.T) {
+	b, err := tensorbuf.New(tensorbuf.Config{NumEnvs: 1, Capacity: 4, Fields: testFields})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := b.MemoryBytes()
+	_ = b.Close()
+	if b.MemoryBytes() != n {
+		t.Fatal("MemoryBytes changed after Close")
+	}
+}

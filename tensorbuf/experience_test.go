@@ -289,3 +289,67 @@ func TestExperienceRefusals(t *testing.T) {
 		t.Errorf("capacity 1: %v, want ErrConfig", err)
 	}
 }
+
+func TestExportModeZeroIsInvalid(t *testing.T) {
+	b := newBuffer(t, 1, 8)
+	w, err := b.NewWriter(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillRow(t, w, 3, 0)
+	var unset tensorbuf.ExportMode
+	if _, err := b.AllExperiences(unset); !errors.Is(err, tensorbuf.ErrInvalidArg) {
+		t.Errorf("AllExperiences(0) = %v, want ErrInvalidArg", err)
+	}
+	if _, err := b.AllNStepExperiences(unset, tensorbuf.NStepOptions{Horizon: 1, DiscountFactor: 1}); !errors.Is(err, tensorbuf.ErrInvalidArg) {
+		t.Errorf("AllNStepExperiences(0) = %v, want ErrInvalidArg", err)
+	}
+	for _, m := range []tensorbuf.ExportMode{tensorbuf.ExportNone, tensorbuf.ExportBatch, tensorbuf.ExportSequence} {
+		exp, err := b.AllExperiences(m)
+		if err != nil {
+			t.Fatalf("%v: %v", m, err)
+		}
+		_ = exp[0].Release()
+	}
+}
+
+func TestEnumStrings(t *testing.T) {
+	for _, tc := range []struct {
+		v    interface{ String() string }
+		want string
+	}{
+		{tensorbuf.ExportNone, "none"}, {tensorbuf.ExportBatch, "batch"}, {tensorbuf.ExportSequence, "sequence"},
+		{tensorbuf.ExportMode(0), "ExportMode(0)"},
+		{tensorbuf.RelabelAtEpisodeEnd, "at-episode-end"}, {tensorbuf.RelabelAtSample, "at-sample"},
+		{tensorbuf.RelabelMode(7), "RelabelMode(7)"},
+		{tensorbuf.Uniform, "uniform"}, {tensorbuf.GoalFuture, "future"}, {tensorbuf.Mid, "M"},
+		{tensorbuf.Action, "action"}, {tensorbuf.Uint8, "uint8"},
+	} {
+		if got := tc.v.String(); got != tc.want {
+			t.Errorf("%T(%v).String() = %q, want %q", tc.v, tc.v, got, tc.want)
+		}
+	}
+}
+
+// TestExportNoneExperiencesStandAlone: each experience of an ExportNone
+// export copies only itself to the host, and reusing one for a sample
+// leaves the others intact.
+func TestExportNoneExperiencesStandAlone(t *testing.T) {
+	b := newBuffer(t, 1, 8)
+	m := newModel(1, 8)
+	fill(t, b, m, [][]rawStep{mids(1, 0), mids(1, 1), mids(1, 2), mids(1, 3)})
+	exp, err := b.AllExperiences(tensorbuf.ExportNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SampleTransitionsInto(exp[0], 3); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < 3; i++ {
+		h, err := exp[i].Host()
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkTransition(t, m, h, i, 0, 0, int64(i))
+	}
+}

@@ -379,3 +379,14 @@ func (hs *Hindsight) pruneLocked() {
 		}
 	}
 }
+
+// String returns the mode's name, "at-episode-end" or "at-sample".
+func (m RelabelMode) String() string {
+	switch m {
+	case RelabelAtEpisodeEnd:
+		return "at-episode-end"
+	case RelabelAtSample:
+		return "at-sample"
+	}
+	return fmt.Sprintf("RelabelMode(%d)", int(m))
+}

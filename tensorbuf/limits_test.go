@@ -127,3 +127,23 @@ func TestOversizedSamplesRefused(t *testing.T) {
 		t.Errorf("refused table samples consumed items: size %d, want %d", got, size)
 	}
 }
+
+func TestHugeOrOverflowingInputs(t *testing.T) {
+	for _, cfg := range []tensorbuf.Config{
+		{NumEnvs: 3, Capacity: 1 << 62, Fields: testFields},
+		{NumEnvs: 4, Capacity: 1 << 62, Fields: testFields},
+		{NumEnvs: 1, Capacity: 4, Fields: []tensorbuf.Field{{Name: "x", Shape: []int{1 << 40, 1 << 40}}}},
+	} {
+		if _, err := tensorbuf.New(cfg); !errors.Is(err, tensorbuf.ErrConfig) {
+			t.Errorf("New(%d x %d): %v, want ErrConfig", cfg.NumEnvs, cfg.Capacity, err)
+		}
+	}
+	_, tbl, _ := tableWith(t, tensorbuf.TableConfig{Name: "t"}, 1)
+	if _, err := tbl.Insert(tensorbuf.Item{Row: 0, Start: math.MaxInt64, Len: 2}); !errors.Is(err, tensorbuf.ErrItem) {
+		t.Fatalf("item starting at MaxInt64: %v", err)
+	}
+	b := newBuffer(t, 1, 4)
+	if _, err := b.SampleSequences(math.MaxInt32, 4, tensorbuf.SequenceOptions{}); !errors.Is(err, tensorbuf.ErrInvalidArg) {
+		t.Fatalf("2^31 windows of 4: %v", err)
+	}
+}

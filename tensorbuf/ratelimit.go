@@ -190,3 +190,33 @@ func (t *Table) waitN(ctx context.Context, ok func(n int) bool, n int) error {
 		}
 	}
 }
+
+// CanSample reports whether a sample of n items would be served now
+// without waiting: the table holds enough items (and, with
+// MaxTimesSampled, enough samples left) and its rate limiter lets n
+// samples through. It waits for nothing and changes nothing; another
+// goroutine may change the answer before the caller acts on it. It is
+// false for n < 1, for a sample the table could never serve (see
+// SampleInto) and after the buffer is closed. Safe for concurrent use.
+func (t *Table) CanSample(n int) bool {
+	if n < 1 || t.checkBatch(n) != nil || t.b.closedFlag.Load() {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.canSampleLocked(n)
+}
+
+// CanInsert reports whether an insert would pass the rate limiter now
+// without waiting (always true without a samples-per-insert limiter; a
+// full table makes room by removing its oldest item). It does not check
+// an item's steps, waits for nothing and changes nothing. It is false
+// after the buffer is closed. Safe for concurrent use.
+func (t *Table) CanInsert() bool {
+	if t.b.closedFlag.Load() {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.canInsertLocked(0)
+}

@@ -1,6 +1,10 @@
 package tensorbuf
 
-import "fmt"
+import (
+	"fmt"
+
+	"gorgonia.org/tensor"
+)
 
 // DefaultPriority, as an Item's Priority, asks the table for its default
 // priority: the running maximum of the positive priorities it has been
@@ -100,5 +104,133 @@ func updatePriorities[F float32 | float64](t *Table, keys []uint64, priorities [
 		}
 	}
 	t.orderUpdateLocked(slots)
+	return nil
+}
+
+// UpdatePrioritiesDevice sets the priorities of items by key from tensors
+// in the backend's memory, without copying them to the host: keys
+// (uint64, as the table makes them, such as Batch.KeyTensor) and
+// priorities (float32, such as a learner's TD errors on the device), of
+// one length. It needs a Prioritized table with DeviceSelection
+// (ErrInvalidArg otherwise, or for tensors of other dtypes or lengths)
+// and queues its work without waiting for it: on the gpu backend three
+// launches (claim the slots, set the winners' leaves and mark the groups
+// above them, repair the marked groups as one block, level by level;
+// with more than 4096 keys the repair takes one launch per tree level
+// instead), after which the device tree equals, bit for bit, the tree the
+// host would build from the same weights.
+//
+// Like UpdatePriorities, a key given twice takes its last priority. Unlike
+// it (the host cannot see the tensors without waiting), a key that names
+// no item of the table is skipped rather than failing the call, and so is
+// an update whose priority is negative, NaN or infinite; the caller
+// vouches that the sum of priority^PriorityExponent stays finite. The
+// weight priority^PriorityExponent is computed on the backend: with
+// PriorityExponent 1 it is the priority itself, exactly as on the host;
+// otherwise the device's pow may differ from Go's math.Pow in the last
+// bits.
+//
+// The host learns these priorities lazily, waiting for the backend once:
+// before a checkpoint (Buffer.Save, so that a checkpoint holds the
+// priorities the device samples with) and when the mirror moves to a
+// larger arena; then Items' priorities become the float32 values given
+// and the host tree the device's weights. Until then Items' priorities
+// and the host tree (host-selected samples such as SampleTransitionsInto,
+// the priority checks of inserts) keep the last priorities the host set,
+// and DefaultPriority's running maximum does not include them (it does
+// once they are learned).
+//
+// Ordering: the backend reads the tensors when its stream reaches the
+// update, after the work queued there before the call. Tensors written by
+// that work (a batch's KeyTensor, an Upload) need nothing more; tensors a
+// learner writes on its own stream need UpdatePrioritiesDeviceAfter (or,
+// equivalently, Streamer.WaitHandle on the learner's event before this
+// call and Streamer.Record of an event after it), and the learner must not
+// write them again before that event has completed. It is safe for
+// concurrent use.
+func (t *Table) UpdatePrioritiesDevice(keys, priorities *tensor.Dense) error {
+	return t.updatePrioritiesDevice(keys, priorities, 0, nil)
+}
+
+// UpdatePrioritiesDeviceAfter is UpdatePrioritiesDevice for keys and
+// priorities a learner writes on its own device stream, ordered on the
+// device with no host wait: the update's kernels wait for the CUevent
+// written, which the learner records on its stream after its last write
+// of the tensors (0: no wait), and done, an event of the table's backend
+// (Streamer.NewEvent; nil: none), is recorded after them, so that the
+// learner's stream waits on done.Handle() (cuStreamWaitEvent) before it
+// writes the tensors again. The backend's stream would otherwise read
+// the tensors whenever it gets to them, before the learner's writes have
+// landed or after its next ones. The wait holds all later work on the
+// backend's stream too (see Streamer.WaitHandle). It fails with
+// ErrInvalidArg, changing nothing, when an event is given to a backend
+// without a stream (host backends, whose work is done when the call
+// returns) or done is not an event of the table's backend. It is safe for
+// concurrent use.
+func (t *Table) UpdatePrioritiesDeviceAfter(keys, priorities *tensor.Dense, written uintptr, done Event) error {
+	return t.updatePrioritiesDevice(keys, priorities, written, done)
+}
+
+// eventChecker is implemented by Streamer backends that tell their own
+// live events from others (the gpu backend), so that a call given a
+// foreign event fails before it queues anything.
+type eventChecker interface {
+	CheckEvent(e Event) error
+}
+
+func (t *Table) updatePrioritiesDevice(keys, priorities *tensor.Dense, written uintptr, done Event) error {
+	if t.dev == nil || t.dev.prio == nil {
+		return fmt.Errorf("%w: table %q: UpdatePrioritiesDevice needs a Prioritized table with DeviceSelection", ErrInvalidArg, t.cfg.Name)
+	}
+	if keys == nil || priorities == nil || keys.Dtype() != tensor.Uint64 || priorities.Dtype() != tensor.Float32 ||
+		keys.DataSize() != priorities.DataSize() {
+		return fmt.Errorf("%w: UpdatePrioritiesDevice needs uint64 keys and float32 priorities of one length", ErrInvalidArg)
+	}
+	b := t.b
+	var st Streamer
+	if written != 0 || done != nil {
+		var ok bool
+		if st, ok = b.be.(Streamer); !ok {
+			return fmt.Errorf("%w: UpdatePrioritiesDeviceAfter: the %s backend has no stream to order events on", ErrInvalidArg, b.be.Name())
+		}
+		if c, ok := st.(eventChecker); ok && done != nil {
+			if err := c.CheckEvent(done); err != nil {
+				return fmt.Errorf("%w: UpdatePrioritiesDeviceAfter: done: %w", ErrInvalidArg, err)
+			}
+		}
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return fmt.Errorf("%w: UpdatePrioritiesDevice", ErrClosed)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.flushMirrorLocked(); err != nil {
+		return err
+	}
+	m := t.dev
+	if m.epoch+1 >= 1<<32 {
+		return fmt.Errorf("%w: table %q: 2^32 UpdatePrioritiesDevice calls", ErrInvalidArg, t.cfg.Name)
+	}
+	if keys.DataSize() > 0 {
+		if written != 0 {
+			if err := st.WaitHandle(written); err != nil {
+				return fmt.Errorf("%w: waiting for the learner's event: %w", ErrBackend, err)
+			}
+		}
+		m.epoch++
+		mir := m.mirror()
+		m.devSet = true
+		if err := m.prio.UpdatePriorities(mir, keys, priorities, m.epoch, t.a); err != nil {
+			m.dirty = true // what reached the tree is unknown: repair it whole next time
+			return fmt.Errorf("%w: device priority update: %w", ErrBackend, err)
+		}
+	}
+	if done != nil {
+		if err := st.Record(done); err != nil {
+			return fmt.Errorf("%w: recording the update's event: %w", ErrBackend, err)
+		}
+	}
 	return nil
 }

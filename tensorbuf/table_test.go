@@ -389,3 +389,74 @@ func TestSampleWithDoneContextFails(t *testing.T) {
 		t.Fatalf("size %d", tbl.Size())
 	}
 }
+
+func TestCanSampleCanInsert(t *testing.T) {
+	b := newBuffer(t, 1, 16)
+	w, err := b.NewWriter(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillRow(t, w, 8, 0)
+	plain, err := b.NewTable(tensorbuf.TableConfig{Name: "plain", MaxTimesSampled: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limited, err := b.NewTable(tensorbuf.TableConfig{Name: "limited", RateLimiter: &tensorbuf.RateLimiter{
+		MinSize: 2, SamplesPerInsert: 1, ErrorBuffer: 2, Timeout: time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type state struct{ s1, s2, s3, s5, ins bool }
+	check := func(step string, tb *tensorbuf.Table, want state) {
+		t.Helper()
+		got := state{tb.CanSample(1), tb.CanSample(2), tb.CanSample(3), tb.CanSample(5), tb.CanInsert()}
+		if got != want {
+			t.Fatalf("%s: table %s: CanSample(1,2,3,5), CanInsert = %+v, want %+v", step, tb.Name(), got, want)
+		}
+		if tb.CanSample(0) || tb.CanSample(-1) {
+			t.Fatalf("%s: CanSample of n < 1 is true", step)
+		}
+	}
+	check("empty", plain, state{ins: true})
+	check("empty", limited, state{ins: true})
+	for k := range 2 {
+		for _, tb := range []*tensorbuf.Table{plain, limited} {
+			if _, err := tb.Insert(tensorbuf.Item{Row: 0, Start: int64(k), Len: 1, Priority: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// plain: 2 items sampled at most once each: 2 samples left.
+	check("two items", plain, state{s1: true, s2: true, ins: true})
+	// limited: 2 inserts, ratio 1, MinSize 2, ErrorBuffer 2: diff = 2,
+	// sampling n needs 2-n >= 2-2, so n <= 2; inserting needs 2+1 <= 2+2.
+	check("two items", limited, state{s1: true, s2: true, ins: true})
+	if _, err := limited.Insert(tensorbuf.Item{Row: 0, Start: 2, Len: 1, Priority: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// diff = 3: samples up to 3; a fourth insert would make diff+1 = 4 <= 4.
+	check("three items", limited, state{s1: true, s2: true, s3: true, ins: true})
+	if _, err := limited.Insert(tensorbuf.Item{Row: 0, Start: 3, Len: 1, Priority: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// diff = 4: the next insert would need 5 <= 4: blocked.
+	check("four items", limited, state{s1: true, s2: true, s3: true, ins: false})
+	if _, err := limited.Insert(tensorbuf.Item{Row: 0, Start: 4, Len: 1, Priority: 1}); !errors.Is(err, tensorbuf.ErrRateLimited) {
+		t.Fatalf("insert while CanInsert is false: %v, want ErrRateLimited", err)
+	}
+	bt, err := limited.Sample(context.Background(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = bt.Release()
+	// diff = 1: sampling needs 1-n >= 0: only 1.
+	check("after sampling 3", limited, state{s1: true, ins: true})
+	if plain.CanSample(1) != true {
+		t.Fatal("CanSample changed the table")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	check("closed", plain, state{})
+	check("closed", limited, state{})
+}

@@ -3,6 +3,7 @@ package tensorbuf_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/trajring/trajring/tensorbuf"
@@ -208,6 +209,56 @@ func TestTableTransitionsRejectsAndConsumesNothing(t *testing.T) {
 		}
 		if tbl.Size() != 1 {
 			t.Fatalf("%s consumed the item", tc.name)
+		}
+	}
+}
+
+// TestGapsEndTransitions: steps never written between two stored steps
+// (an observer skipping an episode) cut the row: no transition, n-step
+// window or episode-aware window runs across the cut.
+func TestGapsEndTransitions(t *testing.T) {
+	b := newBuffer(t, 1, 16)
+	m := newModel(1, 16)
+	M := tensorbuf.Mid
+	steps := []rawStep{
+		{st: tensorbuf.First, next: M, reward: 1, discount: 1},
+		{st: M, next: M, reward: 2, discount: 1}, // its successor was skipped
+		{st: tensorbuf.First, next: M, reward: 3, discount: 1},
+		{st: M, next: tensorbuf.Last, reward: 4, discount: 0},
+		{st: tensorbuf.Last, next: tensorbuf.First, discount: 1},
+	}
+	var metas [][]rawStep
+	for _, s := range steps {
+		metas = append(metas, []rawStep{s})
+	}
+	fill(t, b, m, metas)
+	exp, err := b.AllExperiences(tensorbuf.ExportBatch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := exp[0].Steps; !slices.Equal(got, []int64{0, 2, 3}) {
+		t.Fatalf("transitions at %v, want [0 2 3] (none from the step before the gap)", got)
+	}
+	ns, err := b.AllNStepExperiences(tensorbuf.ExportBatch, tensorbuf.NStepOptions{Horizon: 3, DiscountFactor: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := ns[0].Host()
+	// From 0: one step only, r0, bootstrapping from step 1 (step 1 has no
+	// successor, so its reward cannot be followed by a next observation).
+	if got := floats(t, h.Reward); !slices.Equal(got, []float64{1, 3 + 0.5*4, 4}) {
+		t.Fatalf("n-step rewards %v", got)
+	}
+	if got := floats(t, h.NextObservation["obs"])[0]; got != val(0, 0, 1, 0) {
+		t.Fatalf("next observation of the first transition %v, want step 1's %v", got, val(0, 0, 1, 0))
+	}
+	for range 20 {
+		bt, err := b.SampleSequences(1, 3, tensorbuf.SequenceOptions{EpisodeAware: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if it := bt.Items[0]; it.Start <= 1 && it.Start+int64(it.Len) > 2 {
+			t.Fatalf("episode-aware window %+v runs across the gap", it)
 		}
 	}
 }

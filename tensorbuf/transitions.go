@@ -3,9 +3,11 @@ package tensorbuf
 import (
 	"cmp"
 	"fmt"
-	"github.com/trajring/trajring/internal/philox"
 	"math"
 	"slices"
+	"sort"
+
+	"github.com/trajring/trajring/internal/philox"
 
 	"gorgonia.org/tensor"
 )
@@ -494,4 +496,84 @@ func (b *Buffer) exportViews(tr *Transitions, mode ExportMode) ([]*Transitions, 
 		out[i] = e
 	}
 	return out, nil
+}
+
+// String returns the mode's name, such as "batch" (MATLAB's
+// ConcatenateMode "none", "batch", "sequence").
+func (m ExportMode) String() string {
+	switch m {
+	case ExportNone:
+		return "none"
+	case ExportBatch:
+		return "batch"
+	case ExportSequence:
+		return "sequence"
+	}
+	return fmt.Sprintf("ExportMode(%d)", int(m))
+}
+
+// IsDoneName names the IsDone tensor of transitions.
+const IsDoneName = "is_done"
+
+// Field returns the tensor of a user field at t (observation, action or
+// policy info) or of reward, discount or is_done by name; NextObservation
+// holds the observations at t+1. An unknown name fails with
+// ErrUnknownField, listing the names the transitions have, and released or
+// empty transitions with ErrInvalidArg. Not safe for concurrent use with
+// calls that change the transitions.
+func (tr *Transitions) Field(name string) (*tensor.Dense, error) {
+	if tr == nil || tr.shape == nil {
+		return nil, fmt.Errorf("%w: field %q of empty transitions", ErrInvalidArg, name)
+	}
+	var d *tensor.Dense
+	switch name {
+	case RewardName:
+		d = tr.Reward
+	case DiscountName:
+		d = tr.Discount
+	case IsDoneName:
+		d = tr.IsDone
+	default:
+		for _, m := range []map[string]*tensor.Dense{tr.Observation, tr.Action, tr.PolicyInfo} {
+			if v, ok := m[name]; ok {
+				d = v
+			}
+		}
+	}
+	if d == nil {
+		return nil, fmt.Errorf("%w: %q (the transitions have %v)", ErrUnknownField, name, tr.names())
+	}
+	return d, nil
+}
+
+// Next returns the observation field of the same name at t+1
+// (NextObservation), or ErrUnknownField for a name that is not an
+// observation field (ErrInvalidArg for released or empty transitions).
+func (tr *Transitions) Next(name string) (*tensor.Dense, error) {
+	if tr == nil || tr.shape == nil {
+		return nil, fmt.Errorf("%w: next observation %q of empty transitions", ErrInvalidArg, name)
+	}
+	d, ok := tr.NextObservation[name]
+	if !ok || d == nil {
+		return nil, fmt.Errorf("%w: %q is not an observation field (next observations: %v)",
+			ErrUnknownField, name, sortedKeys(tr.NextObservation))
+	}
+	return d, nil
+}
+
+func (tr *Transitions) names() []string {
+	var names []string
+	for _, m := range []map[string]*tensor.Dense{tr.Observation, tr.Action, tr.PolicyInfo} {
+		names = append(names, sortedKeys(m)...)
+	}
+	return append(names, RewardName, DiscountName, IsDoneName)
+}
+
+func sortedKeys(m map[string]*tensor.Dense) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -230,5 +231,39 @@ func TestStatsConcurrent(t *testing.T) {
 	wg.Wait()
 	if got, want := b.Stats(), (tensorbuf.Stats{Steps: 100, Cuts: 98, DroppedTransitions: 98}); got != want {
 		t.Fatalf("Stats = %+v, want %+v", got, want)
+	}
+}
+
+func TestShapeErrorIsReadable(t *testing.T) {
+	b := newBuffer(t, 4, 8)
+	w, err := b.NewWriter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := make([]rawStep, 4)
+	for _, tc := range []struct {
+		field string
+		shape []int
+		want  string
+	}{
+		{"obs", []int{3}, `field "obs": want shape [4 3] (4 rows x [3]), got [3]`},
+		{"obs", []int{4, 2}, `field "obs": want shape [4 3] (4 rows x [3]), got [4 2]`},
+		{"pix", []int{2, 2, 2}, `field "pix": want shape [4 2 2] (4 rows x [2 2]), got [2 2 2]`},
+		{"act", []int{4, 1}, `field "act": want shape [4] (4 rows of scalars), got [4 1]`},
+	} {
+		s := makeStep(t, []int{0, 1, 2, 3}, []int64{0, 0, 0, 0}, meta)
+		fd := testFields[slices.IndexFunc(testFields, func(f tensorbuf.Field) bool { return f.Name == tc.field })]
+		n := 1
+		for _, d := range tc.shape {
+			n *= d
+		}
+		s.Values[tc.field] = denseOf(fd.DType, tc.shape, make([]float64, n))
+		err := w.Add(s)
+		if !errors.Is(err, tensorbuf.ErrShape) || !strings.HasSuffix(err.Error(), tc.want) {
+			t.Errorf("shape %v: %v, want ErrShape ending %q", tc.shape, err, tc.want)
+		}
+	}
+	if b.Cursor(0) != 0 {
+		t.Fatal("a refused add wrote a step")
 	}
 }
