@@ -187,45 +187,66 @@ func (w *Writer) AddSteps(s *Step, k int) error {
 
 // add is Add of k steps per row (AddSteps).
 func (w *Writer) add(s *Step, k int) error {
-	b := w.b
-	if s == nil {
-		return fmt.Errorf("%w: nil step", ErrInvalidArg)
-	}
-	rows, err := w.checkRows(s.Rows, "step")
+	rows, devices, err := w.stage(s, k)
 	if err != nil {
 		return err
+	}
+	b := w.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || w.closed {
+		return fmt.Errorf("%w: Add", ErrClosed)
+	}
+	if w.strict {
+		if err := w.checkStepTypesLocked(s, rows); err != nil {
+			return err
+		}
+	}
+	return w.commitLocked(s, rows, k, devices)
+}
+
+// stage validates s as k steps of its rows and points w.src (and w.dev,
+// for device tensors) at the bytes of each column, without locking the
+// buffer. It returns the rows and whether any field is a device tensor.
+func (w *Writer) stage(s *Step, k int) (rows []int, devices bool, err error) {
+	b := w.b
+	if s == nil {
+		return nil, false, fmt.Errorf("%w: nil step", ErrInvalidArg)
+	}
+	rows, err = w.checkRows(s.Rows, "step")
+	if err != nil {
+		return nil, false, err
 	}
 	n := len(rows)
 	m := n * k // k <= capacity and n <= NumEnvs: the ring's steps bound it
 	if len(s.StepType) != m || len(s.NextStepType) != m || len(s.Reward) != m || len(s.Discount) != m {
-		return fmt.Errorf("%w: %d rows × %d steps but %d step types, %d next step types, %d rewards, %d discounts",
+		return nil, false, fmt.Errorf("%w: %d rows × %d steps but %d step types, %d next step types, %d rewards, %d discounts",
 			ErrRows, n, k, len(s.StepType), len(s.NextStepType), len(s.Reward), len(s.Discount))
 	}
 	for x := range m {
 		if !validStepType(s.StepType[x]) || !validStepType(s.NextStepType[x]) {
-			return fmt.Errorf("%w: row %d: step types %d, %d", ErrInvalidArg, rows[x%n], s.StepType[x], s.NextStepType[x])
+			return nil, false, fmt.Errorf("%w: row %d: step types %d, %d", ErrInvalidArg, rows[x%n], s.StepType[x], s.NextStepType[x])
 		}
 		if !finite(s.Reward[x]) || !finite(s.Discount[x]) {
-			return fmt.Errorf("%w: row %d: reward %v and discount %v must be finite", ErrInvalidArg, rows[x%n], s.Reward[x], s.Discount[x])
+			return nil, false, fmt.Errorf("%w: row %d: reward %v and discount %v must be finite", ErrInvalidArg, rows[x%n], s.Reward[x], s.Discount[x])
 		}
 	}
 	if len(s.Values) != b.nUser {
 		for name := range s.Values {
 			if i, ok := b.byName[name]; !ok || b.cols[i].builtin {
-				return fmt.Errorf("%w: %q", ErrUnknownField, name)
+				return nil, false, fmt.Errorf("%w: %q", ErrUnknownField, name)
 			}
 		}
 	}
-	devices := false
 	for i := range b.nUser {
 		c := &b.cols[i]
 		d, ok := s.Values[c.Name]
 		if !ok || d == nil {
-			return fmt.Errorf("%w: step lacks field %q", ErrMissingField, c.Name)
+			return nil, false, fmt.Errorf("%w: step lacks field %q", ErrMissingField, c.Name)
 		}
 		if !d.IsNativelyAccessible() {
 			if err := w.deviceSource(d, c.Field, m); err != nil {
-				return err
+				return nil, false, err
 			}
 			w.src[i], w.dev[i] = nil, d
 			devices = true
@@ -233,7 +254,7 @@ func (w *Writer) add(s *Step, k int) error {
 		}
 		raw, err := columnBytes(d, c, m)
 		if err != nil {
-			return err
+			return nil, false, err
 		}
 		w.src[i], w.dev[i] = raw, nil
 	}
@@ -241,31 +262,39 @@ func (w *Writer) add(s *Step, k int) error {
 	w.src[b.nUser+colNextStepType] = int32Bytes(s.NextStepType)
 	w.src[b.nUser+colReward] = f32Bytes(s.Reward)
 	w.src[b.nUser+colDiscount] = f32Bytes(s.Discount)
+	return rows, devices, nil
+}
 
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed || w.closed {
-		return fmt.Errorf("%w: Add", ErrClosed)
-	}
-	if w.strict {
-		for x := range m {
-			r := rows[x%n]
-			pos := b.cursor[r] + int64(x/n)
-			var want StepType
-			switch {
-			case x >= n:
-				want = s.NextStepType[x-n]
-			case pos > 0:
-				want = StepType((b.meta[b.slot(r, pos-1)] & metaNextMask) >> metaNextShift)
-			default:
-				continue
-			}
-			if want != s.StepType[x] {
-				return fmt.Errorf("%w: row %d: step %d has step type %v, the previous step's next step type is %v",
-					ErrStepType, r, pos, s.StepType[x], want)
-			}
+// checkStepTypesLocked refuses, for a strict writer, a step whose step
+// type is not the next step type of the step before it in its row (the
+// row's last stored step, or the previous step of this add).
+func (w *Writer) checkStepTypesLocked(s *Step, rows []int) error {
+	b, n := w.b, len(rows)
+	for x := range len(s.StepType) {
+		r := rows[x%n]
+		pos := b.cursor[r] + int64(x/n)
+		var want StepType
+		switch {
+		case x >= n:
+			want = s.NextStepType[x-n]
+		case pos > 0:
+			want = StepType((b.meta[b.slot(r, pos-1)] & metaNextMask) >> metaNextShift)
+		default:
+			continue
+		}
+		if want != s.StepType[x] {
+			return fmt.Errorf("%w: row %d: step %d has step type %v, the previous step's next step type is %v",
+				ErrStepType, r, pos, s.StepType[x], want)
 		}
 	}
+	return nil
+}
+
+// commitLocked writes the staged steps into the ring: it finds their
+// slots, scatters the columns, drops the items whose first step it
+// overwrites and records each step's metadata, cuts and stats.
+func (w *Writer) commitLocked(s *Step, rows []int, k int, devices bool) error {
+	b, n := w.b, len(rows)
 	w.idx = w.idx[:0]
 	for j := range int64(k) {
 		for _, r := range rows {
@@ -287,37 +316,44 @@ func (w *Writer) add(s *Step, k int) error {
 			t.evictRows(rows, b.cursor)
 		}
 		for i, r := range rows {
-			x := j*n + i
-			pos := b.cursor[r]
-			mt := uint8(s.StepType[x]) | uint8(s.NextStepType[x])<<metaNextShift
-			if s.Discount[x] == 0 {
-				mt |= metaDiscZero
-			}
-			if pos > 0 {
-				// The slot of pos-1 without a division: the slot before
-				// pos's, or the row's last when pos's is the row's first.
-				ps := w.idx[x] - 1
-				if ps < int64(r)*b.capacity {
-					ps += b.capacity
-				}
-				prev := &b.meta[ps]
-				if StepType((*prev&metaNextMask)>>metaNextShift) != s.StepType[x] {
-					*prev |= metaCut
-					b.stats.Cuts++
-					// The transition at pos-1 is lost unless pos-1 is a
-					// boundary step (which starts none) or is overwritten
-					// by this add (capacity 1).
-					if StepType(*prev&metaStepMask) != Last && b.capacity > 1 {
-						b.stats.DroppedTransitions++
-					}
-				}
-			}
-			b.meta[w.idx[x]] = mt
-			b.cursor[r] = pos + 1
+			w.recordLocked(s, j*n+i, r)
 		}
 	}
-	b.stats.Steps += int64(m)
+	b.stats.Steps += int64(n * k)
 	return nil
+}
+
+// recordLocked records step x of s (in row r, at slot w.idx[x]) as the
+// row's next step: its metadata byte, a cut where its step type is not
+// the next step type of the step before it, and the row's cursor.
+func (w *Writer) recordLocked(s *Step, x, r int) {
+	b := w.b
+	pos := b.cursor[r]
+	mt := uint8(s.StepType[x]) | uint8(s.NextStepType[x])<<metaNextShift
+	if s.Discount[x] == 0 {
+		mt |= metaDiscZero
+	}
+	if pos > 0 {
+		// The slot of pos-1 without a division: the slot before pos's,
+		// or the row's last when pos's is the row's first.
+		ps := w.idx[x] - 1
+		if ps < int64(r)*b.capacity {
+			ps += b.capacity
+		}
+		prev := &b.meta[ps]
+		if StepType((*prev&metaNextMask)>>metaNextShift) != s.StepType[x] {
+			*prev |= metaCut
+			b.stats.Cuts++
+			// The transition at pos-1 is lost unless pos-1 is a boundary
+			// step (which starts none) or is overwritten by this add
+			// (capacity 1).
+			if StepType(*prev&metaStepMask) != Last && b.capacity > 1 {
+				b.stats.DroppedTransitions++
+			}
+		}
+	}
+	b.meta[w.idx[x]] = mt
+	b.cursor[r] = pos + 1
 }
 
 // scatter writes the sources Add prepared to w.idx, from device tensors
