@@ -34,10 +34,20 @@ var (
 	DrawPrio      = Kernel{ID: 9, Module: "draw_prioritized", Entry: "trajring_draw_prioritized", Args: 14}
 	UpdateClaim   = Kernel{ID: 10, Module: "update_claim", Entry: "trajring_update_claim", Args: 6}
 	UpdateApply   = Kernel{ID: 11, Module: "update_apply", Entry: "trajring_update_apply", Args: 10}
+	// The learner's kernels (host/gemm.h, mlp.h, td_loss.h, grad_norm.h, adam.h).
+	Gemm        = Kernel{ID: 12, Module: "gemm", Entry: "trajring_gemm", Args: 7}
+	BiasReLU    = Kernel{ID: 13, Module: "bias_relu", Entry: "trajring_bias_relu", Args: 5}
+	ReLUGrad    = Kernel{ID: 14, Module: "relu_grad", Entry: "trajring_relu_grad", Args: 3}
+	ColSum      = Kernel{ID: 15, Module: "col_sum", Entry: "trajring_col_sum", Args: 4}
+	TDLoss      = Kernel{ID: 16, Module: "td_loss", Entry: "trajring_td_loss", Args: 15}
+	NormPartial = Kernel{ID: 17, Module: "norm_partial", Entry: "trajring_norm_partial", Args: 4}
+	NormFinish  = Kernel{ID: 18, Module: "norm_finish", Entry: "trajring_norm_finish", Args: 5}
+	Adam        = Kernel{ID: 19, Module: "adam", Entry: "trajring_adam", Args: 14}
 )
 
 // All lists every kernel.
-var All = []Kernel{Scatter, GatherRows, Concat, GatherWindows, NStepReward, PatchItems, DrawUniform, TreePull, TreeRepair, DrawPrio, UpdateClaim, UpdateApply}
+var All = []Kernel{Scatter, GatherRows, Concat, GatherWindows, NStepReward, PatchItems, DrawUniform, TreePull, TreeRepair, DrawPrio, UpdateClaim, UpdateApply,
+	Gemm, BiasReLU, ReLUGrad, ColSum, TDLoss, NormPartial, NormFinish, Adam}
 
 // PTX returns the PTX text of the kernel's module, compiled by `make
 // kernels` for compute_80 and embedded in the binary. It is safe for

@@ -1,0 +1,28 @@
+// trajring_gemm computes C = op(A)·op(B), or C += op(A)·op(B) with flag
+// TR_GEMM_ACC, on row-major float32 matrices (host/gemm.h). Blocks of
+// TR_GEMM_THREADS threads (the gpu backend's 256) stride over the tiles of
+// C, staging TR_GEMM_T-wide slices of A and B in shared memory; a block of
+// another size does nothing. y is unused (1).
+#include "host/gemm.h"
+
+extern "C" __global__ void trajring_gemm(const float *a, const float *b, float *c, tr_i64 m, tr_i64 n, tr_i64 k, tr_i64 flags)
+{
+	__shared__ float as[TR_GEMM_T * TR_GEMM_TS], bs[TR_GEMM_T * TR_GEMM_TS];
+	tr_i64 tiles = tr_gemm_tiles(m, n), tile, k0, i0, j0;
+	int t = threadIdx.x;
+	if (blockDim.x != TR_GEMM_THREADS)
+		return;
+	for (tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+		float s;
+		tr_gemm_origin(tile, n, &i0, &j0);
+		s = tr_gemm_init(c, m, n, flags, i0, j0, t);
+		for (k0 = 0; k0 < k; k0 += TR_GEMM_T) {
+			tr_i64 kn = k - k0 < TR_GEMM_T ? k - k0 : TR_GEMM_T;
+			tr_gemm_load(a, b, m, n, k, flags, i0, j0, k0, t, as, bs);
+			__syncthreads();
+			s = tr_gemm_mac(s, as, bs, kn, t);
+			__syncthreads();
+		}
+		tr_gemm_store(c, m, n, i0, j0, t, s);
+	}
+}

@@ -1,0 +1,124 @@
+/*
+ * gemm.h: one block's share of trajring_gemm, C = op(A)·op(B) (+ C), on
+ * row-major float32 matrices: op(A) is m×k (A stored m×k, or k×m when
+ * TR_GEMM_TA is set), op(B) k×n (B stored k×n, or n×k with TR_GEMM_TB), C
+ * m×n. Reference loop (kernels/host.RefGemm):
+ *
+ *	for i := range m {
+ *		for j := range n {
+ *			s := float32(0)
+ *			if acc {
+ *				s = c[i*n+j]
+ *			}
+ *			for l := range k {
+ *				s = s + float32(opA(i, l)*opB(l, j))
+ *			}
+ *			c[i*n+j] = s
+ *		}
+ *	}
+ *
+ * Every product and sum is rounded to float on its own, in that order
+ * (rnf.h), so the device, the host build and the reference agree bit for
+ * bit; gonum's float32 Gemm without transposes adds in the same order.
+ *
+ * Blocks of TR_GEMM_THREADS threads stride over the TR_GEMM_T×TR_GEMM_T
+ * tiles of C, one thread per element of a tile. For each slice of
+ * TR_GEMM_T values of k the block loads a tile of op(A) and one of op(B)
+ * into shared memory (tr_gemm_load, each thread one element of each,
+ * coalesced for either storage order), then each thread adds its row of
+ * one times its column of the other (tr_gemm_mac): the two phases are
+ * separated by __syncthreads on the device, and the host build runs each
+ * phase for every thread of the block before the next (tr_host_gemm,
+ * learner_host.h), so the race-exposure mode, which runs a block's first
+ * unit of threads as the whole block, keeps every block whole.
+ */
+#ifndef TRAJRING_GEMM_H
+#define TRAJRING_GEMM_H
+#include "kernels.h"
+#include "rnf.h"
+
+#define TR_GEMM_T 16
+#define TR_GEMM_TS (TR_GEMM_T + 1) /* padded row of a shared tile: no bank conflicts on transposed loads */
+#define TR_GEMM_THREADS (TR_GEMM_T * TR_GEMM_T)
+#define TR_GEMM_TA 1  /* A is stored k×m */
+#define TR_GEMM_TB 2  /* B is stored n×k */
+#define TR_GEMM_ACC 4 /* add to C instead of overwriting it */
+
+TR_STRICT_BEGIN
+
+/* tr_gemm_tiles returns the number of tiles of an m×n C. */
+TR_HD tr_i64 tr_gemm_tiles(tr_i64 m, tr_i64 n)
+{
+	return ((m + TR_GEMM_T - 1) / TR_GEMM_T) * ((n + TR_GEMM_T - 1) / TR_GEMM_T);
+}
+
+/* tr_gemm_origin returns the first row and column of tile `tile`
+ * (row-major over tiles). */
+TR_HD void tr_gemm_origin(tr_i64 tile, tr_i64 n, tr_i64 *i0, tr_i64 *j0)
+{
+	tr_i64 tn = (n + TR_GEMM_T - 1) / TR_GEMM_T;
+	*i0 = tile / tn * TR_GEMM_T;
+	*j0 = tile % tn * TR_GEMM_T;
+}
+
+/* tr_gemm_load stores thread t's element of the op(A) tile (rows i0..,
+ * columns k0..) in as and of the op(B) tile (rows k0.., columns j0..) in
+ * bs, 0 outside the matrices. Consecutive threads read consecutive
+ * addresses in either storage order. */
+TR_HD void tr_gemm_load(const float *a, const float *b, tr_i64 m, tr_i64 n, tr_i64 k, tr_i64 flags, tr_i64 i0, tr_i64 j0,
+			tr_i64 k0, int t, float *as, float *bs)
+{
+	int lo = t % TR_GEMM_T, hi = t / TR_GEMM_T, r, c;
+	tr_i64 i, l, j;
+	float v;
+	/* op(A)(i, l): A[i*k + l], or A[l*m + i] transposed */
+	if (flags & TR_GEMM_TA)
+		r = lo, c = hi;
+	else
+		r = hi, c = lo;
+	i = i0 + r, l = k0 + c, v = 0.0f;
+	if (i < m && l < k)
+		v = TR_LD(float, (flags & TR_GEMM_TA) ? a + l * m + i : a + i * k + l);
+	as[r * TR_GEMM_TS + c] = v;
+	/* op(B)(l, j): B[l*n + j], or B[j*k + l] transposed */
+	if (flags & TR_GEMM_TB)
+		r = lo, c = hi;
+	else
+		r = hi, c = lo;
+	l = k0 + r, j = j0 + c, v = 0.0f;
+	if (l < k && j < n)
+		v = TR_LD(float, (flags & TR_GEMM_TB) ? b + j * k + l : b + l * n + j);
+	bs[r * TR_GEMM_TS + c] = v;
+}
+
+/* tr_gemm_init returns thread t's starting sum: its element of C with
+ * TR_GEMM_ACC (read with a plain load: the launch writes C), else 0. */
+TR_HD float tr_gemm_init(const float *c, tr_i64 m, tr_i64 n, tr_i64 flags, tr_i64 i0, tr_i64 j0, int t)
+{
+	tr_i64 i = i0 + t / TR_GEMM_T, j = j0 + t % TR_GEMM_T;
+	if ((flags & TR_GEMM_ACC) && i < m && j < n)
+		return c[i * n + j];
+	return 0.0f;
+}
+
+/* tr_gemm_mac adds the first kn products of thread t's row of as and
+ * column of bs to s, in order. */
+TR_HD float tr_gemm_mac(float s, const float *as, const float *bs, tr_i64 kn, int t)
+{
+	const float *ar = as + (t / TR_GEMM_T) * TR_GEMM_TS, *bc = bs + t % TR_GEMM_T;
+	tr_i64 l;
+	for (l = 0; l < kn; l++)
+		s = TR_FADD(s, TR_FMUL(ar[l], bc[l * TR_GEMM_TS]));
+	return s;
+}
+
+/* tr_gemm_store writes thread t's sum to C when it lies inside. */
+TR_HD void tr_gemm_store(float *c, tr_i64 m, tr_i64 n, tr_i64 i0, tr_i64 j0, int t, float s)
+{
+	tr_i64 i = i0 + t / TR_GEMM_T, j = j0 + t % TR_GEMM_T;
+	if (i < m && j < n)
+		c[i * n + j] = s;
+}
+
+TR_STRICT_END
+#endif /* TRAJRING_GEMM_H */

@@ -1,0 +1,152 @@
+/*
+ * learner_host.h: the host builds of the learner kernels (gemm.h, mlp.h,
+ * td_loss.h, grad_norm.h, adam.h): argument decoders in the form of
+ * host.h's, which includes this file after its TR_ARG_* macros and lists
+ * the entries in tr_host_lookup. They sit in a strict region (rnf.h) like
+ * the run functions they call.
+ */
+#ifndef TRAJRING_LEARNER_HOST_H
+#define TRAJRING_LEARNER_HOST_H
+
+#include "gemm.h"
+#include "mlp.h"
+#include "td_loss.h"
+#include "grad_norm.h"
+#include "adam.h"
+
+#define TR_ARG_F64(p, i) (*(const double *)(p)[i])
+
+TR_STRICT_BEGIN
+
+/* tr_host_gemm runs every block of TR_GEMM_THREADS threads whose first
+ * thread is in [t0, t1) as a whole, phase by phase, as the device's
+ * __syncthreads separate them: the race-exposure mode hands each block's
+ * first unit the block and its other units nothing. Blocks are counted
+ * as nt / TR_GEMM_THREADS (the gpu backend launches blocks of that size). */
+static void tr_host_gemm(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
+{
+	const float *a = TR_ARG_PTR(const float *, p, 0), *b = TR_ARG_PTR(const float *, p, 1);
+	float *c = TR_ARG_PTR(float *, p, 2);
+	tr_i64 m = TR_ARG_I64(p, 3), n = TR_ARG_I64(p, 4), k = TR_ARG_I64(p, 5), flags = TR_ARG_I64(p, 6);
+	tr_i64 nblocks = nt / TR_GEMM_THREADS, tiles = tr_gemm_tiles(m, n), blk, tile, k0, i0, j0;
+	float as[TR_GEMM_T * TR_GEMM_TS], bs[TR_GEMM_T * TR_GEMM_TS], s[TR_GEMM_THREADS];
+	int t;
+	(void)y, (void)gy;
+	if (nblocks < 1)
+		nblocks = 1;
+	for (blk = (t0 + TR_GEMM_THREADS - 1) / TR_GEMM_THREADS; blk < nblocks && blk * TR_GEMM_THREADS < t1; blk++)
+		for (tile = blk; tile < tiles; tile += nblocks) {
+			tr_gemm_origin(tile, n, &i0, &j0);
+			for (t = 0; t < TR_GEMM_THREADS; t++)
+				s[t] = tr_gemm_init(c, m, n, flags, i0, j0, t);
+			for (k0 = 0; k0 < k; k0 += TR_GEMM_T) {
+				tr_i64 kn = k - k0 < TR_GEMM_T ? k - k0 : TR_GEMM_T;
+				for (t = 0; t < TR_GEMM_THREADS; t++)
+					tr_gemm_load(a, b, m, n, k, flags, i0, j0, k0, t, as, bs);
+				for (t = 0; t < TR_GEMM_THREADS; t++)
+					s[t] = tr_gemm_mac(s[t], as, bs, kn, t);
+			}
+			for (t = 0; t < TR_GEMM_THREADS; t++)
+				tr_gemm_store(c, m, n, i0, j0, t, s[t]);
+		}
+}
+
+static void tr_host_bias_relu(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
+{
+	float *z = TR_ARG_PTR(float *, p, 0);
+	const float *bias = TR_ARG_PTR(const float *, p, 1);
+	tr_i64 rows = TR_ARG_I64(p, 2), cols = TR_ARG_I64(p, 3), relu = TR_ARG_I64(p, 4), tid;
+	(void)y, (void)gy;
+	for (tid = t0; tid < t1; tid++)
+		tr_bias_relu_run(z, bias, rows, cols, relu, tid, nt);
+}
+
+static void tr_host_relu_grad(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
+{
+	float *dy = TR_ARG_PTR(float *, p, 0);
+	const float *yv = TR_ARG_PTR(const float *, p, 1);
+	tr_i64 n = TR_ARG_I64(p, 2), tid;
+	(void)y, (void)gy;
+	for (tid = t0; tid < t1; tid++)
+		tr_relu_grad_run(dy, yv, n, tid, nt);
+}
+
+static void tr_host_col_sum(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
+{
+	const float *x = TR_ARG_PTR(const float *, p, 0);
+	float *out = TR_ARG_PTR(float *, p, 1);
+	tr_i64 rows = TR_ARG_I64(p, 2), cols = TR_ARG_I64(p, 3), tid;
+	(void)y, (void)gy;
+	for (tid = t0; tid < t1; tid++)
+		tr_col_sum_run(x, out, rows, cols, tid, nt);
+}
+
+static void tr_host_td_loss(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
+{
+	const float *q = TR_ARG_PTR(const float *, p, 0), *qno = TR_ARG_PTR(const float *, p, 1);
+	const float *qnt = TR_ARG_PTR(const float *, p, 2);
+	const tr_i64 *act = TR_ARG_PTR(const tr_i64 *, p, 3);
+	const float *rew = TR_ARG_PTR(const float *, p, 4), *disc = TR_ARG_PTR(const float *, p, 5);
+	const double *w = TR_ARG_PTR(const double *, p, 6);
+	const tr_u8 *valid = TR_ARG_PTR(const tr_u8 *, p, 7);
+	tr_i64 bsz = TR_ARG_I64(p, 8), na = TR_ARG_I64(p, 9), tid;
+	double eps = TR_ARG_F64(p, 10);
+	float *dq = TR_ARG_PTR(float *, p, 11), *td = TR_ARG_PTR(float *, p, 12), *prio = TR_ARG_PTR(float *, p, 13);
+	float *rowloss = TR_ARG_PTR(float *, p, 14);
+	(void)y, (void)gy;
+	for (tid = t0; tid < t1; tid++)
+		tr_td_loss_run(q, qno, qnt, act, rew, disc, w, valid, bsz, na, eps, dq, td, prio, rowloss, tid, nt);
+}
+
+static void tr_host_norm_partial(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
+{
+	const float *g = TR_ARG_PTR(const float *, p, 0);
+	tr_i64 n = TR_ARG_I64(p, 1), parts = TR_ARG_I64(p, 2), tid;
+	double *partial = TR_ARG_PTR(double *, p, 3);
+	(void)y, (void)gy;
+	for (tid = t0; tid < t1; tid++)
+		tr_norm_partial_run(g, n, parts, partial, tid, nt);
+}
+
+static void tr_host_norm_finish(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
+{
+	const double *partial = TR_ARG_PTR(const double *, p, 0);
+	tr_i64 parts = TR_ARG_I64(p, 1), tid;
+	double maxnorm = TR_ARG_F64(p, 2);
+	double *norm = TR_ARG_PTR(double *, p, 3);
+	float *scale = TR_ARG_PTR(float *, p, 4);
+	(void)y, (void)gy, (void)nt;
+	for (tid = t0; tid < t1; tid++)
+		tr_norm_finish_run(partial, parts, maxnorm, norm, scale, tid);
+}
+
+static void tr_host_adam(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
+{
+	float *w = TR_ARG_PTR(float *, p, 0);
+	const float *g = TR_ARG_PTR(const float *, p, 1);
+	float *m = TR_ARG_PTR(float *, p, 2), *v = TR_ARG_PTR(float *, p, 3);
+	tr_i64 n = TR_ARG_I64(p, 4), tid;
+	const float *scale = TR_ARG_PTR(const float *, p, 5);
+	float b1 = (float)TR_ARG_F64(p, 6), b2 = (float)TR_ARG_F64(p, 7), omb1 = (float)TR_ARG_F64(p, 8);
+	float omb2 = (float)TR_ARG_F64(p, 9), eps = (float)TR_ARG_F64(p, 10), neglr = (float)TR_ARG_F64(p, 11);
+	float c1 = (float)TR_ARG_F64(p, 12), c2 = (float)TR_ARG_F64(p, 13);
+	(void)y, (void)gy;
+	for (tid = t0; tid < t1; tid++)
+		tr_adam_run(w, g, m, v, n, scale, b1, b2, omb1, omb2, eps, neglr, c1, c2, tid, nt);
+}
+
+TR_STRICT_END
+
+/* TR_LEARNER_KERNELS are the rows of tr_host_lookup's table for the
+ * kernels above. */
+#define TR_LEARNER_KERNELS                                   \
+	{"trajring_gemm", tr_host_gemm, 7},                  \
+	{"trajring_bias_relu", tr_host_bias_relu, 5},        \
+	{"trajring_relu_grad", tr_host_relu_grad, 3},        \
+	{"trajring_col_sum", tr_host_col_sum, 4},            \
+	{"trajring_td_loss", tr_host_td_loss, 15},           \
+	{"trajring_norm_partial", tr_host_norm_partial, 4},  \
+	{"trajring_norm_finish", tr_host_norm_finish, 5},    \
+	{"trajring_adam", tr_host_adam, 14},
+
+#endif /* TRAJRING_LEARNER_HOST_H */

@@ -1,0 +1,330 @@
+//go:build cgo
+
+package host
+
+import (
+	"bytes"
+	"math"
+	"testing"
+	"unsafe"
+
+	"github.com/trajring/trajring/kernels"
+)
+
+// gbuf is an array in C memory between guard bytes, at a random aligned
+// offset, remembering its initial bytes.
+type gbuf struct {
+	m        *Mem
+	off, len int // bytes
+	init     []byte
+}
+
+// put copies v into a guarded C array.
+func put[T any](e *env, v []T) *gbuf {
+	var z T
+	size := int(unsafe.Sizeof(z))
+	n := len(v) * size
+	off := guard + size*e.rng.IntN(4)
+	m := e.mem(off + n + guard)
+	init := e.random(off + n + guard)
+	if n > 0 {
+		copy(init[off:], unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), n))
+	}
+	copy(m.Bytes(), init)
+	return &gbuf{m: m, off: off, len: n, init: init}
+}
+
+func (g *gbuf) addr() uint64 { return g.m.Addr(g.off) }
+
+// checkOut fails unless g holds exactly want's bytes and its guards are
+// untouched.
+func checkOut[T any](e *env, what string, g *gbuf, want []T) {
+	e.t.Helper()
+	got := g.m.Bytes()
+	if !bytes.Equal(got[:g.off], g.init[:g.off]) || !bytes.Equal(got[g.off+g.len:], g.init[g.off+g.len:]) {
+		e.t.Fatalf("%s: guard bytes around the output were written", what)
+	}
+	var z T
+	size := int(unsafe.Sizeof(z))
+	w := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(want))), len(want)*size)
+	if i := bytes.Index(got[g.off:g.off+g.len], w); i != 0 || len(w) != g.len {
+		k := 0
+		for k < len(w) && got[g.off+k] == w[k] {
+			k++
+		}
+		e.t.Fatalf("%s: element %d of %d differs from the reference loop (got %v, want %v)", what, k/size, len(want),
+			*(*T)(unsafe.Pointer(&got[g.off+k/size*size])), want[k/size])
+	}
+}
+
+// value returns a float32 of random sign and size: mostly normals around
+// 1, some large or tiny, zeros of both signs, now and then a subnormal.
+func (e *env) value() float32 {
+	switch e.rng.IntN(16) {
+	case 0:
+		return 0
+	case 1:
+		return float32(math.Copysign(0, -1))
+	case 2:
+		return math.Float32frombits(e.rng.Uint32() & 0x807fffff)
+	case 3:
+		return float32(e.rng.NormFloat64() * math.Pow(10, float64(e.rng.IntN(9)-4)))
+	default:
+		return float32(e.rng.NormFloat64())
+	}
+}
+
+func (e *env) values(n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = e.value()
+	}
+	return v
+}
+
+// learnerModes alternate the trials between launches in order and in
+// race exposure (four host threads, shuffled units of a warp).
+var learnerModes = []Mode{{}, {Threads: 4, Chunk: 32, Seed: 11}, {Threads: 3, Chunk: 7, Seed: 5}}
+
+// gemmGrids are grids of blocks of 256 threads, as the gpu backend
+// launches trajring_gemm: one block, fewer blocks than tiles, more.
+var gemmGrids = []int64{1, 2, 3, 7, 40}
+
+func TestGemmMatchesReference(t *testing.T) {
+	dims := []int{1, 2, 5, 15, 16, 17, 31, 33, 64, 70}
+	for trial := range 90 {
+		e := newEnv(t, 9000+uint64(trial))
+		withMode(t, learnerModes[trial%len(learnerModes)])
+		m, n, k := dims[e.rng.IntN(len(dims))], dims[e.rng.IntN(len(dims))], dims[e.rng.IntN(len(dims))]
+		if trial%15 == 7 {
+			k = 0
+		}
+		flags := trial % 8
+		a, b, c := e.values(m*k), e.values(k*n), e.values(m*n)
+		ga, gb, gc := put(e, a), put(e, b), put(e, c)
+		gx := gemmGrids[trial%len(gemmGrids)]
+		if err := Launch(kernels.Gemm, gx, 1, 256, ga.addr(), gb.addr(), gc.addr(), uint64(m), uint64(n), uint64(k), uint64(flags)); err != nil {
+			t.Fatal(err)
+		}
+		RefGemm(a, b, c, m, n, k, flags)
+		checkOut(e, "gemm", gc, c)
+	}
+}
+
+// TestGemmExact pins small products worked out by hand, in each storage
+// order, and an accumulation.
+func TestGemmExact(t *testing.T) {
+	tests := []struct {
+		name    string
+		a, b, c []float32
+		m, n, k int
+		flags   int
+		want    []float32
+	}{
+		{"plain", []float32{1, 2, 3, 4, 5, 6}, []float32{1, 0, 0, 1, 2, -1}, []float32{9, 9, 9, 9}, 2, 2, 3, 0, []float32{7, -1, 16, -1}},
+		{"transA", []float32{1, 4, 2, 5, 3, 6}, []float32{1, 0, 0, 1, 2, -1}, []float32{9, 9, 9, 9}, 2, 2, 3, GemmTransA, []float32{7, -1, 16, -1}},
+		{"transB", []float32{1, 2, 3, 4, 5, 6}, []float32{1, 0, 2, 0, 1, -1}, []float32{9, 9, 9, 9}, 2, 2, 3, GemmTransB, []float32{7, -1, 16, -1}},
+		{"acc", []float32{1, 2, 3, 4, 5, 6}, []float32{1, 0, 0, 1, 2, -1}, []float32{1, 2, 3, 4}, 2, 2, 3, GemmAcc, []float32{8, 1, 19, 3}},
+		// 1 + 2^-24 + 2^-24: each sum rounds on its own, back to 1
+		// (a sum in double would round to 1+2^-23).
+		{"rounding", []float32{1, 0x1p-24, 0x1p-24}, []float32{1, 1, 1}, []float32{0}, 1, 1, 3, 0, []float32{1}},
+	}
+	for _, tc := range tests {
+		e := newEnv(t, 1)
+		ga, gb, gc := put(e, tc.a), put(e, tc.b), put(e, tc.c)
+		if err := Launch(kernels.Gemm, 1, 1, 256, ga.addr(), gb.addr(), gc.addr(), uint64(tc.m), uint64(tc.n), uint64(tc.k), uint64(tc.flags)); err != nil {
+			t.Fatal(err)
+		}
+		checkOut(e, tc.name, gc, tc.want)
+	}
+}
+
+func TestElementwiseMatchReference(t *testing.T) {
+	dims := []int{1, 3, 16, 33, 256, 300}
+	for trial := range 60 {
+		e := newEnv(t, 9500+uint64(trial))
+		withMode(t, learnerModes[trial%len(learnerModes)])
+		grid := grids[trial%len(grids)]
+		rows, cols := dims[e.rng.IntN(4)], dims[e.rng.IntN(len(dims))]
+		z, bias := e.values(rows*cols), e.values(cols)
+		relu := trial%2 == 0
+		gz, gbias := put(e, z), put(e, bias)
+		if err := Launch(kernels.BiasReLU, grid[0], 1, grid[2], gz.addr(), gbias.addr(), uint64(rows), uint64(cols), b2u(relu)); err != nil {
+			t.Fatal(err)
+		}
+		RefBiasReLU(z, bias, rows, cols, relu)
+		checkOut(e, "bias_relu", gz, z)
+
+		dy, y := e.values(rows*cols), e.values(rows*cols)
+		gdy, gy := put(e, dy), put(e, y)
+		if err := Launch(kernels.ReLUGrad, grid[0], 1, grid[2], gdy.addr(), gy.addr(), uint64(rows*cols)); err != nil {
+			t.Fatal(err)
+		}
+		RefReLUGrad(dy, y)
+		checkOut(e, "relu_grad", gdy, dy)
+
+		x, out := e.values(rows*cols), e.values(cols)
+		gx, gout := put(e, x), put(e, out)
+		if err := Launch(kernels.ColSum, grid[0], 1, grid[2], gx.addr(), gout.addr(), uint64(rows), uint64(cols)); err != nil {
+			t.Fatal(err)
+		}
+		RefColSum(x, out, rows, cols)
+		checkOut(e, "col_sum", gout, out)
+	}
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func TestTDLossMatchesReference(t *testing.T) {
+	for trial := range 80 {
+		e := newEnv(t, 9700+uint64(trial))
+		withMode(t, learnerModes[trial%len(learnerModes)])
+		grid := grids[trial%len(grids)]
+		bsz, na := 1+e.rng.IntN(300), 1+e.rng.IntN(6)
+		q, qno, qnt := e.values(bsz*na), e.values(bsz*na), e.values(bsz*na)
+		if trial%4 == 1 { // ties: the first largest wins
+			for i := range qno {
+				qno[i] = float32(e.rng.IntN(2))
+			}
+		}
+		act := make([]int64, bsz)
+		rew, disc := e.values(bsz), make([]float32, bsz)
+		w := make([]float64, bsz)
+		valid := make([]uint8, bsz)
+		for i := range bsz {
+			act[i] = e.rng.Int64N(int64(na))
+			if e.rng.IntN(20) == 0 {
+				act[i] = []int64{-1, int64(na), 1 << 40}[e.rng.IntN(3)]
+			}
+			disc[i] = []float32{0, 0.99, 0.9801, 1}[e.rng.IntN(4)]
+			w[i] = e.rng.Float64() * 2
+			valid[i] = uint8(e.rng.IntN(5)) // mostly valid, any nonzero byte
+		}
+		eps := []float64{0, 1e-6, 0.01}[trial%3]
+		var gqno *gbuf
+		qnoAddr, refQno := uint64(0), []float32(nil)
+		if trial%3 != 2 {
+			gqno, refQno = put(e, qno), qno
+			qnoAddr = gqno.addr()
+		}
+		validAddr, refValid := uint64(0), []uint8(nil)
+		gvalid := put(e, valid)
+		if trial%4 != 3 {
+			validAddr, refValid = gvalid.addr(), valid
+		}
+		gq, gqnt, gact, grew, gdisc, gw := put(e, q), put(e, qnt), put(e, act), put(e, rew), put(e, disc), put(e, w)
+		dq, td, prio, rl := e.values(bsz*na), e.values(bsz), e.values(bsz), e.values(bsz)
+		gdq, gtd, gprio, grl := put(e, dq), put(e, td), put(e, prio), put(e, rl)
+		if err := Launch(kernels.TDLoss, grid[0], 1, grid[2], gq.addr(), qnoAddr, gqnt.addr(), gact.addr(), grew.addr(), gdisc.addr(),
+			gw.addr(), validAddr, uint64(bsz), uint64(na), math.Float64bits(eps), gdq.addr(), gtd.addr(), gprio.addr(), grl.addr()); err != nil {
+			t.Fatal(err)
+		}
+		RefTDLoss(q, refQno, qnt, act, rew, disc, w, refValid, bsz, na, eps, dq, td, prio, rl)
+		checkOut(e, "dq", gdq, dq)
+		checkOut(e, "td", gtd, td)
+		checkOut(e, "priorities", gprio, prio)
+		checkOut(e, "row losses", grl, rl)
+	}
+}
+
+// TestTDLossExact pins a double-DQN row worked out by hand, a row inside
+// Huber's quadratic part, a masked row and one with no such action.
+func TestTDLossExact(t *testing.T) {
+	e := newEnv(t, 1)
+	q := []float32{1, 2, 0.5, 0, 7, 7, 7, 7}
+	qno := []float32{3, 5, 1, 0, 1, 2, 0, 0} // next actions 1, 0, 1, 0
+	qnt := []float32{0.5, 4, 1, 9, 0, 0, 0, 0}
+	act := []int64{0, 0, 1, 2}
+	rew := []float32{1, 0.25, 1, 1}
+	disc := []float32{0.5, 0.5, 0.5, 0.5}
+	w := []float64{2, 1, 3, 1}
+	valid := []uint8{1, 1, 0, 1}
+	// row 0: y = 1 + 0.5*4 = 3, td = 1-3 = -2: Huber 1.5, weight 2;
+	// gradient 2*(-1)/4. Row 1: y = 0.25 + 0.5*1 = 0.75, td = -0.25:
+	// Huber 0.03125; gradient -0.25/4. Row 2: y = 1, td = 6, masked (weight
+	// 0: no gradient, priority or loss). Row 3: action 2 of 2 actions.
+	gq, gqno, gqnt, gact, grew, gdisc, gw, gv := put(e, q), put(e, qno), put(e, qnt), put(e, act), put(e, rew), put(e, disc), put(e, w), put(e, valid)
+	gdq, gtd, gprio, grl := put(e, make([]float32, 8)), put(e, make([]float32, 4)), put(e, make([]float32, 4)), put(e, make([]float32, 4))
+	if err := Launch(kernels.TDLoss, 1, 1, 32, gq.addr(), gqno.addr(), gqnt.addr(), gact.addr(), grew.addr(), gdisc.addr(),
+		gw.addr(), gv.addr(), 4, 2, math.Float64bits(0.5), gdq.addr(), gtd.addr(), gprio.addr(), grl.addr()); err != nil {
+		t.Fatal(err)
+	}
+	checkOut(e, "dq", gdq, []float32{-0.5, 0, -0.0625, 0, 0, 0, 0, 0})
+	checkOut(e, "td", gtd, []float32{-2, -0.25, 6, 0})
+	checkOut(e, "priorities", gprio, []float32{2.5, 0.75, 0, 0})
+	checkOut(e, "row losses", grl, []float32{3, 0.03125, 0, 0})
+}
+
+func TestGradNormMatchesReference(t *testing.T) {
+	for trial := range 60 {
+		e := newEnv(t, 9900+uint64(trial))
+		withMode(t, learnerModes[trial%len(learnerModes)])
+		grid := grids[trial%len(grids)]
+		n := []int{0, 1, 7, 256, 1000, 5000}[trial%6]
+		parts := []int{1, 3, 256, 1024}[trial%4]
+		g := e.values(n)
+		maxNorm := []float64{0.5, 10, 1e30}[trial%3]
+		gg := put(e, g)
+		partial := put(e, make([]float64, parts))
+		norm, scale := put(e, []float64{-1}), put(e, []float32{-1})
+		if err := Launch(kernels.NormPartial, grid[0], 1, grid[2], gg.addr(), uint64(n), uint64(parts), partial.addr()); err != nil {
+			t.Fatal(err)
+		}
+		if err := Launch(kernels.NormFinish, 1, 1, []int64{1, 32}[trial%2], partial.addr(), uint64(parts), math.Float64bits(maxNorm), norm.addr(), scale.addr()); err != nil {
+			t.Fatal(err)
+		}
+		wantNorm, wantScale := RefGradNorm(g, parts, maxNorm)
+		checkOut(e, "norm", norm, []float64{wantNorm})
+		checkOut(e, "scale", scale, []float32{wantScale})
+	}
+	// Exact: the norm of (3, 4) is 5; clipped to 1 it scales by 1/(5+1e-6).
+	e := newEnv(t, 1)
+	gg, partial := put(e, []float32{3, 4}), put(e, make([]float64, 2))
+	norm, scale := put(e, []float64{0}), put(e, []float32{0})
+	if err := Launch(kernels.NormPartial, 1, 1, 32, gg.addr(), 2, 2, partial.addr()); err != nil {
+		t.Fatal(err)
+	}
+	if err := Launch(kernels.NormFinish, 1, 1, 1, partial.addr(), 2, math.Float64bits(1), norm.addr(), scale.addr()); err != nil {
+		t.Fatal(err)
+	}
+	checkOut(e, "norm of (3, 4)", norm, []float64{5})
+	checkOut(e, "scale of (3, 4)", scale, []float32{float32(1 / (5 + 1e-6))})
+}
+
+func TestAdamMatchesReference(t *testing.T) {
+	for trial := range 60 {
+		e := newEnv(t, 10100+uint64(trial))
+		withMode(t, learnerModes[trial%len(learnerModes)])
+		grid := grids[trial%len(grids)]
+		n := []int{1, 5, 256, 1000}[trial%4]
+		w, g, m := e.values(n), e.values(n), e.values(n)
+		v := e.values(n)
+		for i := range v {
+			v[i] = float32(math.Abs(float64(v[i]))) // a second moment is never negative
+		}
+		k := NewAdamConsts([]float64{2.3e-3, 1e-4, 0.5}[trial%3], int64(1+trial*37))
+		var scale []float32
+		scaleAddr := uint64(0)
+		if trial%2 == 1 {
+			scale = []float32{0.37}
+			scaleAddr = put(e, scale).addr()
+		}
+		gw, gg, gm, gv := put(e, w), put(e, g), put(e, m), put(e, v)
+		f := func(x float32) uint64 { return math.Float64bits(float64(x)) }
+		if err := Launch(kernels.Adam, grid[0], 1, grid[2], gw.addr(), gg.addr(), gm.addr(), gv.addr(), uint64(n), scaleAddr,
+			f(k.B1), f(k.B2), f(k.OmB1), f(k.OmB2), f(k.Eps), f(k.NegLR), f(k.C1), f(k.C2)); err != nil {
+			t.Fatal(err)
+		}
+		g0 := append([]float32(nil), g...)
+		RefAdam(w, g, m, v, scale, k)
+		checkOut(e, "w", gw, w)
+		checkOut(e, "m", gm, m)
+		checkOut(e, "v", gv, v)
+		checkOut(e, "g (unchanged)", gg, g0)
+	}
+}
