@@ -76,6 +76,15 @@ type MemoryReporter interface {
 	MemAvailable() (int64, error)
 }
 
+// HostMemory is implemented by backends whose arenas are host memory,
+// such as the cpu backend: New then counts the arenas and the buffer's host
+// metadata together against the host's available memory, since both take
+// from it. Implementations must be safe for concurrent use.
+type HostMemory interface {
+	// ArenasInHostMemory reports whether new arenas take host memory.
+	ArenasInHostMemory() bool
+}
+
 // DeviceScatterer is implemented by backends whose Scatter can also read
 // a column's source steps from a tensor in the backend's own memory, in
 // place: Writer.Add uses it for a step whose field tensors are device

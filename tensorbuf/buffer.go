@@ -262,7 +262,7 @@ func (b *Buffer) sizes(strides []int64) (steps, ringBytes, hostBytes int64, err 
 // and returns an error naming both, or nil.
 func checkMemory(be Backend, ringBytes, hostBytes int64, hostMem func() (int64, error)) error {
 	hostAvail, hostErr := hostMem()
-	if _, onHost := be.(*cpu.Backend); onHost {
+	if h, ok := be.(HostMemory); ok && h.ArenasInHostMemory() {
 		if hostErr == nil && ringBytes+hostBytes > hostAvail {
 			return fmt.Errorf("the buffer needs %d bytes of host memory (%d of arenas, %d of metadata) but %d bytes are available",
 				ringBytes+hostBytes, ringBytes, hostBytes, hostAvail)

@@ -18,6 +18,7 @@ type fakeDevice struct {
 
 func (f *fakeDevice) Name() string                 { return "fake" }
 func (f *fakeDevice) MemAvailable() (int64, error) { return f.avail, f.err }
+func (f *fakeDevice) ArenasInHostMemory() bool     { return false }
 func (f *fakeDevice) Alloc(n int64) (Arena, error) {
 	f.allocs++
 	return f.Backend.Alloc(n)
