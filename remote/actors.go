@@ -103,7 +103,7 @@ func (in *Ingester) expireIdle() bool {
 		if a.last.IsZero() {
 			a.last, a.at = in.newest, in.clock // resumed: idle from now on, in stream time
 		}
-		if len(a.held) == 0 && len(in.out[a.id]) == 0 && in.clock-a.at > in.cfg.ActorIdle {
+		if len(a.held) == 0 && len(in.ro.backOf[a.id]) == 0 && in.clock-a.at > in.cfg.ActorIdle {
 			in.leave(a)
 			freed = true
 		}

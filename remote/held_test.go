@@ -86,10 +86,9 @@ func TestHoldCountsEachFrameAtLeastHeldFrameCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	reorder := 10 * heldFrameCost
-	in := &Ingester{cfg: IngesterConfig{ReorderBytes: reorder}, schema: s, maxHeld: maxHeldFrames(reorder),
-		held: map[uint64]*heldFrame{}, naked: map[uint64]struct{}{}}
-	if in.maxHeld != 10 {
-		t.Fatalf("maxHeldFrames(%d) = %d, want 10", reorder, in.maxHeld)
+	in := &Ingester{cfg: IngesterConfig{ReorderBytes: reorder}, schema: s, ro: newReorderState(reorder)}
+	if in.ro.maxHeld != 10 {
+		t.Fatalf("maxHeldFrames(%d) = %d, want 10", reorder, in.ro.maxHeld)
 	}
 	a := &actorState{id: 5, seqKnown: true}
 	var f Frame
@@ -104,8 +103,8 @@ func TestHoldCountsEachFrameAtLeastHeldFrameCost(t *testing.T) {
 		}
 		held++
 	}
-	if held != 10 || in.heldBytes != 10*heldFrameCost || len(a.held) != 10 {
-		t.Fatalf("held %d frames (%d bytes counted, %d in the actor), want 10 (%d bytes)", held, in.heldBytes, len(a.held), 10*heldFrameCost)
+	if held != 10 || in.ro.heldBytes != 10*heldFrameCost || len(a.held) != 10 {
+		t.Fatalf("held %d frames (%d bytes counted, %d in the actor), want 10 (%d bytes)", held, in.ro.heldBytes, len(a.held), 10*heldFrameCost)
 	}
 	if _, _, err := in.unhold(a); err != nil {
 		t.Fatal(err)
@@ -114,8 +113,8 @@ func TestHoldCountsEachFrameAtLeastHeldFrameCost(t *testing.T) {
 	if err := s.Decode(data, &f); err != nil {
 		t.Fatal(err)
 	}
-	if !in.hold(a, dataMsg{data: data}, 40, &f, time.Now()) || in.heldBytes != 10*heldFrameCost {
-		t.Fatalf("after a release: not held again, or %d bytes counted", in.heldBytes)
+	if !in.hold(a, dataMsg{data: data}, 40, &f, time.Now()) || in.ro.heldBytes != 10*heldFrameCost {
+		t.Fatalf("after a release: not held again, or %d bytes counted", in.ro.heldBytes)
 	}
 	if maxHeldFrames(1<<40) != 1<<24 || maxHeldFrames(heldFrameCost-1) != 0 {
 		t.Fatalf("maxHeldFrames bounds: %d, %d", maxHeldFrames(1<<40), maxHeldFrames(heldFrameCost-1))

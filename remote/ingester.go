@@ -169,19 +169,10 @@ type Ingester struct {
 	actors map[uint64]*actorState
 	free   []bool // free[i]: cfg.Rows[i] is free
 	stats  IngesterStats
-	floor  uint64               // every frame up to this stream sequence is done
-	naked  map[uint64]struct{}  // stream sequences handed back or held, not yet done
-	back   map[uint64]*outFrame // frames handed back, by stream sequence
-	// out holds, per actor, the frames handed back and not yet done
-	// (stream sequence -> frame sequence): they will come again, so the
-	// actor is not idle and they are not given up.
-	out   map[uint64]map[uint64]uint64
-	frame Frame
-	sel   []bool
+	ro     reorderState
+	frame  Frame
+	sel    []bool
 
-	held      map[uint64]*heldFrame // frames held for reordering, by stream sequence
-	heldBytes int
-	maxHeld   int                    // bound on len(held), below MaxAckPending
 	gone      map[uint64]uint64      // actors that left: their frames numbered below this are duplicates
 	waiting   map[uint64]*actorState // actors with frames held and no rows yet
 	goneOrder []uint64
@@ -220,7 +211,7 @@ func NewIngester(ctx context.Context, cfg IngesterConfig) (*Ingester, error) {
 		Durable:       cfg.Durable,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       cfg.AckWait,
-		MaxAckPending: in.maxHeld + 4*cfg.Prefetch,
+		MaxAckPending: in.ro.maxHeld + 4*cfg.Prefetch,
 		FilterSubject: cfg.Subject + ".>",
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
@@ -293,8 +284,7 @@ func newIngester(cfg IngesterConfig) (*Ingester, error) {
 			cfg.Rows = append(cfg.Rows, r)
 		}
 	}
-	in := &Ingester{cfg: cfg, schema: s, actors: map[uint64]*actorState{}, free: make([]bool, len(cfg.Rows)), naked: map[uint64]struct{}{}, back: map[uint64]*outFrame{}, out: map[uint64]map[uint64]uint64{},
-		held: map[uint64]*heldFrame{}, maxHeld: maxHeldFrames(cfg.ReorderBytes), gone: map[uint64]uint64{}, waiting: map[uint64]*actorState{},
+	in := &Ingester{cfg: cfg, schema: s, actors: map[uint64]*actorState{}, free: make([]bool, len(cfg.Rows)), ro: newReorderState(cfg.ReorderBytes), gone: map[uint64]uint64{}, waiting: map[uint64]*actorState{},
 		noted: map[uint64]struct{}{}}
 	for i := range in.free {
 		in.free[i] = true
@@ -423,7 +413,7 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 		in.newest = md.Timestamp
 	}
 	in.pending = md.NumPending
-	if h := in.held[seq]; h != nil {
+	if h := in.ro.held[seq]; h != nil {
 		// Redelivered while held here (an acknowledgement deadline or a
 		// server restart): keep the newest delivery to acknowledge.
 		h.msg = msg
@@ -449,7 +439,7 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 	a := in.actors[f.Actor]
 	if a == nil {
 		w := in.waiting[f.Actor]
-		if w == nil && f.Bye && len(in.out[f.Actor]) == 0 {
+		if w == nil && f.Bye && len(in.ro.backOf[f.Actor]) == 0 {
 			in.forget(f.Actor, math.MaxUint64)
 			in.done(msg, seq)
 			return
@@ -560,20 +550,20 @@ func (in *Ingester) advance(a *actorState, f *Frame) {
 // done acknowledges a processed message and advances the floor.
 func (in *Ingester) done(msg jetstream.Msg, seq uint64) {
 	_ = msg.Ack()
-	delete(in.naked, seq)
-	if o := in.back[seq]; o != nil {
+	delete(in.ro.undone, seq)
+	if o := in.ro.handedBack[seq]; o != nil {
 		in.unback(seq, o)
 	}
-	if seq > in.floor {
-		in.floor = seq
+	if seq > in.ro.floor {
+		in.ro.floor = seq
 	}
 }
 
 // streamFloor is the highest stream sequence up to which every frame is
 // written or refused.
 func (in *Ingester) streamFloor() uint64 {
-	f := in.floor
-	for s := range in.naked {
+	f := in.ro.floor
+	for s := range in.ro.undone {
 		if s-1 < f {
 			f = s - 1
 		}

@@ -91,7 +91,7 @@ func (in *Ingester) ready(a *actorState, f *Frame) bool {
 // when the reorder bounds are reached (the caller hands it back).
 func (in *Ingester) hold(a *actorState, msg jetstream.Msg, seq uint64, f *Frame, stored time.Time) bool {
 	data := msg.Data()
-	if len(in.held) >= in.maxHeld || in.heldBytes+heldCost(len(data)) > in.cfg.ReorderBytes {
+	if len(in.ro.held) >= in.ro.maxHeld || in.ro.heldBytes+heldCost(len(data)) > in.cfg.ReorderBytes {
 		in.full = time.Now()
 		return false
 	}
@@ -111,9 +111,9 @@ func (in *Ingester) hold(a *actorState, msg jetstream.Msg, seq uint64, f *Frame,
 		return 0
 	})
 	a.held = slices.Insert(a.held, i, h)
-	in.held[seq] = h
-	in.naked[seq] = struct{}{}
-	in.heldBytes += heldCost(len(data))
+	in.ro.held[seq] = h
+	in.ro.undone[seq] = struct{}{}
+	in.ro.heldBytes += heldCost(len(data))
 	in.stats.Held++
 	return true
 }
@@ -123,8 +123,8 @@ func (in *Ingester) unhold(a *actorState) (*heldFrame, *Frame, error) {
 	h := a.held[0]
 	a.held[0] = nil
 	a.held = a.held[1:]
-	delete(in.held, h.seq)
-	in.heldBytes -= heldCost(len(h.data))
+	delete(in.ro.held, h.seq)
+	in.ro.heldBytes -= heldCost(len(h.data))
 	f := &in.frame
 	return h, f, in.schema.Decode(h.data, f)
 }
@@ -198,7 +198,7 @@ func laterOf(a, b time.Time) time.Time {
 // comes), and h waits on.
 func (in *Ingester) giveUp(a *actorState, h *heldFrame) bool {
 	next, low, found := false, uint64(0), false
-	for _, fs := range in.out[a.id] {
+	for _, fs := range in.ro.backOf[a.id] {
 		switch {
 		case !a.seqKnown && fs < h.fseq, a.seqKnown && fs == a.nextFrame:
 			next = true
@@ -216,6 +216,30 @@ func (in *Ingester) giveUp(a *actorState, h *heldFrame) bool {
 	return true
 }
 
+// reorderState is what the ingester knows of the stream sequences it has
+// received and not finished: the frames it holds until their
+// predecessors come, the frames it handed back to the stream, which will
+// come again, and the floor below which every frame is done (written or
+// refused). The Ingester's mutex guards it.
+type reorderState struct {
+	floor  uint64              // every frame up to this stream sequence is done
+	undone map[uint64]struct{} // stream sequences held or handed back, not yet done
+	// handedBack are the frames handed back, by stream sequence; backOf
+	// the same frames per actor (stream sequence -> frame sequence): they
+	// will come again, so the actor is not idle and they are not given up.
+	handedBack map[uint64]*outFrame
+	backOf     map[uint64]map[uint64]uint64
+	held       map[uint64]*heldFrame // frames held for reordering, by stream sequence
+	heldBytes  int                   // their cost (heldCost), bounded by ReorderBytes
+	maxHeld    int                   // bound on len(held), below MaxAckPending
+}
+
+// newReorderState returns an empty reorderState for ReorderBytes.
+func newReorderState(reorderBytes int) reorderState {
+	return reorderState{undone: map[uint64]struct{}{}, handedBack: map[uint64]*outFrame{},
+		backOf: map[uint64]map[uint64]uint64{}, held: map[uint64]*heldFrame{}, maxHeld: maxHeldFrames(reorderBytes)}
+}
+
 // outFrame is a frame handed back: its actor, its frame sequence and
 // when it was last handed back.
 type outFrame struct {
@@ -225,24 +249,24 @@ type outFrame struct {
 
 // defer_ hands frame fseq of an actor back for later redelivery.
 func (in *Ingester) defer_(msg jetstream.Msg, seq uint64, d time.Duration, actor, fseq uint64) {
-	in.naked[seq] = struct{}{}
-	if o := in.back[seq]; o != nil {
+	in.ro.undone[seq] = struct{}{}
+	if o := in.ro.handedBack[seq]; o != nil {
 		o.at = time.Now()
 	} else {
-		in.back[seq] = &outFrame{actor: actor, fseq: fseq, at: time.Now()}
-		if in.out[actor] == nil {
-			in.out[actor] = map[uint64]uint64{}
+		in.ro.handedBack[seq] = &outFrame{actor: actor, fseq: fseq, at: time.Now()}
+		if in.ro.backOf[actor] == nil {
+			in.ro.backOf[actor] = map[uint64]uint64{}
 		}
-		in.out[actor][seq] = fseq
+		in.ro.backOf[actor][seq] = fseq
 	}
 	_ = msg.NakWithDelay(d)
 }
 
 // unback forgets a frame handed back.
 func (in *Ingester) unback(seq uint64, o *outFrame) {
-	delete(in.back, seq)
-	if delete(in.out[o.actor], seq); len(in.out[o.actor]) == 0 {
-		delete(in.out, o.actor)
+	delete(in.ro.handedBack, seq)
+	if delete(in.ro.backOf[o.actor], seq); len(in.ro.backOf[o.actor]) == 0 {
+		delete(in.ro.backOf, o.actor)
 	}
 }
 
@@ -251,7 +275,7 @@ func (in *Ingester) unback(seq uint64, o *outFrame) {
 // they stay below the checkpoint floor, so a restart replays from them.
 func (in *Ingester) pruneBack() {
 	now := time.Now()
-	for seq, o := range in.back {
+	for seq, o := range in.ro.handedBack {
 		if now.Sub(o.at) > in.cfg.AckWait+in.cfg.GapTimeout {
 			in.unback(seq, o)
 		}
@@ -296,11 +320,11 @@ func (in *Ingester) tick() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.pruneBack()
-	if len(in.held) == 0 {
+	if len(in.ro.held) == 0 {
 		return
 	}
 	now := time.Now()
-	for _, h := range in.held {
+	for _, h := range in.ro.held {
 		if now.Sub(h.touched) >= in.cfg.AckWait/3 {
 			_ = h.msg.InProgress()
 			h.touched = now
@@ -387,7 +411,7 @@ func (in *Ingester) expireStalled(ctx context.Context) {
 		in.down = now
 	}
 	for _, a := range in.actors {
-		if len(a.held) == 0 && len(in.out[a.id]) == 0 && now.Sub(laterOf(a.seen, in.down)) > in.cfg.ActorIdle && now.Sub(a.asked) > in.cfg.ActorIdle/4 {
+		if len(a.held) == 0 && len(in.ro.backOf[a.id]) == 0 && now.Sub(laterOf(a.seen, in.down)) > in.cfg.ActorIdle && now.Sub(a.asked) > in.cfg.ActorIdle/4 {
 			a.asked = now
 			cs = append(cs, cand{a, a.lastSeq})
 		}
@@ -418,7 +442,7 @@ func (in *Ingester) expireStalled(ctx context.Context) {
 			continue // newer frames are on their way
 		}
 		in.mu.Lock()
-		if a := c.a; in.actors[a.id] == a && a.lastSeq == c.seq && len(a.held) == 0 && len(in.out[a.id]) == 0 && time.Since(laterOf(a.seen, in.down)) > in.cfg.ActorIdle {
+		if a := c.a; in.actors[a.id] == a && a.lastSeq == c.seq && len(a.held) == 0 && len(in.ro.backOf[a.id]) == 0 && time.Since(laterOf(a.seen, in.down)) > in.cfg.ActorIdle {
 			in.leave(a)
 			in.admit()
 		}

@@ -89,7 +89,7 @@ func (in *Ingester) restore(s *State) error {
 		}
 		in.actors[a.id] = a
 	}
-	in.floor = s.StreamFloor
+	in.ro.floor = s.StreamFloor
 	return nil
 }
 
