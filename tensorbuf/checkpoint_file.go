@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/trajring/trajring/internal/atomicfile"
+	"github.com/trajring/trajring/tensorbuf/internal/ckptio"
 )
 
 // SaveFile saves a checkpoint (see Save) to path atomically: it writes a
@@ -82,17 +83,17 @@ func ReadCheckpointInfo(r io.Reader) (CheckpointInfo, error) {
 	if r == nil {
 		return CheckpointInfo{}, fmt.Errorf("%w: nil reader", ErrInvalidArg)
 	}
-	cr, err := newChunkReader(r)
+	cr, err := ckptio.NewReader(r)
 	if err != nil {
 		return CheckpointInfo{}, err
 	}
-	defer cr.close()
+	defer cr.Close()
 	h, err := readHeader(cr)
 	if err != nil {
 		return CheckpointInfo{}, err
 	}
 	info := CheckpointInfo{
-		Version: int(cr.version), NumEnvs: h.numEnvs, Capacity: int(h.capacity), Fields: h.fields,
+		Version: int(cr.Version()), NumEnvs: h.numEnvs, Capacity: int(h.capacity), Fields: h.fields,
 		ArenaBytes: h.ringBytes, Stats: h.stats,
 	}
 	info.StepBytes = h.ringBytes / h.steps

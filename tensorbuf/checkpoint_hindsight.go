@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+
+	"github.com/trajring/trajring/tensorbuf/internal/ckptio"
 )
 
 // maxCkptGoal bounds the goal length a hindsight checkpoint may declare.
@@ -35,36 +37,34 @@ func (hs *Hindsight) Save(w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint: hindsight rng: %w", err)
 	}
-	cw, err := newChunkWriter(w, false)
+	cw, err := ckptio.NewWriter(w, false)
 	if err != nil {
 		return err
 	}
-	s := cw.section(secHindsight, 0)
-	s.u64(uint64(len(hs.rows)))
-	s.u64(uint64(len(hs.ach.idx)))
-	s.bytes(rng)
+	defer cw.Close()
+	s := cw.Section(ckptio.SecHindsight, 0)
+	s.U64(uint64(len(hs.rows)))
+	s.U64(uint64(len(hs.ach.idx)))
+	s.Bytes(rng)
 	for r := range hs.rows {
 		row := &hs.rows[r]
-		s.i64(row.scanned)
-		s.i64(row.epStart)
-		s.u64(uint64(len(row.items) - row.head))
+		s.I64(row.scanned)
+		s.I64(row.epStart)
+		s.U64(uint64(len(row.items) - row.head))
 		for _, it := range row.items[row.head:] {
-			s.i64(it.t)
+			s.I64(it.t)
 			for _, g := range it.goal {
-				s.f64(g)
+				s.F64(g)
 			}
-			s.u32(math.Float32bits(it.reward))
-			s.u8(it.done)
-			s.u64(it.key)
+			s.U32(math.Float32bits(it.reward))
+			s.U8(it.done)
+			s.U64(it.key)
 		}
 	}
-	if err := s.close(); err != nil {
+	if err := s.Close(); err != nil {
 		return err
 	}
-	end := cw.section(secEnd, 0)
-	end.u64(uint64(cw.seq))
-	end.i64(cw.raw)
-	return end.close()
+	return cw.End()
 }
 
 // LoadHindsight reads a relabeler saved by Hindsight.Save and returns it
@@ -85,50 +85,50 @@ func LoadHindsight(r io.Reader, b *Buffer, cfg HindsightConfig) (*Hindsight, err
 	if err != nil {
 		return nil, err
 	}
-	cr, err := newChunkReader(r)
+	cr, err := ckptio.NewReader(r)
 	if err != nil {
 		return nil, err
 	}
-	defer cr.close()
-	s := cr.section(secHindsight, 0)
-	if n := s.count("rows", maxArenaBytes); s.err == nil && n != b.numEnvs {
-		s.fail("%d rows, the buffer has %d", n, b.numEnvs)
+	defer cr.Close()
+	s := cr.Section(ckptio.SecHindsight, 0)
+	if n := s.Count("rows", maxArenaBytes); s.Err() == nil && n != b.numEnvs {
+		s.Fail("%d rows, the buffer has %d", n, b.numEnvs)
 	}
-	if n := s.count("goal size", maxCkptGoal); s.err == nil && n != len(hs.ach.idx) {
-		s.fail("goals of %d elements, the configuration's have %d", n, len(hs.ach.idx))
+	if n := s.Count("goal size", maxCkptGoal); s.Err() == nil && n != len(hs.ach.idx) {
+		s.Fail("goals of %d elements, the configuration's have %d", n, len(hs.ach.idx))
 	}
-	if err := hs.pcg.UnmarshalBinary(s.bytes(maxCkptRNG)); err != nil && s.err == nil {
-		s.fail("rng: %v", err)
+	if err := hs.pcg.UnmarshalBinary(s.Bytes(maxCkptRNG)); err != nil && s.Err() == nil {
+		s.Fail("rng: %v", err)
 	}
 	b.mu.RLock()
 	cursors := make([]int64, b.numEnvs)
 	copy(cursors, b.cursor)
 	b.mu.RUnlock()
-	for row := 0; row < b.numEnvs && s.err == nil; row++ {
+	for row := 0; row < b.numEnvs && s.Err() == nil; row++ {
 		hr := &hs.rows[row]
-		hr.scanned, hr.epStart = s.i64(), s.i64()
-		if s.err == nil && (hr.scanned < 0 || hr.scanned > cursors[row] || hr.epStart < 0 || hr.epStart > hr.scanned) {
-			s.fail("row %d: scanned %d, episode start %d, cursor %d", row, hr.scanned, hr.epStart, cursors[row])
+		hr.scanned, hr.epStart = s.I64(), s.I64()
+		if s.Err() == nil && (hr.scanned < 0 || hr.scanned > cursors[row] || hr.epStart < 0 || hr.epStart > hr.scanned) {
+			s.Fail("row %d: scanned %d, episode start %d, cursor %d", row, hr.scanned, hr.epStart, cursors[row])
 		}
-		n := s.count("relabels", maxCkptSlots)
-		for i := 0; i < n && s.err == nil; i++ {
-			it := relabel{t: s.i64(), goal: make([]float64, len(hs.ach.idx))}
+		n := s.Count("relabels", maxCkptSlots)
+		for i := 0; i < n && s.Err() == nil; i++ {
+			it := relabel{t: s.I64(), goal: make([]float64, len(hs.ach.idx))}
 			for k := range it.goal {
-				it.goal[k] = s.f64()
+				it.goal[k] = s.F64()
 			}
-			it.reward = math.Float32frombits(s.u32())
-			it.done = s.u8()
-			it.key = s.u64()
+			it.reward = math.Float32frombits(s.U32())
+			it.done = s.U8()
+			it.key = s.U64()
 			switch {
-			case s.err != nil:
+			case s.Err() != nil:
 			case it.t < max(0, cursors[row]-b.capacity) || it.t >= hr.scanned:
-				s.fail("row %d: relabel of step %d outside the %d scanned steps", row, it.t, hr.scanned)
+				s.Fail("row %d: relabel of step %d outside the %d scanned steps", row, it.t, hr.scanned)
 			case len(hr.items) > 0 && it.t < hr.items[len(hr.items)-1].t:
-				s.fail("row %d: relabels out of order", row)
+				s.Fail("row %d: relabels out of order", row)
 			case it.done > uint8(Truncated):
-				s.fail("row %d: IsDone %d", row, it.done)
+				s.Fail("row %d: IsDone %d", row, it.done)
 			case it.key != 0 && cfg.Table == nil:
-				s.fail("row %d: relabel of step %d has an item key, the configuration no table", row, it.t)
+				s.Fail("row %d: relabel of step %d has an item key, the configuration no table", row, it.t)
 			}
 			hr.items = append(hr.items, it)
 			if it.key != 0 {
@@ -136,15 +136,10 @@ func LoadHindsight(r io.Reader, b *Buffer, cfg HindsightConfig) (*Hindsight, err
 			}
 		}
 	}
-	if err := s.done(); err != nil {
+	if err := s.Done(); err != nil {
 		return nil, err
 	}
-	seq, raw := cr.seq, cr.raw
-	e := cr.section(secEnd, 0)
-	if gotSeq, gotRaw := e.u64(), e.i64(); e.err == nil && (gotSeq != uint64(seq) || gotRaw != raw) {
-		e.fail("%d chunks of %d bytes read, the writer wrote %d of %d", seq, raw, gotSeq, gotRaw)
-	}
-	if err := e.done(); err != nil {
+	if err := cr.End(); err != nil {
 		return nil, err
 	}
 	return hs, nil

@@ -3,8 +3,9 @@ package tensorbuf
 import (
 	"fmt"
 	"io"
-	"sync"
 	"time"
+
+	"github.com/trajring/trajring/tensorbuf/internal/ckptio"
 )
 
 // LoadOptions configures Load. A plain value.
@@ -41,40 +42,40 @@ type ckptHeader struct {
 	arenaBytes       []int64 // per ring arena (planLayout): the record arena, then the large fields
 }
 
-func readHeader(cr *chunkReader) (*ckptHeader, error) {
-	s := cr.section(secHeader, 0)
+func readHeader(cr *ckptio.Reader) (*ckptHeader, error) {
+	s := cr.Section(ckptio.SecHeader, 0)
 	h := &ckptHeader{}
-	h.numEnvs = s.count("rows", maxArenaBytes)
-	h.capacity = int64(s.count("capacity", maxArenaBytes))
-	nf := int(s.u32())
+	h.numEnvs = s.Count("rows", maxArenaBytes)
+	h.capacity = int64(s.Count("capacity", maxArenaBytes))
+	nf := int(s.U32())
 	if nf > maxCkptFields {
-		s.fail("%d fields", nf)
+		s.Fail("%d fields", nf)
 	}
-	for i := 0; i < nf && s.err == nil; i++ {
+	for i := 0; i < nf && s.Err() == nil; i++ {
 		var f Field
-		f.Name = string(s.bytes(maxCkptName))
-		f.Role = Role(s.u8())
-		f.DType = DType(s.u8())
-		nd := int(s.u32())
+		f.Name = string(s.Bytes(maxCkptName))
+		f.Role = Role(s.U8())
+		f.DType = DType(s.U8())
+		nd := int(s.U32())
 		if nd > maxCkptDims {
-			s.fail("field %q of %d dimensions", f.Name, nd)
+			s.Fail("field %q of %d dimensions", f.Name, nd)
 		}
-		for j := 0; j < nd && s.err == nil; j++ {
-			f.Shape = append(f.Shape, s.count("dimension", maxArenaBytes))
+		for j := 0; j < nd && s.Err() == nil; j++ {
+			f.Shape = append(f.Shape, s.Count("dimension", maxArenaBytes))
 		}
 		h.fields = append(h.fields, f)
 	}
-	h.nTables = int(s.u32())
+	h.nTables = int(s.U32())
 	if h.nTables > maxCkptTables {
-		s.fail("%d tables", h.nTables)
+		s.Fail("%d tables", h.nTables)
 	}
-	h.stats = Stats{Steps: s.i64(), Cuts: s.i64(), DroppedTransitions: s.i64()}
-	h.rng = s.bytes(maxCkptRNG)
-	if err := s.done(); err != nil {
+	h.stats = Stats{Steps: s.I64(), Cuts: s.I64(), DroppedTransitions: s.I64()}
+	h.rng = s.Bytes(maxCkptRNG)
+	if err := s.Done(); err != nil {
 		return nil, err
 	}
 	if err := h.check(); err != nil {
-		return nil, corrupt(secHeader, 0, "%v", err)
+		return nil, ckptio.Corrupt(ckptio.SecHeader, 0, "%v", err)
 	}
 	return h, nil
 }
@@ -121,96 +122,96 @@ func (h *ckptHeader) check() error {
 // overflow.
 const maxCursor = 1 << 62
 
-func readRows(cr *chunkReader, numEnvs int) ([]int64, error) {
-	s := cr.section(secRows, 0)
+func readRows(cr *ckptio.Reader, numEnvs int) ([]int64, error) {
+	s := cr.Section(ckptio.SecRows, 0)
 	var cursors []int64
-	for r := 0; r < numEnvs && s.err == nil; r++ {
-		c := s.i64()
+	for r := 0; r < numEnvs && s.Err() == nil; r++ {
+		c := s.I64()
 		if c < 0 || c > maxCursor {
-			s.fail("row %d: cursor %d", r, c)
+			s.Fail("row %d: cursor %d", r, c)
 		}
 		cursors = append(cursors, c)
 	}
-	if err := s.done(); err != nil {
+	if err := s.Done(); err != nil {
 		return nil, err
 	}
 	return cursors, nil
 }
 
-func readTable(cr *chunkReader, index uint32, numEnvs int) (*tableSnap, error) {
-	s := cr.section(secTable, index)
+func readTable(cr *ckptio.Reader, index uint32, numEnvs int) (*tableSnap, error) {
+	s := cr.Section(ckptio.SecTable, index)
 	t := &tableSnap{}
 	c := &t.cfg
-	c.Name = string(s.bytes(maxCkptName))
-	c.Selector = Selector(s.u8())
-	c.PriorityExponent = s.f64()
-	c.Beta = s.f64()
-	c.MaxSize = s.count("MaxSize", maxArenaBytes)
-	c.MaxTimesSampled = s.count("MaxTimesSampled", maxArenaBytes)
-	c.Seed = s.u64()
-	if s.bool() {
+	c.Name = string(s.Bytes(maxCkptName))
+	c.Selector = Selector(s.U8())
+	c.PriorityExponent = s.F64()
+	c.Beta = s.F64()
+	c.MaxSize = s.Count("MaxSize", maxArenaBytes)
+	c.MaxTimesSampled = s.Count("MaxTimesSampled", maxArenaBytes)
+	c.Seed = s.U64()
+	if s.Bool() {
 		c.RateLimiter = &RateLimiter{
-			MinSize: s.count("MinSize", maxArenaBytes), SamplesPerInsert: s.f64(), ErrorBuffer: s.f64(),
-			Timeout: time.Duration(s.i64()),
+			MinSize: s.Count("MinSize", maxArenaBytes), SamplesPerInsert: s.F64(), ErrorBuffer: s.F64(),
+			Timeout: time.Duration(s.I64()),
 		}
 	}
-	t.nextKey = s.u64()
-	t.maxLen = s.count("maxLen", maxArenaBytes)
-	t.budget, t.inserts, t.samples = s.i64(), s.i64(), s.i64()
-	t.maxPriority = s.f64()
-	t.hasMax = s.bool()
-	t.rng = s.bytes(maxCkptRNG)
-	n := s.count("items", maxCkptSlots)
+	t.nextKey = s.U64()
+	t.maxLen = s.Count("maxLen", maxArenaBytes)
+	t.budget, t.inserts, t.samples = s.I64(), s.I64(), s.I64()
+	t.maxPriority = s.F64()
+	t.hasMax = s.Bool()
+	t.rng = s.Bytes(maxCkptRNG)
+	n := s.Count("items", maxCkptSlots)
 	// Nothing is allocated from a declared count: slices grow with the
 	// records actually read, which the checksums vouch for.
-	for i := 0; i < n && s.err == nil; i++ {
+	for i := 0; i < n && s.Err() == nil; i++ {
 		var it item
-		it.Row = s.count("row", uint64(numEnvs-1))
-		it.Start = s.i64()
-		it.Len = s.count("length", maxArenaBytes)
-		it.Pad = s.count("pad", maxArenaBytes)
-		it.Priority = s.f64()
-		it.timesSampled = s.count("times sampled", maxArenaBytes)
-		it.live = s.bool()
+		it.Row = s.Count("row", uint64(numEnvs-1))
+		it.Start = s.I64()
+		it.Len = s.Count("length", maxArenaBytes)
+		it.Pad = s.Count("pad", maxArenaBytes)
+		it.Priority = s.F64()
+		it.timesSampled = s.Count("times sampled", maxArenaBytes)
+		it.live = s.Bool()
 		t.items = append(t.items, it)
-		t.gens = append(t.gens, s.u32())
+		t.gens = append(t.gens, s.U32())
 	}
 	for _, list := range []*[]int32{&t.free, &t.live, &t.order} {
-		k := s.count("list", uint64(len(t.items)))
-		for i := 0; i < k && s.err == nil; i++ {
-			v := s.u32()
+		k := s.Count("list", uint64(len(t.items)))
+		for i := 0; i < k && s.Err() == nil; i++ {
+			v := s.U32()
 			if int64(v) >= int64(len(t.items)) {
-				s.fail("slot %d of %d", v, len(t.items))
+				s.Fail("slot %d of %d", v, len(t.items))
 			}
 			*list = append(*list, int32(v))
 		}
 	}
 	total := 0
-	for r := 0; r < numEnvs && s.err == nil; r++ {
-		k := int(s.u32())
+	for r := 0; r < numEnvs && s.Err() == nil; r++ {
+		k := int(s.U32())
 		if k > len(t.live) || total+k > len(t.live) {
-			s.fail("row %d: start heap of %d items", r, k)
+			s.Fail("row %d: start heap of %d items", r, k)
 		}
 		total += k
 		t.heapLen = append(t.heapLen, int32(k))
 	}
-	for i := 0; i < total && s.err == nil; i++ {
-		v := s.u32()
+	for i := 0; i < total && s.Err() == nil; i++ {
+		v := s.U32()
 		if int64(v) >= int64(len(t.items)) {
-			s.fail("slot %d of %d", v, len(t.items))
+			s.Fail("slot %d of %d", v, len(t.items))
 		}
 		t.heap = append(t.heap, int32(v))
 	}
 	// The flags byte is optional: a checkpoint written before it ends
 	// here, and its tables selected on the host.
-	if s.more() {
-		flags := s.u8()
+	if s.More() {
+		flags := s.U8()
 		if flags&^tableDeviceSelection != 0 {
-			s.fail("table flags %#x", flags)
+			s.Fail("table flags %#x", flags)
 		}
 		c.DeviceSelection = flags&tableDeviceSelection != 0
 	}
-	if err := s.done(); err != nil {
+	if err := s.Done(); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -241,11 +242,11 @@ func Load(r io.Reader, opts LoadOptions) (*Buffer, error) {
 	if r == nil {
 		return nil, fmt.Errorf("%w: Load from a nil reader", ErrInvalidArg)
 	}
-	cr, err := newChunkReader(r)
+	cr, err := ckptio.NewReader(r)
 	if err != nil {
 		return nil, err
 	}
-	defer cr.close()
+	defer cr.Close()
 	h, err := readHeader(cr)
 	if err != nil {
 		return nil, err
@@ -281,7 +282,7 @@ func (b *Buffer) canSelectOnBackend(cfg TableConfig) error {
 }
 
 // restore fills a new buffer from the sections after the header.
-func (b *Buffer) restore(cr *chunkReader, h *ckptHeader) error {
+func (b *Buffer) restore(cr *ckptio.Reader, h *ckptHeader) error {
 	seed, calls, _ := unmarshalBufDraws(h.rng) // checked by readHeader
 	b.seed = seed
 	b.calls.Store(calls)
@@ -303,16 +304,16 @@ func (b *Buffer) restore(cr *chunkReader, h *ckptHeader) error {
 		}
 		t, err := b.NewTable(ts.cfg)
 		if err != nil {
-			return corrupt(secTable, uint32(i), "%v", err)
+			return ckptio.Corrupt(ckptio.SecTable, uint32(i), "%v", err)
 		}
 		if err := t.install(ts); err != nil {
-			return corrupt(secTable, uint32(i), "table %q: %v", ts.cfg.Name, err)
+			return ckptio.Corrupt(ckptio.SecTable, uint32(i), "table %q: %v", ts.cfg.Name, err)
 		}
 	}
 	// Version 3 holds the stored steps' slots, version 2 every slot.
 	slots := storedSlots(b.cursor, b.capacity)
-	if cr.version == ckptVersionAll {
-		slots = []span{{0, int64(len(b.meta))}}
+	if cr.Version() == ckptio.VersionAll {
+		slots = []ckptio.Span{{Off: 0, N: int64(len(b.meta))}}
 	}
 	if err := b.readMeta(cr, slots); err != nil {
 		return err
@@ -320,30 +321,25 @@ func (b *Buffer) restore(cr *chunkReader, h *ckptHeader) error {
 	if err := b.readArenas(cr, slots); err != nil {
 		return err
 	}
-	seq, raw := cr.seq, cr.raw
-	s := cr.section(secEnd, 0)
-	if gotSeq, gotRaw := s.u64(), s.i64(); s.err == nil && (gotSeq != uint64(seq) || gotRaw != raw) {
-		s.fail("%d chunks of %d bytes read, the writer wrote %d of %d", seq, raw, gotSeq, gotRaw)
-	}
-	return s.done()
+	return cr.End()
 }
 
 // readMeta reads the metadata of the given slots (the section holds
 // theirs, in order) and checks every byte of the mirror: stored steps
 // have valid step types and known bits, slots not yet written are 0.
-func (b *Buffer) readMeta(cr *chunkReader, slots []span) error {
+func (b *Buffer) readMeta(cr *ckptio.Reader, slots []ckptio.Span) error {
 	var stored, raw []byte
-	size, walk := spansLen(slots), spanWalk{sp: slots}
+	size, walk := ckptio.SpansLen(slots), ckptio.NewSpanWalk(slots)
 	off := int64(0)
 	for {
-		p, last, err := cr.next(secMeta, 0, &stored, &raw)
+		p, last, err := cr.Next(ckptio.SecMeta, 0, &stored, &raw)
 		if err != nil {
 			return err
 		}
 		if int64(len(p)) > size-off {
-			return corrupt(secMeta, 0, "more than the %d bytes of %d steps", size, size)
+			return ckptio.Corrupt(ckptio.SecMeta, 0, "more than the %d bytes of %d steps", size, size)
 		}
-		_ = walk.next(int64(len(p)), func(at, lo, hi int64) error {
+		_ = walk.Next(int64(len(p)), func(at, lo, hi int64) error {
 			copy(b.meta[at:at+hi-lo], p[lo:hi])
 			return nil
 		})
@@ -353,7 +349,7 @@ func (b *Buffer) readMeta(cr *chunkReader, slots []span) error {
 		}
 	}
 	if off != size {
-		return corrupt(secMeta, 0, "%d bytes for %d steps", off, size)
+		return ckptio.Corrupt(ckptio.SecMeta, 0, "%d bytes for %d steps", off, size)
 	}
 	for r := range b.numEnvs {
 		old, cur := b.oldest(r), b.cursor[r]
@@ -365,16 +361,23 @@ func (b *Buffer) readMeta(cr *chunkReader, slots []span) error {
 			}
 			if pos >= cur {
 				if m != 0 {
-					return corrupt(secMeta, 0, "row %d: slot %d is not written but holds %#x", r, i, m)
+					return ckptio.Corrupt(ckptio.SecMeta, 0, "row %d: slot %d is not written but holds %#x", r, i, m)
 				}
 				continue
 			}
 			if m&^(metaStepMask|metaNextMask|metaDiscZero|metaCut) != 0 || m&metaStepMask > 2 || (m&metaNextMask)>>metaNextShift > 2 {
-				return corrupt(secMeta, 0, "row %d: step %d: metadata %#x", r, pos, m)
+				return ckptio.Corrupt(ckptio.SecMeta, 0, "row %d: step %d: metadata %#x", r, pos, m)
 			}
 		}
 	}
 	return nil
+}
+
+// hostArena is an arena in host memory that exposes its bytes, as the
+// cpu backend's arenas do (cpu.Arena.Bytes). Load reads such arenas in
+// place (ckptio.Reader.ReadSpansInto) instead of through Backend.Upload.
+type hostArena interface {
+	Bytes() []byte
 }
 
 // loadViaUpload, set by tests, loads host arenas as device ones.
@@ -382,16 +385,22 @@ var loadViaUpload bool
 
 // readArenas reads one section per arena, holding the bytes of the given
 // slots: straight into the arena's memory when the backend's arenas are
-// host memory (readHostArena), else through Upload (readDeviceArena).
-func (b *Buffer) readArenas(cr *chunkReader, slots []span) error {
+// host memory (hostArena), else chunk by chunk through Upload, reading
+// the next chunk while the previous one uploads.
+func (b *Buffer) readArenas(cr *ckptio.Reader, slots []ckptio.Span) error {
 	for c := range b.arenas {
 		a := b.arenas[c].arena
-		spans := scaleSpans(slots, b.arenas[c].stride)
+		spans := ckptio.ScaleSpans(slots, b.arenas[c].stride)
 		var err error
 		if h, ok := a.(hostArena); ok && int64(len(h.Bytes())) == a.Size() && !loadViaUpload {
-			err = readHostArena(cr, uint32(c), h.Bytes(), spans)
+			err = cr.ReadSpansInto(ckptio.SecArena, uint32(c), h.Bytes(), spans)
 		} else {
-			err = b.readDeviceArena(cr, c, spans)
+			err = cr.ReadSpans(ckptio.SecArena, uint32(c), spans, func(at int64, p []byte) error {
+				if err := b.be.Upload(a, at, p); err != nil {
+					return fmt.Errorf("%w: checkpoint upload: %w", ErrBackend, err)
+				}
+				return nil
+			})
 		}
 		if err != nil {
 			return err
@@ -401,70 +410,4 @@ func (b *Buffer) readArenas(cr *chunkReader, slots []span) error {
 		return fmt.Errorf("%w: checkpoint upload: %w", ErrBackend, err)
 	}
 	return nil
-}
-
-// readDeviceArena reads ring arena c's section, the bytes of its spans, on
-// one goroutine while uploading the previous chunks on this one.
-func (b *Buffer) readDeviceArena(cr *chunkReader, c int, spans []span) error {
-	type job struct {
-		stored, raw, p []byte
-		err            error
-	}
-	free := make(chan *job, ckptPipeline)
-	full := make(chan *job, ckptPipeline)
-	for range ckptPipeline {
-		free <- &job{}
-	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(full)
-		size := spansLen(spans)
-		for off := int64(0); ; {
-			var j *job
-			select {
-			case j = <-free:
-			case <-stop:
-				return
-			}
-			p, last, err := cr.next(secArena, uint32(c), &j.stored, &j.raw)
-			switch {
-			case err != nil:
-				j.err = err
-			case int64(len(p)) > size-off:
-				j.err = corrupt(secArena, uint32(c), "more than the %d bytes of its stored steps", size)
-			case last && off+int64(len(p)) != size:
-				j.err = corrupt(secArena, uint32(c), "%d bytes for stored steps of %d", off+int64(len(p)), size)
-			}
-			j.p = p
-			full <- j
-			if j.err != nil || last {
-				return
-			}
-			off += int64(len(p))
-		}
-	}()
-	var err error
-	walk := spanWalk{sp: spans}
-	for j := range full {
-		if err == nil {
-			err = j.err
-			if err == nil {
-				err = walk.next(int64(len(j.p)), func(at, lo, hi int64) error {
-					if e := b.be.Upload(b.arenas[c].arena, at, j.p[lo:hi]); e != nil {
-						return fmt.Errorf("%w: checkpoint upload: %w", ErrBackend, e)
-					}
-					return nil
-				})
-			}
-			if err != nil {
-				close(stop)
-			}
-		}
-		free <- j
-	}
-	wg.Wait()
-	return err
 }

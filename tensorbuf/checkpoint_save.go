@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"sync"
 	"time"
+
+	"github.com/trajring/trajring/tensorbuf/internal/ckptio"
 )
 
 // SnapshotMode says how Save keeps the arenas consistent with the
@@ -111,8 +112,8 @@ type bufSnap struct {
 	capacity int64
 	fields   []Field
 	cursor   []int64
-	slots    []span  // the slots of the stored steps (storedSlots)
-	meta     []uint8 // the metadata of those slots, in order
+	slots    []ckptio.Span // the slots of the stored steps (storedSlots)
+	meta     []uint8       // the metadata of those slots, in order
 	stats    Stats
 	rng      []byte
 	tables   []tableSnap
@@ -126,9 +127,9 @@ func (b *Buffer) snapshotLocked() (*bufSnap, error) {
 		cursor: slices.Clone(b.cursor), stats: b.stats,
 	}
 	s.slots = storedSlots(s.cursor, s.capacity)
-	s.meta = make([]uint8, 0, spansLen(s.slots))
+	s.meta = make([]uint8, 0, ckptio.SpansLen(s.slots))
 	for _, sp := range s.slots {
-		s.meta = append(s.meta, b.meta[sp.off:sp.off+sp.n]...)
+		s.meta = append(s.meta, b.meta[sp.Off:sp.Off+sp.N]...)
 	}
 	s.rng = marshalBufDraws(b.seed, b.calls.Load())
 	for _, t := range b.tableList {
@@ -206,7 +207,8 @@ func (t *Table) snapshotLocked() (tableSnap, error) {
 // on, and the steps they overwrite meanwhile are saved as they were at
 // the cut. Arenas are streamed through Backend.Download in
 // chunks of 4 MiB, at most three in flight: Save never holds a host copy
-// of a whole arena. See the format in checkpoint_format.go.
+// of a whole arena. The container format (chunks, checksums, zstd) is
+// tensorbuf/internal/ckptio's; writeSnap says what the sections hold.
 //
 // A buffer closed before or during the save fails with ErrClosed; a
 // write error is returned as it is. Save is safe for concurrent use with
@@ -274,34 +276,29 @@ func (b *Buffer) Save(w io.Writer, opts SaveOptions) error {
 		arenas, rep.Copied = staged, true
 		unlock()
 	}
-	cw, err := newChunkWriter(w, opts.Compress)
+	cw, err := ckptio.NewWriter(w, opts.Compress)
 	if err != nil {
 		return err
 	}
-	if cw.enc != nil {
-		defer cw.enc.Close()
-	}
+	defer cw.Close()
 	if err := writeSnap(cw, snap); err != nil {
 		return err
 	}
-	spans := make([][]span, len(arenas))
+	spans := make([][]ckptio.Span, len(arenas))
 	for i := range arenas {
-		spans[i] = scaleSpans(snap.slots, b.arenas[i].stride)
+		spans[i] = ckptio.ScaleSpans(snap.slots, b.arenas[i].stride)
 	}
-	if err := cw.streamArenas(spans, download); err != nil {
+	if err := cw.StreamSections(ckptio.SecArena, spans, download); err != nil {
 		return err
 	}
 	unlock()
-	end := cw.section(secEnd, 0)
-	end.u64(uint64(cw.seq))
-	end.i64(cw.raw)
-	if err := end.close(); err != nil {
+	if err := cw.End(); err != nil {
 		return err
 	}
 	if cow {
 		rep.Preserved, cow = b.endCOW(), false
 	}
-	rep.Bytes, rep.RawBytes, rep.Duration = cw.written, cw.raw, time.Since(start)
+	rep.Bytes, rep.RawBytes, rep.Duration = cw.Written(), cw.Raw(), time.Since(start)
 	if opts.Report != nil {
 		*opts.Report = rep
 	}
@@ -316,7 +313,7 @@ const stageCopySteps = 1 << 20
 // ring, inside the backend, to the same places of a new arena (GatherRows
 // of every stored step in order) and waits for the copies. The caller
 // holds b.mu for writing.
-func (b *Buffer) stageArenasLocked(slots []span) (staged []Arena, err error) {
+func (b *Buffer) stageArenasLocked(slots []ckptio.Span) (staged []Arena, err error) {
 	defer func() {
 		if err != nil {
 			for _, a := range staged {
@@ -335,9 +332,9 @@ func (b *Buffer) stageArenasLocked(slots []span) (staged []Arena, err error) {
 		// A whole step of the arena (a record) is one step of this copy.
 		cols[i] = Column{Ring: r.arena, StepBytes: r.stride, Out: a}
 	}
-	idx := make([]int64, min(spansLen(slots), stageCopySteps))
+	idx := make([]int64, min(ckptio.SpansLen(slots), stageCopySteps))
 	for _, sp := range slots {
-		for off, end := sp.off, sp.off+sp.n; off < end; off += int64(len(idx)) {
+		for off, end := sp.Off, sp.Off+sp.N; off < end; off += int64(len(idx)) {
 			n := min(int64(len(idx)), end-off)
 			for i := range n {
 				idx[i] = off + i
@@ -356,34 +353,53 @@ func (b *Buffer) stageArenasLocked(slots []span) (staged []Arena, err error) {
 	return staged, nil
 }
 
-// writeSnap writes the header, rows, tables and metadata sections.
-func writeSnap(cw *chunkWriter, s *bufSnap) error {
-	h := cw.section(secHeader, 0)
-	h.u64(uint64(s.numEnvs))
-	h.u64(uint64(s.capacity))
-	h.u32(uint32(len(s.fields)))
+// writeSnap writes the header, rows, tables and metadata sections of a
+// buffer's checkpoint (format version 3), in this order:
+//
+//   - the header: the buffer's sizes and field specs, the number of tables,
+//     its Stats and its direct samplers' random source;
+//   - the rows: every row's cursor;
+//   - one section per table (writeTable), ending with an optional flags
+//     byte (tableDeviceSelection): files written before it end without,
+//     and load with no flag set;
+//   - the metadata mirror, one byte per stored step.
+//
+// Save then streams one section per ring arena of the buffer's layout
+// (planLayout: the packed record arena of the small fields and the
+// built-in columns, then one arena per large field in field order; Load
+// recomputes the layout from the header's field specs), and the end.
+// The metadata and arena sections hold the stored steps only: row after
+// row, the first min(cursor, capacity) slots of the row (storedSlots),
+// that is Σ min(cursor, capacity) bytes of metadata and as many records
+// of the arena's stride. Version 2 held every slot (capacity slots per
+// row, never-written ones as zeros) and is still read.
+func writeSnap(cw *ckptio.Writer, s *bufSnap) error {
+	h := cw.Section(ckptio.SecHeader, 0)
+	h.U64(uint64(s.numEnvs))
+	h.U64(uint64(s.capacity))
+	h.U32(uint32(len(s.fields)))
 	for _, f := range s.fields {
-		h.str(f.Name)
-		h.u8(uint8(f.Role))
-		h.u8(uint8(f.DType))
-		h.u32(uint32(len(f.Shape)))
+		h.Str(f.Name)
+		h.U8(uint8(f.Role))
+		h.U8(uint8(f.DType))
+		h.U32(uint32(len(f.Shape)))
 		for _, d := range f.Shape {
-			h.u64(uint64(d))
+			h.U64(uint64(d))
 		}
 	}
-	h.u32(uint32(len(s.tables)))
-	h.i64(s.stats.Steps)
-	h.i64(s.stats.Cuts)
-	h.i64(s.stats.DroppedTransitions)
-	h.bytes(s.rng)
-	if err := h.close(); err != nil {
+	h.U32(uint32(len(s.tables)))
+	h.I64(s.stats.Steps)
+	h.I64(s.stats.Cuts)
+	h.I64(s.stats.DroppedTransitions)
+	h.Bytes(s.rng)
+	if err := h.Close(); err != nil {
 		return err
 	}
-	rows := cw.section(secRows, 0)
+	rows := cw.Section(ckptio.SecRows, 0)
 	for _, c := range s.cursor {
-		rows.i64(c)
+		rows.I64(c)
 	}
-	if err := rows.close(); err != nil {
+	if err := rows.Close(); err != nil {
 		return err
 	}
 	for i := range s.tables {
@@ -391,63 +407,70 @@ func writeSnap(cw *chunkWriter, s *bufSnap) error {
 			return err
 		}
 	}
-	m := cw.section(secMeta, 0)
-	m.raw(s.meta)
-	return m.close()
+	m := cw.Section(ckptio.SecMeta, 0)
+	m.Raw(s.meta)
+	return m.Close()
 }
+
+// Table flags: a byte that ends a table section, optional (checkpoints
+// written before it lack it and load with no flag set).
+const (
+	// tableDeviceSelection: TableConfig.DeviceSelection.
+	tableDeviceSelection = 1
+)
 
 // omitTableFlags, set by tests, writes table sections as checkpoints
 // written before the flags byte existed.
 var omitTableFlags bool
 
-func writeTable(cw *chunkWriter, index uint32, t *tableSnap) error {
-	s := cw.section(secTable, index)
+func writeTable(cw *ckptio.Writer, index uint32, t *tableSnap) error {
+	s := cw.Section(ckptio.SecTable, index)
 	c := &t.cfg
-	s.str(c.Name)
-	s.u8(uint8(c.Selector))
-	s.f64(c.PriorityExponent)
-	s.f64(c.Beta)
-	s.u64(uint64(c.MaxSize))
-	s.u64(uint64(c.MaxTimesSampled))
-	s.u64(c.Seed)
-	s.bool(c.RateLimiter != nil)
+	s.Str(c.Name)
+	s.U8(uint8(c.Selector))
+	s.F64(c.PriorityExponent)
+	s.F64(c.Beta)
+	s.U64(uint64(c.MaxSize))
+	s.U64(uint64(c.MaxTimesSampled))
+	s.U64(c.Seed)
+	s.Bool(c.RateLimiter != nil)
 	if rl := c.RateLimiter; rl != nil {
-		s.u64(uint64(rl.MinSize))
-		s.f64(rl.SamplesPerInsert)
-		s.f64(rl.ErrorBuffer)
-		s.i64(int64(rl.Timeout))
+		s.U64(uint64(rl.MinSize))
+		s.F64(rl.SamplesPerInsert)
+		s.F64(rl.ErrorBuffer)
+		s.I64(int64(rl.Timeout))
 	}
-	s.u64(t.nextKey)
-	s.u64(uint64(t.maxLen))
-	s.i64(t.budget)
-	s.i64(t.inserts)
-	s.i64(t.samples)
-	s.f64(t.maxPriority)
-	s.bool(t.hasMax)
-	s.bytes(t.rng)
-	s.u64(uint64(len(t.items)))
+	s.U64(t.nextKey)
+	s.U64(uint64(t.maxLen))
+	s.I64(t.budget)
+	s.I64(t.inserts)
+	s.I64(t.samples)
+	s.F64(t.maxPriority)
+	s.Bool(t.hasMax)
+	s.Bytes(t.rng)
+	s.U64(uint64(len(t.items)))
 	for i := range t.items {
 		it := &t.items[i]
-		s.u64(uint64(it.Row))
-		s.i64(it.Start)
-		s.u64(uint64(it.Len))
-		s.u64(uint64(it.Pad))
-		s.f64(it.Priority)
-		s.u64(uint64(it.timesSampled))
-		s.bool(it.live)
-		s.u32(t.gens[i])
+		s.U64(uint64(it.Row))
+		s.I64(it.Start)
+		s.U64(uint64(it.Len))
+		s.U64(uint64(it.Pad))
+		s.F64(it.Priority)
+		s.U64(uint64(it.timesSampled))
+		s.Bool(it.live)
+		s.U32(t.gens[i])
 	}
 	for _, list := range [][]int32{t.free, t.live, t.order} {
-		s.u64(uint64(len(list)))
+		s.U64(uint64(len(list)))
 		for _, v := range list {
-			s.u32(uint32(v))
+			s.U32(uint32(v))
 		}
 	}
 	for _, n := range t.heapLen {
-		s.u32(uint32(n))
+		s.U32(uint32(n))
 	}
 	for _, v := range t.heap {
-		s.u32(uint32(v))
+		s.U32(uint32(v))
 	}
 	// Trailing, optional (absent from checkpoints written before it): the
 	// table's flags (tableDeviceSelection).
@@ -456,72 +479,7 @@ func writeTable(cw *chunkWriter, index uint32, t *tableSnap) error {
 		flags |= tableDeviceSelection
 	}
 	if !omitTableFlags {
-		s.u8(flags)
+		s.U8(flags)
 	}
-	return s.close()
-}
-
-// streamArenas writes one section per arena, holding the arena's spans
-// (spans[c]) concatenated, downloading chunk after chunk on one goroutine
-// (download fills dst from arena c at byte off, once per span a chunk
-// takes bytes from) while writing the previous ones on this one.
-func (cw *chunkWriter) streamArenas(spans [][]span, download func(dst []byte, c int, off int64) error) error {
-	type job struct {
-		f         frame
-		buf, comp []byte
-		err       error
-	}
-	free := make(chan *job, ckptPipeline)
-	full := make(chan *job, ckptPipeline)
-	for range ckptPipeline {
-		free <- &job{buf: make([]byte, chunkHeaderLen+ckptChunk)}
-	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(full)
-		for c, sp := range spans {
-			size, walk := spansLen(sp), spanWalk{sp: sp}
-			for off := int64(0); ; {
-				var j *job
-				select {
-				case j = <-free:
-				case <-stop:
-					return
-				}
-				n := min(ckptChunk, size-off)
-				last := off+n == size
-				buf := j.buf[:chunkHeaderLen+n]
-				dst := buf[chunkHeaderLen:]
-				j.err = walk.next(n, func(aoff, lo, hi int64) error { return download(dst[lo:hi], c, aoff) })
-				if j.err == nil {
-					j.comp = seal(&j.f, cw.enc, secArena, uint32(c), buf, j.comp, last)
-				}
-				full <- j
-				if j.err != nil || last {
-					if j.err != nil {
-						return
-					}
-					break
-				}
-				off += n
-			}
-		}
-	}()
-	var err error
-	for j := range full {
-		if err == nil {
-			if err = j.err; err == nil {
-				err = cw.write(&j.f)
-			}
-			if err != nil {
-				close(stop)
-			}
-		}
-		free <- j
-	}
-	wg.Wait()
-	return err
+	return s.Close()
 }

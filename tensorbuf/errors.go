@@ -1,6 +1,10 @@
 package tensorbuf
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/trajring/trajring/tensorbuf/internal/ckptio"
+)
 
 // Sentinel errors. Every error a tensorbuf call returns wraps one of these
 // (test with errors.Is), and a call that fails changes nothing (see the
@@ -25,5 +29,7 @@ var (
 	ErrClosed       = errors.New("tensorbuf: use after Close")
 	ErrBackend      = errors.New("tensorbuf: backend failure")
 	ErrRateLimited  = errors.New("tensorbuf: rate limiter timed out")
-	ErrCorrupt      = errors.New("tensorbuf: corrupt or foreign checkpoint")
+	// ErrCorrupt: a checkpoint that is not whole and unaltered (the
+	// checkpoint format package's own sentinel, so that its errors wrap it).
+	ErrCorrupt = ckptio.ErrCorrupt
 )
