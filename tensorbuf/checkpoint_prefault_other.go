@@ -1,6 +1,0 @@
-//go:build !linux
-
-package tensorbuf
-
-// prefault is a no-op where the kernel has no MADV_POPULATE_WRITE.
-func prefault([]byte) {}
