@@ -430,11 +430,16 @@ func (t *Table) alloc() int32 {
 	return int32(len(t.items) - 1)
 }
 
-// remove takes a live item out of every structure.
+// remove takes a live item out of every structure; it panics on a dead
+// slot, which only an internal inconsistency can give it.
 func (t *Table) remove(s int32) {
 	it := &t.items[s]
 	if !it.live {
-		return
+		// Every caller holds a live slot (the head, a row's start heap, a
+		// looked-up key, a drawn item): a dead one means the table's
+		// structures disagree, and returning would hide it (evictRows would
+		// loop forever on its heap).
+		panic(fmt.Sprintf("tensorbuf: internal error: Table.remove of dead slot %d", s))
 	}
 	last := t.live[len(t.live)-1]
 	t.live[it.pos] = last
