@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/trajring/trajring/internal/philox"
+	"github.com/trajring/trajring/internal/sumtree"
 	"github.com/trajring/trajring/kernels"
 	"gorgonia.org/tensor"
 )
@@ -118,31 +119,6 @@ func repairAbove(tree []float64, treeN int64, items []kernels.ItemPatch) {
 	}
 }
 
-// child is the host tree's child and childPast (tensorbuf/sumtree.go).
-func child(ps []float64, u float64) (int, float64) {
-	ub := math.Float64bits(u)
-	j := 0
-	for k := range 8 {
-		if ub >= math.Float64bits(ps[k]) {
-			j++
-		}
-	}
-	if j == 8 {
-		j = 7
-		for j > 0 && ps[j] <= ps[j-1] {
-			j--
-		}
-		if j == 0 {
-			return 0, u
-		}
-		return j, u - ps[j-1]
-	}
-	if j > 0 {
-		u -= ps[j-1]
-	}
-	return j, u
-}
-
 // DrawPrioritized selects d.N items from a mirror's sum tree (the
 // reference of kernels/draw_prioritized.cu; see kernels.PrioritizedDraw):
 // draw k descends the tree with u = philox.Float64(x)*total exactly as the
@@ -189,7 +165,7 @@ func (*Backend) DrawPrioritized(d kernels.PrioritizedDraw) error {
 			u := philox.Float64(x) * total
 			for l := lay.Levels - 1; l >= 0; l-- {
 				var j int
-				j, u = child(tree[lay.Sum[l]+slot*8:], u)
+				j, u = sumtree.Child((*[sumtree.Fanout]float64)(tree[lay.Sum[l]+slot*8:]), u)
 				slot = slot*8 + int64(j)
 			}
 			w := tree[slot]

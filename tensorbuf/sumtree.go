@@ -6,17 +6,13 @@ import (
 
 	"github.com/trajring/trajring/internal/fanout"
 	"github.com/trajring/trajring/internal/prefetch"
+	"github.com/trajring/trajring/internal/sumtree"
 	"github.com/trajring/trajring/internal/treestep"
 )
 
-// treeFanout is the number of children of a sum-tree node. Eight float64
-// child sums fill one 64-byte cache line, so a descent touches one line per
-// level: 7 levels for a million leaves where a binary tree has 20, and the
-// levels that miss the cache fall from about 10 to about 4.
-const treeFanout = 8 // child unrolls its comparisons for 8
-
-// treestep.Level descends groups of the same width.
-const _ = uint(treeFanout-treestep.Fanout) + uint(treestep.Fanout-treeFanout)
+// treeFanout is the number of children of a sum-tree node
+// (internal/sumtree: one 64-byte cache line of float64 sums).
+const treeFanout = sumtree.Fanout
 
 // sumTree keeps, over slots 0..n-1, a treeFanout-ary tree of sums and
 // minima of non-negative weights, for prioritized sampling in O(log n):
@@ -98,8 +94,7 @@ func (t *sumTree) grow(slots int) {
 		if size == treeFanout {
 			break
 		}
-		size = (size + treeFanout - 1) / treeFanout
-		size = (size + treeFanout - 1) / treeFanout * treeFanout
+		size = sumtree.Parent(size)
 	}
 	t.min = append(t.min, infs(1)) // the root
 	copy(t.w, old)
@@ -173,61 +168,16 @@ func (t *sumTree) minPositive() float64 {
 	return t.min[len(t.min)-1][0]
 }
 
-// child picks, in a group whose running sums are ps (non-decreasing), the
-// node j whose range [ps[j-1], ps[j]) holds u (u >= 0; ps[-1] = 0), and
-// returns it with u made relative to it. A node of sum 0 has an empty
-// range, so it is never picked; when rounding puts u at or past the
-// group's last running sum, the last node whose running sum rises (so of
-// positive sum) is picked, and its subtree does the same.
-//
-// The comparisons are made on the bits of the floats (for non-negative
-// floats the order of the bits is the order of the values) and counted as
-// integers, without a data-dependent branch. child is find's step, one
-// draw at a time; findMany moves a whole chunk a level at a time with
-// treestep.Level, the same comparison, and TestFindMany checks the two
-// descents against each other.
-func child(ps *[treeFanout]float64, u float64) (int, float64) {
-	ub := math.Float64bits(u)
-	j := b2i(ub >= math.Float64bits(ps[0])) + b2i(ub >= math.Float64bits(ps[1])) +
-		b2i(ub >= math.Float64bits(ps[2])) + b2i(ub >= math.Float64bits(ps[3])) +
-		b2i(ub >= math.Float64bits(ps[4])) + b2i(ub >= math.Float64bits(ps[5])) +
-		b2i(ub >= math.Float64bits(ps[6])) + b2i(ub >= math.Float64bits(ps[7]))
-	if j == treeFanout {
-		return childPast(ps, u)
-	}
-	// below = ps[j-1], or 0 for j = 0, without a branch.
-	below := math.Float64frombits(math.Float64bits(ps[(j-1)&(treeFanout-1)]) & -uint64(b2i(j > 0)))
-	return j, u - below
-}
-
-// childPast is child when rounding puts u at or past the group's sum.
-func childPast(ps *[treeFanout]float64, u float64) (int, float64) {
-	j := treeFanout - 1
-	for j > 0 && ps[j] <= ps[j-1] {
-		j--
-	}
-	if j == 0 {
-		return 0, u
-	}
-	return j, u - ps[j-1]
-}
-
-// b2i is 1 for true, 0 for false (a SETcc, no branch).
-func b2i(b bool) int {
-	var i int
-	if b {
-		i = 1
-	}
-	return i
-}
-
 // find returns the slot whose cumulative range contains u, for
-// 0 <= u < total(). Rounding never lands on a zero-weight slot.
+// 0 <= u < total(). Rounding never lands on a zero-weight slot. It
+// descends one draw with sumtree.Child; findMany moves a whole chunk a
+// level at a time with treestep.Level, the same comparison, and
+// TestFindMany checks the two descents against each other.
 func (t *sumTree) find(u float64) int {
 	i := 0
 	for l := len(t.sum) - 1; l >= 0; l-- {
 		var j int
-		j, u = child((*[treeFanout]float64)(t.sum[l][i*treeFanout:]), u)
+		j, u = sumtree.Child((*[treeFanout]float64)(t.sum[l][i*treeFanout:]), u)
 		i = i*treeFanout + j
 	}
 	return i
@@ -303,7 +253,7 @@ const treeCachedLevel = 4096
 // findChunk descends every level, the leaves' running sums (sum[0])
 // included, with treestep.Level: one 512-bit compare a draw where the
 // CPU has AVX-512, two 256-bit ones where it has AVX2, the Go loop
-// elsewhere; childPast takes a draw that rounding put at or past its
+// elsewhere; sumtree.ChildPast takes a draw that rounding put at or past its
 // group's sum.
 //
 // Measured with BenchmarkSumTreeFindMany (1M weights, B=256 / B=65536,
@@ -330,7 +280,7 @@ func (t *sumTree) findChunk(us []float64, out []int32) {
 				break
 			}
 			i := out[d]
-			j, u := childPast((*[treeFanout]float64)(level[int(i)*treeFanout:]), us[d])
+			j, u := sumtree.ChildPast((*[treeFanout]float64)(level[int(i)*treeFanout:]), us[d])
 			out[d], us[d] = i*treeFanout+int32(j), u
 		}
 		if treePrefetch {
