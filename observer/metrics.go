@@ -13,6 +13,28 @@ type counter struct{ total, run int64 }
 
 func (c *counter) add(n int64) { c.total += n; c.run += n }
 
+// runCounter is the count of EnvironmentSteps and NumberOfEpisodes: since
+// creation or Reset, and since the latest StartRun. The zero value is
+// ready to use; it is safe for concurrent use.
+type runCounter struct {
+	mu sync.Mutex
+	c  counter
+}
+
+func (m *runCounter) add(n int64) { m.mu.Lock(); m.c.add(n); m.mu.Unlock() }
+
+// Result returns the count since creation or Reset.
+func (m *runCounter) Result() int64 { m.mu.Lock(); defer m.mu.Unlock(); return m.c.total }
+
+// RunResult returns the count since the latest StartRun (or creation).
+func (m *runCounter) RunResult() int64 { m.mu.Lock(); defer m.mu.Unlock(); return m.c.run }
+
+// StartRun starts a new run: RunResult counts from zero again.
+func (m *runCounter) StartRun() { m.mu.Lock(); m.c.run = 0; m.mu.Unlock() }
+
+// Reset sets both counts to zero.
+func (m *runCounter) Reset() { m.mu.Lock(); m.c = counter{}; m.mu.Unlock() }
+
 // window holds the last k values added, cumulatively and per run.
 type window struct {
 	k          int
@@ -79,8 +101,7 @@ func checkMetricTrajectory(kind string, t *driver.Trajectory, batch int) error {
 // over rows (TF-Agents' EnvironmentSteps). The zero value is ready to use;
 // it is safe for concurrent use.
 type EnvironmentSteps struct {
-	mu sync.Mutex
-	c  counter
+	runCounter // Result, RunResult, StartRun, Reset
 }
 
 // Observe counts the trajectory's non-boundary active rows. A malformed
@@ -96,23 +117,9 @@ func (m *EnvironmentSteps) Observe(t *driver.Trajectory) error {
 			n++
 		}
 	}
-	m.mu.Lock()
-	m.c.add(n)
-	m.mu.Unlock()
+	m.add(n)
 	return nil
 }
-
-// Result returns the count since creation or Reset.
-func (m *EnvironmentSteps) Result() int64 { m.mu.Lock(); defer m.mu.Unlock(); return m.c.total }
-
-// RunResult returns the count since the latest StartRun (or creation).
-func (m *EnvironmentSteps) RunResult() int64 { m.mu.Lock(); defer m.mu.Unlock(); return m.c.run }
-
-// StartRun starts a new run: RunResult counts from zero again.
-func (m *EnvironmentSteps) StartRun() { m.mu.Lock(); m.c.run = 0; m.mu.Unlock() }
-
-// Reset sets both counts to zero.
-func (m *EnvironmentSteps) Reset() { m.mu.Lock(); m.c = counter{}; m.mu.Unlock() }
 
 // NumberOfEpisodes counts the episodes that ended: trajectories whose
 // NextStepType is Last, summed over rows (TF-Agents' NumberOfEpisodes).
@@ -120,8 +127,7 @@ func (m *EnvironmentSteps) Reset() { m.mu.Lock(); m.c = counter{}; m.mu.Unlock()
 // trajectory. The zero value is ready to use; it is safe for concurrent
 // use.
 type NumberOfEpisodes struct {
-	mu sync.Mutex
-	c  counter
+	runCounter // Result, RunResult, StartRun, Reset
 }
 
 // Observe counts the trajectory's active rows whose next step is Last. A
@@ -137,23 +143,9 @@ func (m *NumberOfEpisodes) Observe(t *driver.Trajectory) error {
 			n++
 		}
 	}
-	m.mu.Lock()
-	m.c.add(n)
-	m.mu.Unlock()
+	m.add(n)
 	return nil
 }
-
-// Result returns the count since creation or Reset.
-func (m *NumberOfEpisodes) Result() int64 { m.mu.Lock(); defer m.mu.Unlock(); return m.c.total }
-
-// RunResult returns the count since the latest StartRun (or creation).
-func (m *NumberOfEpisodes) RunResult() int64 { m.mu.Lock(); defer m.mu.Unlock(); return m.c.run }
-
-// StartRun starts a new run: RunResult counts from zero again.
-func (m *NumberOfEpisodes) StartRun() { m.mu.Lock(); m.c.run = 0; m.mu.Unlock() }
-
-// Reset sets both counts to zero.
-func (m *NumberOfEpisodes) Reset() { m.mu.Lock(); m.c = counter{}; m.mu.Unlock() }
 
 // episodeWindow is the per-row accumulator and result windows shared by
 // AverageReturn and AverageEpisodeLength.
