@@ -1,6 +1,10 @@
 package dqn
 
-import "math"
+import (
+	"math"
+
+	"github.com/trajring/trajring/internal/adamstep"
+)
 
 // adam is Adam (Kingma and Ba) over float32 parameter slices, with its
 // moments and step count in the open so that a checkpoint can save them
@@ -13,7 +17,9 @@ import "math"
 //	v = beta2*v + (1-beta2)*g*g
 //	w += (-lr * m/(1-beta1^t)) / (sqrt(v/(1-beta2^t)) + eps)
 //
-// and zeroes the gradients. Not safe for concurrent use.
+// and zeroes the gradients; internal/adamstep runs that loop, eight
+// lanes at a time where it can, to the same bits. Not safe for concurrent
+// use.
 type adam struct {
 	lr, beta1, beta2, eps float64
 	t                     int64
@@ -35,24 +41,14 @@ func newAdam(lr float64, sizes []int) *adam {
 // newAdam) and zeroes the gradients.
 func (o *adam) step(ws, gs [][]float32) {
 	o.t++
-	c1 := float32(1) / float32(1-math.Pow(o.beta1, float64(o.t)))
-	c2 := float32(1) / float32(1-math.Pow(o.beta2, float64(o.t)))
 	b1, b2 := float32(o.beta1), float32(o.beta2)
-	omb1, omb2 := float32(1)-b1, float32(1)-b2
-	eps, negLR := float32(o.eps), -float32(o.lr)
+	c := adamstep.Coeffs{
+		Beta1: b1, Beta2: b2, OneMinusBeta1: float32(1) - b1, OneMinusBeta2: float32(1) - b2,
+		C1:  float32(1) / float32(1-math.Pow(o.beta1, float64(o.t))),
+		C2:  float32(1) / float32(1-math.Pow(o.beta2, float64(o.t))),
+		Eps: float32(o.eps), NegLR: -float32(o.lr),
+	}
 	for i, w := range ws {
-		g, m, v := gs[i], o.m[i], o.v[i]
-		for j := range w {
-			// Explicit conversions keep every product rounded to
-			// float32 (no fused multiply-add), as gorgonia's loops.
-			t1 := float32(g[j] * omb1)
-			g2 := float32(float32(g[j]*g[j]) * omb2)
-			m[j] = float32(m[j]*b1) + t1
-			v[j] = float32(v[j]*b2) + g2
-			mh := float32(float32(m[j]*c1) * negLR)
-			vh := float32(float32(math.Sqrt(float64(float32(v[j]*c2)))) + eps)
-			w[j] += mh / vh
-			g[j] = 0
-		}
+		adamstep.Step(w, gs[i], o.m[i], o.v[i], &c)
 	}
 }

@@ -14,7 +14,7 @@ import (
 // gradients as it does.
 func TestAdamMatchesGorgonia(t *testing.T) {
 	const lr = 2.3e-3
-	sizes := []int{12, 3, 7}
+	sizes := []int{12, 3, 7, 67}
 	rng := rand.New(rand.NewPCG(1, 2))
 	g := gorgonia.NewGraph()
 	var nodes gorgonia.Nodes

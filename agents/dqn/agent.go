@@ -11,8 +11,12 @@
 // tensors: gorgonia reads a tensor's backing array and ignores strides,
 // so strided views (a Dense.Slice of a sequence batch) would silently
 // give wrong numbers. Targets and greedy actions use the same weights in
-// a plain-Go forward pass (gonum's float32 GEMM), which avoids a second
-// graph and gorgonia's per-op overhead at batch size 1.
+// a plain-Go forward pass, which avoids a second graph and gorgonia's
+// per-op overhead at batch size 1. Both multiply matrices with
+// internal/sgemm (an AVX2/FMA kernel on amd64), which the package puts
+// behind gorgonia with gorgonia.Use when it is loaded: gonum's float32
+// GEMM, gorgonia's default, has no vector instructions and was most of a
+// training step's time.
 //
 // gorgonia's own CUDA engine creates its own CUDA context and needs
 // cuDNN, so it cannot read trajring's device memory: FromTransitions
@@ -30,10 +34,16 @@ import (
 	"math"
 
 	"github.com/trajring/trajring/driver"
+	"github.com/trajring/trajring/internal/sgemm"
 	"github.com/trajring/trajring/tensorbuf"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
+
+// init makes gorgonia (and its tensor package) multiply float32
+// matrices with internal/sgemm; it runs before any graph can, since
+// gorgonia's BLAS is a process-wide variable read without a lock.
+func init() { gorgonia.Use(sgemm.Implementation{}) }
 
 // ErrConfig reports a bad configuration or input.
 var ErrConfig = errors.New("dqn: invalid configuration")

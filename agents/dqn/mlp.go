@@ -7,8 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas32"
+	"github.com/trajring/trajring/internal/sgemm"
 )
 
 // mlp is the weights of a ReLU MLP as plain slices: layer l maps dims[l]
@@ -68,10 +67,8 @@ func forward(dims []int, ws, bs [][]float32, in []float32, n int, out []float32,
 		for r := range n {
 			copy(dst[r*m:(r+1)*m], bs[l])
 		}
-		blas32.Gemm(blas.NoTrans, blas.NoTrans, 1,
-			blas32.General{Rows: n, Cols: k, Stride: k, Data: cur[:n*k]},
-			blas32.General{Rows: k, Cols: m, Stride: m, Data: ws[l]},
-			1, blas32.General{Rows: n, Cols: m, Stride: m, Data: dst})
+		// The shapes are the network's own, so Gemm cannot fail.
+		_ = sgemm.Gemm(false, false, n, m, k, 1, cur[:n*k], k, ws[l], m, 1, dst, m)
 		if l+1 < len(ws) {
 			for i, v := range dst {
 				if v < 0 {

@@ -1,0 +1,34 @@
+//go:build amd64 && !purego
+
+package adamstep
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+// useAVX selects the vector loop; tests switch it off to compare.
+var useAVX = hasAVX
+
+// hasAVX is whether the CPU has the 256-bit float instructions the
+// vector loop uses (AVX alone: no FMA, no AVX2 integer ops).
+var hasAVX = cpu.X86.HasAVX
+
+// vector runs the vector loop over the longest multiple of 8 of len(w)
+// elements and returns how many it did.
+func vector(w, g, m, v []float32, c *Coeffs) int {
+	n := len(w) &^ 7
+	if !useAVX || n == 0 {
+		return 0
+	}
+	stepAVX(unsafe.Pointer(unsafe.SliceData(w)), unsafe.Pointer(unsafe.SliceData(g)),
+		unsafe.Pointer(unsafe.SliceData(m)), unsafe.Pointer(unsafe.SliceData(v)), n, c)
+	return n
+}
+
+// stepAVX is scalar over n (a positive multiple of 8) elements, eight at
+// a time.
+//
+//go:noescape
+func stepAVX(w, grad, m, v unsafe.Pointer, n int, c *Coeffs)

@@ -1,0 +1,304 @@
+// Package sgemm is a float32 matrix multiply for the DQN learner's
+// shapes (a batch of 64 against layers of 256): C = alpha*op(A)*op(B) +
+// beta*C on row-major matrices, as BLAS's Sgemm computes it, with an
+// AVX2/FMA kernel on amd64 and a plain Go kernel elsewhere. gonum's
+// float32 Sgemm, the default behind gorgonia, is written in Go without
+// vector instructions; Implementation puts this one behind gorgonia.Use.
+//
+// Every element of C is its dot product summed in the order of k, one
+// fused multiply-add at a time on the kernel's path: no blocking of k and
+// no split of k across goroutines, so a result depends only on the inputs
+// and the kernel (not on GOMAXPROCS, the matrix's position in a block, or
+// how the work is split), and a run is bit-for-bit repeatable.
+package sgemm
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+)
+
+// ErrShape reports dimensions, strides or slice lengths that do not
+// describe the matrices.
+var ErrShape = errors.New("sgemm: bad matrix shape")
+
+// mr and nr are the kernel's tile: mr rows of op(A) against nr columns
+// of op(B) (six rows of two 8-lane registers fill 12 of AVX2's 16).
+const (
+	mr = 6
+	nr = 16
+)
+
+// Block sizes: a block of op(B) of about nBlockFloats floats (whole nr
+// panels) is packed and reused against blocks of op(A) of about
+// mBlockFloats (whole mr panels), so that the B panel in use stays in L1
+// and the A block in L2.
+const (
+	nBlockFloats = 64 << 10
+	mBlockFloats = 32 << 10
+)
+
+// parallelMACs is the work (m*n*k) from which Gemm splits the columns of
+// C across goroutines: below it, starting a goroutine costs more than it
+// saves.
+const parallelMACs = 1 << 19
+
+// Gemm computes C = alpha*op(A)*op(B) + beta*C for row-major matrices:
+// op(A) is m×k (A is m×k with row stride lda, or k×m if transA), op(B)
+// is k×n (B is k×n with row stride ldb, or n×k if transB), C is m×n with
+// row stride ldc. With beta 0, C is written without being read (NaNs in
+// it do not propagate), as BLAS specifies. Large products are split by
+// columns of C over up to GOMAXPROCS goroutines, which does not change
+// any result. Bad dimensions or short slices return ErrShape and leave C
+// unchanged. Gemm is safe for concurrent use on distinct C.
+func Gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int,
+	beta float32, c []float32, ldc int) error {
+	if err := check(transA, transB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc); err != nil {
+		return err
+	}
+	if m == 0 || n == 0 {
+		return nil
+	}
+	if k == 0 || alpha == 0 {
+		scale(m, n, beta, c, ldc)
+		return nil
+	}
+	g := gemm{transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb,
+		beta: beta, c: c, ldc: ldc}
+	panels := (n + nr - 1) / nr
+	workers := 1
+	if m*n*k >= parallelMACs {
+		workers = min(runtime.GOMAXPROCS(0), panels)
+	}
+	if workers <= 1 {
+		g.run(0, panels)
+		return nil
+	}
+	var wg sync.WaitGroup
+	for w := 1; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g.run(w*panels/workers, (w+1)*panels/workers)
+		}()
+	}
+	g.run(0, panels/workers)
+	wg.Wait()
+	return nil
+}
+
+// check returns ErrShape unless the arguments describe the matrices.
+func check(transA, transB bool, m, n, k, la, lda, lb, ldb, lc, ldc int) error {
+	if m < 0 || n < 0 || k < 0 {
+		return fmt.Errorf("%w: m %d, n %d, k %d", ErrShape, m, n, k)
+	}
+	ar, ac := m, k
+	if transA {
+		ar, ac = k, m
+	}
+	br, bc := k, n
+	if transB {
+		br, bc = n, k
+	}
+	for _, x := range []struct {
+		name           string
+		rows, cols, ld int
+		have           int
+	}{{"A", ar, ac, lda, la}, {"B", br, bc, ldb, lb}, {"C", m, n, ldc, lc}} {
+		if x.ld < max(1, x.cols) {
+			return fmt.Errorf("%w: %s has %d columns and stride %d", ErrShape, x.name, x.cols, x.ld)
+		}
+		if x.rows > 0 && x.cols > 0 && x.have < (x.rows-1)*x.ld+x.cols {
+			return fmt.Errorf("%w: %s (%d×%d, stride %d) in %d values", ErrShape, x.name, x.rows, x.cols, x.ld, x.have)
+		}
+	}
+	return nil
+}
+
+// scale sets C = beta*C (0 without reading C when beta is 0).
+func scale(m, n int, beta float32, c []float32, ldc int) {
+	for i := range m {
+		row := c[i*ldc : i*ldc+n]
+		if beta == 0 {
+			clear(row)
+			continue
+		}
+		for j := range row {
+			row[j] *= beta
+		}
+	}
+}
+
+// gemm is one call's arguments.
+type gemm struct {
+	transA, transB bool
+	m, n, k        int
+	alpha, beta    float32
+	a, b, c        []float32
+	lda, ldb, ldc  int
+}
+
+// bufs is packing memory, reused across calls.
+var bufs = sync.Pool{New: func() any { return new([]float32) }}
+
+func getBuf(n int) *[]float32 {
+	p := bufs.Get().(*[]float32)
+	if cap(*p) < n {
+		*p = make([]float32, n)
+	}
+	*p = (*p)[:n]
+	return p
+}
+
+// run computes the columns of C in nr panels [p0, p1).
+func (g *gemm) run(p0, p1 int) {
+	if p0 >= p1 {
+		return
+	}
+	k := g.k
+	nbPanels := max(1, nBlockFloats/(k*nr))
+	mbPanels := max(1, mBlockFloats/(k*mr))
+	bp := getBuf(min(nbPanels, p1-p0) * nr * k)
+	ap := getBuf(min(mbPanels, (g.m+mr-1)/mr) * mr * k)
+	defer bufs.Put(bp)
+	defer bufs.Put(ap)
+	var tile [mr * nr]float32
+	for pc := p0; pc < p1; pc += nbPanels {
+		pEnd := min(pc+nbPanels, p1)
+		j0, j1 := pc*nr, min(pEnd*nr, g.n)
+		packB(*bp, g.b, g.ldb, g.transB, k, j0, j1)
+		for i0 := 0; i0 < g.m; i0 += mbPanels * mr {
+			i1 := min(i0+mbPanels*mr, g.m)
+			packA(*ap, g.a, g.lda, g.transA, k, i0, i1)
+			for jr := j0; jr < j1; jr += nr {
+				bPanel := (*bp)[(jr-j0)*k : (jr-j0+nr)*k]
+				cols := min(nr, j1-jr)
+				for ir := i0; ir < i1; ir += mr {
+					aPanel := (*ap)[(ir-i0)*k : (ir-i0+mr)*k]
+					rows := min(mr, i1-ir)
+					if rows == mr && cols == nr {
+						kernel(k, aPanel, bPanel, g.c[ir*g.ldc+jr:], g.ldc, g.alpha, g.beta)
+						continue
+					}
+					kernel(k, aPanel, bPanel, tile[:], nr, 1, 0)
+					for r := range rows {
+						dst := g.c[(ir+r)*g.ldc+jr : (ir+r)*g.ldc+jr+cols]
+						src := tile[r*nr : r*nr+cols]
+						if g.beta == 0 {
+							for j := range dst {
+								dst[j] = g.alpha * src[j]
+							}
+						} else {
+							for j := range dst {
+								dst[j] = g.alpha*src[j] + g.beta*dst[j]
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// packA writes rows [i0, i1) of op(A) into dst as mr-row panels, each k
+// groups of mr values (one column of the panel after another), rows past
+// i1 zero.
+func packA(dst, a []float32, lda int, trans bool, k, i0, i1 int) {
+	for ir := i0; ir < i1; ir += mr {
+		p := dst[(ir-i0)*k : (ir-i0+mr)*k]
+		rows := min(mr, i1-ir)
+		switch {
+		case rows < mr:
+			clear(p)
+			for r := range rows {
+				for q := range k {
+					if trans {
+						p[q*mr+r] = a[q*lda+ir+r]
+					} else {
+						p[q*mr+r] = a[(ir+r)*lda+q]
+					}
+				}
+			}
+		case trans:
+			// op(A)[i][q] = a[q*lda+i]: each group is a run of a row of A.
+			for q := range k {
+				*(*[mr]float32)(p[q*mr:]) = *(*[mr]float32)(a[q*lda+ir:])
+			}
+		default:
+			r0, r1, r2 := a[ir*lda:ir*lda+k], a[(ir+1)*lda:(ir+1)*lda+k], a[(ir+2)*lda:(ir+2)*lda+k]
+			r3, r4, r5 := a[(ir+3)*lda:(ir+3)*lda+k], a[(ir+4)*lda:(ir+4)*lda+k], a[(ir+5)*lda:(ir+5)*lda+k]
+			for q := range k {
+				*(*[mr]float32)(p[q*mr:]) = [mr]float32{r0[q], r1[q], r2[q], r3[q], r4[q], r5[q]}
+			}
+		}
+	}
+}
+
+// packB writes columns [j0, j1) of op(B) into dst as nr-column panels,
+// each k rows of nr values, columns past j1 zero.
+func packB(dst, b []float32, ldb int, trans bool, k, j0, j1 int) {
+	for jr := j0; jr < j1; jr += nr {
+		p := dst[(jr-j0)*k : (jr-j0+nr)*k]
+		cols := min(nr, j1-jr)
+		switch {
+		case cols < nr:
+			clear(p)
+			for j := range cols {
+				for q := range k {
+					if trans {
+						p[q*nr+j] = b[(jr+j)*ldb+q]
+					} else {
+						p[q*nr+j] = b[q*ldb+jr+j]
+					}
+				}
+			}
+		case !trans:
+			// op(B)[q][j] = b[q*ldb+j]: each row is a run of a row of B.
+			for q := range k {
+				*(*[nr]float32)(p[q*nr:]) = *(*[nr]float32)(b[q*ldb+jr:])
+			}
+		default:
+			// op(B)[q][j] = b[j*ldb+q]: gather a column of nr rows at a time.
+			var rows [nr][]float32
+			for j := range rows {
+				rows[j] = b[(jr+j)*ldb : (jr+j)*ldb+k]
+			}
+			for q := range k {
+				g := (*[nr]float32)(p[q*nr:])
+				for j := range nr {
+					g[j] = rows[j][q]
+				}
+			}
+		}
+	}
+}
+
+// kernelGo is the kernel in Go: c (mr rows of nr, row stride ldc) =
+// alpha*acc + beta*c, acc the product of the packed panels ap (k groups
+// of mr) and bp (k rows of nr); c is not read when beta is 0.
+func kernelGo(k int, ap, bp, c []float32, ldc int, alpha, beta float32) {
+	var acc [mr][nr]float32
+	ap, bp = ap[:k*mr], bp[:k*nr]
+	for q := range k {
+		b := (*[nr]float32)(bp[q*nr:])
+		a := (*[mr]float32)(ap[q*mr:])
+		for r := range mr {
+			x := a[r]
+			row := &acc[r]
+			for j := range nr {
+				row[j] += x * b[j]
+			}
+		}
+	}
+	for r := range mr {
+		dst := (*[nr]float32)(c[r*ldc:])
+		for j := range nr {
+			if beta == 0 {
+				dst[j] = alpha * acc[r][j]
+			} else {
+				dst[j] = alpha*acc[r][j] + beta*dst[j]
+			}
+		}
+	}
+}
