@@ -72,256 +72,375 @@ func RunCartPole(ctx context.Context, cfg TrainConfig) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	start := time.Now()
+	t, err := newTrainer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer t.close()
+	lastTarget := t.p.EnvSteps
+	// A run that stopped on StopOnReturn is complete, as one that
+	// reached Steps: its resume only evaluates.
+	for t.p.EnvSteps < int64(t.cfg.Steps) && !t.res.Stopped {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := t.collect(ctx); err != nil {
+			return nil, err
+		}
+		if t.p.EnvSteps/int64(t.cfg.TargetUpdateInterval) != lastTarget/int64(t.cfg.TargetUpdateInterval) {
+			t.agent.UpdateTarget()
+		}
+		lastTarget = t.p.EnvSteps
+		if err := t.learn(ctx); err != nil {
+			return nil, err
+		}
+		if err := t.report(); err != nil {
+			return nil, err
+		}
+		if err := t.checkpoint(); err != nil {
+			return nil, err
+		}
+	}
+	return t.finish()
+}
+
+// trainer is one RunCartPole run: its environment, learner, replay
+// buffer and table, and the state a checkpoint saves. Not safe for
+// concurrent use.
+type trainer struct {
+	cfg              TrainConfig
+	start            time.Time // shifted back by a resumed run's elapsed time
+	obsName, actName string
+	agent            *Agent
+	buf              *tensorbuf.Buffer
+	table            *tensorbuf.Table
+	obs              *observer.AddTrajectory
+	pol              *driver.EpsilonGreedyPolicy
+	drv              *driver.StepDriver
+	gen              uint64 // of the next checkpoint
+
+	res     *Result
+	p       Progress
+	history []Progress
+	evals   int64 // evaluations run, for their seeds
+	rets    returnWindow
+
+	ts    *driver.TimeStep
+	state any
+	tr    *tensorbuf.TableTransitions
+	batch *Batch
+	prio  []float32
+	nopt  tensorbuf.NStepOptions
+}
+
+// newTrainer builds a run's parts, from cfg.CheckpointDir's newest
+// checkpoint when cfg.Resume is set. On error it releases what it made.
+func newTrainer(cfg TrainConfig) (_ *trainer, err error) {
+	t := &trainer{cfg: cfg, start: time.Now()}
+	defer func() {
+		if err != nil {
+			t.close()
+		}
+	}()
 	env, err := envs.NewCartPole(1, cfg.Seed)
 	if err != nil {
 		return nil, err
 	}
-	obsName, actName := env.ObservationSpec()[0].Name, env.ActionSpec()[0].Name
-	cfg.Agent.ObsDim = env.ObservationSpec()[0].Elems()
-	cfg.Agent.NumActions = int(env.ActionSpec()[0].Max[0]) + 1
-	if cfg.Agent.Seed == 0 {
-		cfg.Agent.Seed = cfg.Seed
+	t.obsName, t.actName = env.ObservationSpec()[0].Name, env.ActionSpec()[0].Name
+	t.cfg.Agent.ObsDim = env.ObservationSpec()[0].Elems()
+	t.cfg.Agent.NumActions = int(env.ActionSpec()[0].Max[0]) + 1
+	if t.cfg.Agent.Seed == 0 {
+		t.cfg.Agent.Seed = cfg.Seed
 	}
-	agent, err := New(cfg.Agent)
-	if err != nil {
+	if t.agent, err = New(t.cfg.Agent); err != nil {
 		return nil, err
 	}
 	fields := append(append([]tensorbuf.Field(nil), env.ObservationSpec()...), env.ActionSpec()...)
 	capacity := cfg.BufferSize + cfg.NStep + 1
-	var (
-		buf   *tensorbuf.Buffer
-		table *tensorbuf.Table
-		st    *loopState // the checkpoint resumed from
-		gen   uint64     // of the next checkpoint
-	)
+	var st *loopState // the checkpoint resumed from
 	if cfg.Resume {
-		if st, buf, table, gen, err = resume(&cfg, agent, fields, capacity); err != nil {
+		if st, t.buf, t.table, t.gen, err = resume(&t.cfg, t.agent, fields, capacity); err != nil {
 			return nil, err
 		}
 		// A fresh start for the environment (see TrainConfig.Resume).
 		if env, err = envs.NewCartPole(1, cfg.Seed^uint64(st.Progress.EnvSteps)*0x9e3779b97f4a7c15); err != nil {
-			buf.Close()
 			return nil, err
 		}
-	} else {
-		if buf, err = tensorbuf.New(tensorbuf.Config{NumEnvs: 1, Capacity: capacity, Fields: fields, Seed: cfg.Seed}); err != nil {
-			return nil, err
-		}
-		tc := tensorbuf.TableConfig{Name: "replay", Selector: tensorbuf.Uniform, MaxSize: cfg.BufferSize, Seed: cfg.Seed}
-		if cfg.Prioritized {
-			tc.Selector, tc.PriorityExponent, tc.Beta = tensorbuf.Prioritized, cfg.Alpha, cfg.Beta
-		}
-		if table, err = buf.NewTable(tc); err != nil {
-			buf.Close()
-			return nil, err
-		}
-		if cfg.CheckpointEvery > 0 {
-			gen = nextGeneration(cfg.CheckpointDir)
-		}
+	} else if err := t.newReplay(fields, capacity); err != nil {
+		return nil, err
 	}
-	defer buf.Close()
-	obs, err := observer.NewAddTrajectory(buf, observer.AddTrajectoryConfig{
+	cfg = t.cfg
+	if t.obs, err = observer.NewAddTrajectory(t.buf, observer.AddTrajectoryConfig{
 		Tables:           []observer.TableSequence{{Table: "replay", SequenceLength: cfg.NStep + 1}},
 		PadEndOfEpisodes: cfg.NStep > 1, TileEndOfEpisodes: cfg.NStep > 1,
-	})
-	if err != nil {
+	}); err != nil {
 		return nil, err
 	}
-	defer obs.Close()
-	rets := newReturnWindow(1, 100)
+	t.rets = newReturnWindow(1, 100)
 	sched := driver.LinearSchedule{Start: 1, End: cfg.ExplorationFinalEps, Steps: int64(cfg.ExplorationFraction * float64(cfg.Steps))}
-	pol, err := driver.NewEpsilonGreedyPolicy(actName, env.ActionSpec()[0].DType, cfg.Agent.NumActions, agent.QFunc(obsName), sched, cfg.Seed)
-	if err != nil {
+	if t.pol, err = driver.NewEpsilonGreedyPolicy(t.actName, env.ActionSpec()[0].DType, cfg.Agent.NumActions, t.agent.QFunc(t.obsName), sched, cfg.Seed); err != nil {
 		return nil, err
 	}
-	res := &Result{Agent: agent, FirstSolved: -1, BestEnvSteps: -1}
-	var p Progress
-	var history []Progress
-	var evals int64
+	t.res = &Result{Agent: t.agent, FirstSolved: -1, BestEnvSteps: -1}
 	if st != nil {
-		if err := pol.UnmarshalBinary(st.Policy); err != nil {
-			return nil, fmt.Errorf("resume: %w", err)
-		}
-		if st.Best != nil {
-			if res.Best, err = ReadNetwork(bytes.NewReader(st.Best)); err != nil {
-				return nil, fmt.Errorf("resume: best network: %w", err)
-			}
-			res.BestEnvSteps, res.BestEvalReturn = st.BestEnvSteps, st.BestEvalReturn
-		}
-		rets = st.Returns
-		clear(rets.Acc) // the episodes in flight are cut
-		p, history, res.FirstSolved, evals, res.Stopped = st.Progress, st.History, st.FirstSolved, st.Evals, st.Stopped
-		start = start.Add(-time.Duration(p.Elapsed * float64(time.Second)))
-		if cfg.OnResume != nil {
-			cfg.OnResume(slices.Clone(history))
-		}
-		if cfg.afterResume != nil {
-			cfg.afterResume(agent, buf)
+		if err := t.restore(st); err != nil {
+			return nil, err
 		}
 	}
-	drv, err := driver.NewStepDriver(env, pol, cfg.TrainFreq, driver.WithObservers(append([]driver.Observer{obs, &rets}, cfg.Observers...)...))
-	if err != nil {
+	if t.drv, err = driver.NewStepDriver(env, t.pol, cfg.TrainFreq, driver.WithObservers(append([]driver.Observer{t.obs, &t.rets}, cfg.Observers...)...)); err != nil {
 		return nil, err
 	}
-	// Every evaluation runs on environments of its own seed (the first
-	// one's is Seed+1_000_003), so that a resumed run evaluates as the
-	// uninterrupted one would have; the final evaluations of the best and
-	// the last network share one.
-	evalSeed := func() uint64 { evals++; return cfg.Seed + 1_000_003 + uint64(evals-1)*0x9e3779b97f4a7c15 }
-	evaluate := func(q driver.QFunc, seed uint64) (float64, error) {
-		evalEnv, err := envs.NewCartPole(cfg.EvalEpisodes, seed)
-		if err != nil {
-			return 0, err
-		}
-		rets, err := GreedyReturns(q, cfg.Agent.NumActions, evalEnv, obsName, actName)
-		if err != nil {
-			return 0, err
-		}
-		return mean(rets), nil
+	t.tr = new(tensorbuf.TableTransitions)
+	t.batch = t.agent.NewBatch()
+	t.prio = make([]float32, t.agent.cfg.BatchSize)
+	t.nopt = tensorbuf.NStepOptions{Horizon: cfg.NStep, DiscountFactor: cfg.Gamma}
+	return t, nil
+}
+
+// newReplay makes a fresh run's buffer and replay table.
+func (t *trainer) newReplay(fields []tensorbuf.Field, capacity int) error {
+	cfg := t.cfg
+	var err error
+	if t.buf, err = tensorbuf.New(tensorbuf.Config{NumEnvs: 1, Capacity: capacity, Fields: fields, Seed: cfg.Seed}); err != nil {
+		return err
 	}
-	tr := new(tensorbuf.TableTransitions)
-	defer tr.Release()
-	batch := agent.NewBatch()
-	prio := make([]float32, agent.cfg.BatchSize)
-	nopt := tensorbuf.NStepOptions{Horizon: cfg.NStep, DiscountFactor: cfg.Gamma}
-	var ts *driver.TimeStep
-	var state any
-	lastTarget := p.EnvSteps
-	// A run that stopped on StopOnReturn is complete, as one that
-	// reached Steps: its resume only evaluates.
-	for p.EnvSteps < int64(cfg.Steps) && !res.Stopped {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+	tc := tensorbuf.TableConfig{Name: "replay", Selector: tensorbuf.Uniform, MaxSize: cfg.BufferSize, Seed: cfg.Seed}
+	if cfg.Prioritized {
+		tc.Selector, tc.PriorityExponent, tc.Beta = tensorbuf.Prioritized, cfg.Alpha, cfg.Beta
+	}
+	if t.table, err = t.buf.NewTable(tc); err != nil {
+		return err
+	}
+	if cfg.CheckpointEvery > 0 {
+		t.gen = nextGeneration(cfg.CheckpointDir)
+	}
+	return nil
+}
+
+// restore sets the policy, best network, returns and progress of a
+// resumed run from its checkpoint.
+func (t *trainer) restore(st *loopState) error {
+	if err := t.pol.UnmarshalBinary(st.Policy); err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	res := t.res
+	if st.Best != nil {
+		var err error
+		if res.Best, err = ReadNetwork(bytes.NewReader(st.Best)); err != nil {
+			return fmt.Errorf("resume: best network: %w", err)
 		}
-		t0 := time.Now()
-		drv.SetNumSteps(min(cfg.TrainFreq, cfg.Steps-int(p.EnvSteps)))
-		if ts, state, err = drv.Run(ctx, ts, state); err != nil {
-			return nil, err
-		}
-		p.CollectSecs += time.Since(t0).Seconds()
-		p.EnvSteps += drv.Stats().Steps
-		p.Episodes += drv.Stats().Episodes
-		pol.SetSteps(p.EnvSteps) // the policy's clock also counted boundary steps
-		if p.EnvSteps/int64(cfg.TargetUpdateInterval) != lastTarget/int64(cfg.TargetUpdateInterval) {
-			agent.UpdateTarget()
-		}
-		lastTarget = p.EnvSteps
-		p.Loss = 0
-		// The learning rate of this round, linear in the env steps over
-		// the run (RL Zoo's lin_ schedules are linear in SB3's progress).
-		frac := min(float64(p.EnvSteps)/float64(cfg.Steps), 1)
-		if err := agent.SetLearningRate(cfg.Agent.LearningRate + (cfg.LearningRateEnd-cfg.Agent.LearningRate)*frac); err != nil {
-			return nil, err
-		}
-		p.LearningRate = agent.LearningRate()
-		if p.EnvSteps > int64(cfg.LearningStarts) && cfg.GradientSteps > 0 {
-			if cfg.Prioritized {
-				beta := cfg.Beta + (1-cfg.Beta)*float64(p.EnvSteps)/float64(cfg.Steps)
-				if err := table.SetBeta(min(beta, 1)); err != nil {
-					return nil, err
-				}
-			}
-			valid, total := 0, 0
-			for range cfg.GradientSteps {
-				t1 := time.Now()
-				if err := table.SampleTransitionsInto(ctx, tr, agent.cfg.BatchSize, nopt); err != nil {
-					return nil, err
-				}
-				if err := agent.FromTransitions(batch, tr, obsName, actName); err != nil {
-					return nil, err
-				}
-				t2 := time.Now()
-				loss, err := agent.Train(batch)
-				if err != nil {
-					return nil, err
-				}
-				t3 := time.Now()
-				if cfg.Prioritized {
-					agent.Priorities(batch, prio)
-					if err := table.UpdatePriorities32(tr.Keys, prio); err != nil {
-						return nil, err
-					}
-				}
-				for _, v := range tr.Valid {
-					if v {
-						valid++
-					}
-				}
-				total += len(tr.Valid)
-				p.SampleSeconds += t2.Sub(t1).Seconds() + time.Since(t3).Seconds()
-				p.TrainSeconds += t3.Sub(t2).Seconds()
-				p.Loss += loss / float64(cfg.GradientSteps)
-			}
-			p.ValidFraction = float64(valid) / float64(total)
-		}
-		p.GradientSteps = agent.Steps()
-		p.TrainReturn = rets.Result()
-		p.Epsilon = pol.Epsilon()
-		p.EvalReturn = nil
-		if cfg.EvalEvery > 0 && p.EnvSteps/int64(cfg.EvalEvery) != (p.EnvSteps-int64(drv.Stats().Steps))/int64(cfg.EvalEvery) {
-			ret, err := evaluate(agent.QFunc(obsName), evalSeed())
-			if err != nil {
-				return nil, err
-			}
-			p.EvalReturn = &ret
-			if ret >= 475 && res.FirstSolved < 0 {
-				res.FirstSolved = p.EnvSteps
-			}
-			if res.Best == nil || ret > res.BestEvalReturn {
-				res.Best, res.BestEnvSteps, res.BestEvalReturn = agent.Network(), p.EnvSteps, ret
-			}
-			res.Stopped = cfg.StopOnReturn > 0 && ret >= cfg.StopOnReturn
-		}
-		p.Elapsed = time.Since(start).Seconds()
-		if cfg.Progress != nil {
-			cfg.Progress(p)
-		}
-		history = append(history, p)
-		every := int64(cfg.CheckpointEvery)
-		if every > 0 && (p.EnvSteps/every != (p.EnvSteps-drv.Stats().Steps)/every || p.EnvSteps >= int64(cfg.Steps) || res.Stopped) {
-			saved := cfg
-			saved.Observers = nil // not checkpointed (interfaces gob cannot encode)
-			ls := &loopState{Format: loopFormat, Config: saved, Progress: p, FirstSolved: res.FirstSolved, Evals: evals,
-				Returns: rets, History: history, BestEnvSteps: res.BestEnvSteps, BestEvalReturn: res.BestEvalReturn, Stopped: res.Stopped}
-			var ab bytes.Buffer
-			if err := agent.SaveState(&ab); err != nil {
-				return nil, err
-			}
-			ls.Agent = ab.Bytes()
-			if res.Best != nil {
-				var bb bytes.Buffer
-				if err := res.Best.Save(&bb); err != nil {
-					return nil, err
-				}
-				ls.Best = bb.Bytes()
-			}
-			if ls.Policy, err = pol.MarshalBinary(); err != nil {
-				return nil, err
-			}
-			if err := saveCheckpoint(cfg.CheckpointDir, gen, buf, ls, cfg.CheckpointCompress); err != nil {
-				return nil, err
-			}
-			if cfg.afterCheckpoint != nil {
-				cfg.afterCheckpoint(gen, agent, buf)
-			}
-			gen++
+		res.BestEnvSteps, res.BestEvalReturn = st.BestEnvSteps, st.BestEvalReturn
+	}
+	t.rets = st.Returns
+	clear(t.rets.Acc) // the episodes in flight are cut
+	t.p, t.history, res.FirstSolved, t.evals, res.Stopped = st.Progress, st.History, st.FirstSolved, st.Evals, st.Stopped
+	t.start = t.start.Add(-time.Duration(t.p.Elapsed * float64(time.Second)))
+	if t.cfg.OnResume != nil {
+		t.cfg.OnResume(slices.Clone(t.history))
+	}
+	if t.cfg.afterResume != nil {
+		t.cfg.afterResume(t.agent, t.buf)
+	}
+	return nil
+}
+
+// close releases the run's transitions, observer and buffer.
+func (t *trainer) close() {
+	if t.tr != nil {
+		t.tr.Release()
+	}
+	if t.obs != nil {
+		t.obs.Close()
+	}
+	if t.buf != nil {
+		t.buf.Close()
+	}
+}
+
+// collect runs the driver for one round of TrainFreq env steps (fewer at
+// the run's end) and counts them.
+func (t *trainer) collect(ctx context.Context) error {
+	t0 := time.Now()
+	t.drv.SetNumSteps(min(t.cfg.TrainFreq, t.cfg.Steps-int(t.p.EnvSteps)))
+	var err error
+	if t.ts, t.state, err = t.drv.Run(ctx, t.ts, t.state); err != nil {
+		return err
+	}
+	t.p.CollectSecs += time.Since(t0).Seconds()
+	t.p.EnvSteps += t.drv.Stats().Steps
+	t.p.Episodes += t.drv.Stats().Episodes
+	t.pol.SetSteps(t.p.EnvSteps) // the policy's clock also counted boundary steps
+	return nil
+}
+
+// learn sets this round's learning rate (and beta) and, once
+// LearningStarts env steps are stored, takes GradientSteps gradient
+// steps on sampled transitions, updating their priorities.
+func (t *trainer) learn(ctx context.Context) error {
+	cfg, p, agent := t.cfg, &t.p, t.agent
+	p.Loss = 0
+	// The learning rate of this round, linear in the env steps over the
+	// run (RL Zoo's lin_ schedules are linear in SB3's progress).
+	frac := min(float64(p.EnvSteps)/float64(cfg.Steps), 1)
+	if err := agent.SetLearningRate(cfg.Agent.LearningRate + (cfg.LearningRateEnd-cfg.Agent.LearningRate)*frac); err != nil {
+		return err
+	}
+	p.LearningRate = agent.LearningRate()
+	if p.EnvSteps <= int64(cfg.LearningStarts) || cfg.GradientSteps <= 0 {
+		return nil
+	}
+	if cfg.Prioritized {
+		beta := cfg.Beta + (1-cfg.Beta)*float64(p.EnvSteps)/float64(cfg.Steps)
+		if err := t.table.SetBeta(min(beta, 1)); err != nil {
+			return err
 		}
 	}
-	seed := evalSeed()
-	if res.LastEvalReturn, err = evaluate(agent.QFunc(obsName), seed); err != nil {
+	valid, total := 0, 0
+	for range cfg.GradientSteps {
+		t1 := time.Now()
+		if err := t.table.SampleTransitionsInto(ctx, t.tr, agent.cfg.BatchSize, t.nopt); err != nil {
+			return err
+		}
+		if err := agent.FromTransitions(t.batch, t.tr, t.obsName, t.actName); err != nil {
+			return err
+		}
+		t2 := time.Now()
+		loss, err := agent.Train(t.batch)
+		if err != nil {
+			return err
+		}
+		t3 := time.Now()
+		if cfg.Prioritized {
+			agent.Priorities(t.batch, t.prio)
+			if err := t.table.UpdatePriorities32(t.tr.Keys, t.prio); err != nil {
+				return err
+			}
+		}
+		for _, v := range t.tr.Valid {
+			if v {
+				valid++
+			}
+		}
+		total += len(t.tr.Valid)
+		p.SampleSeconds += t2.Sub(t1).Seconds() + time.Since(t3).Seconds()
+		p.TrainSeconds += t3.Sub(t2).Seconds()
+		p.Loss += loss / float64(cfg.GradientSteps)
+	}
+	p.ValidFraction = float64(valid) / float64(total)
+	return nil
+}
+
+// evalSeed returns the seed of the next evaluation. Every evaluation runs
+// on environments of its own seed (the first one's is Seed+1_000_003), so
+// that a resumed run evaluates as the uninterrupted one would have; the
+// final evaluations of the best and the last network share one.
+func (t *trainer) evalSeed() uint64 {
+	t.evals++
+	return t.cfg.Seed + 1_000_003 + uint64(t.evals-1)*0x9e3779b97f4a7c15
+}
+
+// evaluate returns the mean return of q over EvalEpisodes greedy
+// episodes on environments of the given seed.
+func (t *trainer) evaluate(q driver.QFunc, seed uint64) (float64, error) {
+	evalEnv, err := envs.NewCartPole(t.cfg.EvalEpisodes, seed)
+	if err != nil {
+		return 0, err
+	}
+	rets, err := GreedyReturns(q, t.cfg.Agent.NumActions, evalEnv, t.obsName, t.actName)
+	if err != nil {
+		return 0, err
+	}
+	return mean(rets), nil
+}
+
+// report fills the round's progress, evaluates the network every
+// EvalEvery env steps (keeping the best), and passes the progress to
+// cfg.Progress and the run's history.
+func (t *trainer) report() error {
+	cfg, p, res := t.cfg, &t.p, t.res
+	p.GradientSteps = t.agent.Steps()
+	p.TrainReturn = t.rets.Result()
+	p.Epsilon = t.pol.Epsilon()
+	p.EvalReturn = nil
+	if cfg.EvalEvery > 0 && p.EnvSteps/int64(cfg.EvalEvery) != (p.EnvSteps-int64(t.drv.Stats().Steps))/int64(cfg.EvalEvery) {
+		ret, err := t.evaluate(t.agent.QFunc(t.obsName), t.evalSeed())
+		if err != nil {
+			return err
+		}
+		p.EvalReturn = &ret
+		if ret >= 475 && res.FirstSolved < 0 {
+			res.FirstSolved = p.EnvSteps
+		}
+		if res.Best == nil || ret > res.BestEvalReturn {
+			res.Best, res.BestEnvSteps, res.BestEvalReturn = t.agent.Network(), p.EnvSteps, ret
+		}
+		res.Stopped = cfg.StopOnReturn > 0 && ret >= cfg.StopOnReturn
+	}
+	p.Elapsed = time.Since(t.start).Seconds()
+	if cfg.Progress != nil {
+		cfg.Progress(*p)
+	}
+	t.history = append(t.history, *p)
+	return nil
+}
+
+// checkpoint saves generation t.gen every CheckpointEvery env steps and
+// at the run's end.
+func (t *trainer) checkpoint() error {
+	cfg, p, res := t.cfg, t.p, t.res
+	every := int64(cfg.CheckpointEvery)
+	if every <= 0 || (p.EnvSteps/every == (p.EnvSteps-t.drv.Stats().Steps)/every && p.EnvSteps < int64(cfg.Steps) && !res.Stopped) {
+		return nil
+	}
+	saved := cfg
+	saved.Observers = nil // not checkpointed (interfaces gob cannot encode)
+	ls := &loopState{Format: loopFormat, Config: saved, Progress: p, FirstSolved: res.FirstSolved, Evals: t.evals,
+		Returns: t.rets, History: t.history, BestEnvSteps: res.BestEnvSteps, BestEvalReturn: res.BestEvalReturn, Stopped: res.Stopped}
+	var ab bytes.Buffer
+	if err := t.agent.SaveState(&ab); err != nil {
+		return err
+	}
+	ls.Agent = ab.Bytes()
+	if res.Best != nil {
+		var bb bytes.Buffer
+		if err := res.Best.Save(&bb); err != nil {
+			return err
+		}
+		ls.Best = bb.Bytes()
+	}
+	var err error
+	if ls.Policy, err = t.pol.MarshalBinary(); err != nil {
+		return err
+	}
+	if err := saveCheckpoint(cfg.CheckpointDir, t.gen, t.buf, ls, cfg.CheckpointCompress); err != nil {
+		return err
+	}
+	if cfg.afterCheckpoint != nil {
+		cfg.afterCheckpoint(t.gen, t.agent, t.buf)
+	}
+	t.gen++
+	return nil
+}
+
+// finish evaluates the last network and the best one on the same
+// environments and returns the run's result.
+func (t *trainer) finish() (*Result, error) {
+	res := t.res
+	seed := t.evalSeed()
+	var err error
+	if res.LastEvalReturn, err = t.evaluate(t.agent.QFunc(t.obsName), seed); err != nil {
 		return nil, err
 	}
 	if res.LastEvalReturn >= 475 && res.FirstSolved < 0 {
-		res.FirstSolved = p.EnvSteps
+		res.FirstSolved = t.p.EnvSteps
 	}
 	res.EvalReturn = res.LastEvalReturn
 	if res.Best != nil {
-		if res.EvalReturn, err = evaluate(res.Best.QFunc(obsName), seed); err != nil {
+		if res.EvalReturn, err = t.evaluate(res.Best.QFunc(t.obsName), seed); err != nil {
 			return nil, err
 		}
 	}
-	res.Last = p
+	res.Last = t.p
 	return res, nil
 }
 
