@@ -2,18 +2,26 @@
 
 #include "textflag.h"
 
-// func kernelFMA(k int, ap, bp, c *float32, ldc int, alpha, beta float32)
+// func kernelFMA(k int, a *float32, rsA, csA int, bp, c *float32, ldc int, alpha, beta float32)
 //
 // Y0..Y11 hold the 6x16 tile (row r in Y(2r), Y(2r+1)); each step of k
-// loads a row of the B panel (Y12, Y13), broadcasts the six A values in
-// turn (Y14, Y15) and adds their products with one fused multiply-add
-// per register, so every element is summed in the order of k.
-TEXT ·kernelFMA(SB), NOSPLIT, $0-48
+// loads a row of the B panel (Y12, Y13), broadcasts the six A values of
+// column q (at a + r*rsA + q*csA) in turn (Y14, Y15) and adds their
+// products with one fused multiply-add per register, so every element
+// is summed in the order of k. R9 = rsA, R10 = 3*rsA, R11 = 5*rsA and
+// R12 = csA, in bytes.
+TEXT ·kernelFMA(SB), NOSPLIT, $0-64
 	MOVQ k+0(FP), CX
-	MOVQ ap+8(FP), AX
-	MOVQ bp+16(FP), BX
-	MOVQ c+24(FP), DI
-	MOVQ ldc+32(FP), SI
+	MOVQ a+8(FP), AX
+	MOVQ rsA+16(FP), R9
+	SHLQ $2, R9
+	LEAQ (R9)(R9*2), R10
+	LEAQ (R9)(R9*4), R11
+	MOVQ csA+24(FP), R12
+	SHLQ $2, R12
+	MOVQ bp+32(FP), BX
+	MOVQ c+40(FP), DI
+	MOVQ ldc+48(FP), SI
 	SHLQ $2, SI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -31,31 +39,31 @@ TEXT ·kernelFMA(SB), NOSPLIT, $0-48
 loop:
 	VMOVUPS (BX), Y12
 	VMOVUPS 32(BX), Y13
-	VBROADCASTSS 0(AX), Y14
+	VBROADCASTSS (AX), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 4(AX), Y15
+	VBROADCASTSS (AX)(R9*1), Y15
 	VFMADD231PS Y12, Y15, Y2
 	VFMADD231PS Y13, Y15, Y3
-	VBROADCASTSS 8(AX), Y14
+	VBROADCASTSS (AX)(R9*2), Y14
 	VFMADD231PS Y12, Y14, Y4
 	VFMADD231PS Y13, Y14, Y5
-	VBROADCASTSS 12(AX), Y15
+	VBROADCASTSS (AX)(R10*1), Y15
 	VFMADD231PS Y12, Y15, Y6
 	VFMADD231PS Y13, Y15, Y7
-	VBROADCASTSS 16(AX), Y14
+	VBROADCASTSS (AX)(R9*4), Y14
 	VFMADD231PS Y12, Y14, Y8
 	VFMADD231PS Y13, Y14, Y9
-	VBROADCASTSS 20(AX), Y15
+	VBROADCASTSS (AX)(R11*1), Y15
 	VFMADD231PS Y12, Y15, Y10
 	VFMADD231PS Y13, Y15, Y11
-	ADDQ $24, AX
+	ADDQ R12, AX
 	ADDQ $64, BX
 	DECQ CX
 	JNZ loop
 
 	// acc *= alpha; then, unless beta is +0 or -0, acc += beta*C.
-	VBROADCASTSS alpha+40(FP), Y14
+	VBROADCASTSS alpha+56(FP), Y14
 	VMULPS Y14, Y0, Y0
 	VMULPS Y14, Y1, Y1
 	VMULPS Y14, Y2, Y2
@@ -68,10 +76,10 @@ loop:
 	VMULPS Y14, Y9, Y9
 	VMULPS Y14, Y10, Y10
 	VMULPS Y14, Y11, Y11
-	MOVL beta+44(FP), DX
+	MOVL beta+60(FP), DX
 	ANDL $0x7fffffff, DX
 	JZ store
-	VBROADCASTSS beta+44(FP), Y15
+	VBROADCASTSS beta+60(FP), Y15
 	MOVQ DI, R8
 	VFMADD231PS (R8), Y15, Y0
 	VFMADD231PS 32(R8), Y15, Y1

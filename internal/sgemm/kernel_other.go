@@ -6,6 +6,6 @@ package sgemm
 var useFMA, hasFMA = false, false
 
 // kernel is kernelGo.
-func kernel(k int, ap, bp, c []float32, ldc int, alpha, beta float32) {
-	kernelGo(k, ap, bp, c, ldc, alpha, beta)
+func kernel(k int, a []float32, rsA, csA int, bp, c []float32, ldc int, alpha, beta float32) {
+	kernelGo(k, a, rsA, csA, bp, c, ldc, alpha, beta)
 }

@@ -30,14 +30,10 @@ const (
 	nr = 16
 )
 
-// Block sizes: a block of op(B) of about nBlockFloats floats (whole nr
-// panels) is packed and reused against blocks of op(A) of about
-// mBlockFloats (whole mr panels), so that the B panel in use stays in L1
-// and the A block in L2.
-const (
-	nBlockFloats = 64 << 10
-	mBlockFloats = 32 << 10
-)
+// nBlockFloats is about the size of a block of op(B) (whole nr panels)
+// packed at a time: with the learner's k of 256 it is the 256 columns of
+// a layer, in L2, while each panel in use stays in L1.
+const nBlockFloats = 64 << 10
 
 // parallelMACs is the work (m*n*k) from which Gemm splits the columns of
 // C across goroutines: below it, starting a goroutine costs more than it
@@ -151,48 +147,57 @@ func getBuf(n int) *[]float32 {
 	return p
 }
 
-// run computes the columns of C in nr panels [p0, p1).
+// run computes the columns of C in nr panels [p0, p1). The kernel reads
+// op(A) where it lies, through its row and column strides, except the
+// last mr rows when m is not a multiple of mr: those are copied into a
+// zero-padded panel. op(B) is packed a block of panels at a time.
 func (g *gemm) run(p0, p1 int) {
 	if p0 >= p1 {
 		return
 	}
 	k := g.k
+	rsA, csA := g.lda, 1
+	if g.transA {
+		rsA, csA = 1, g.lda
+	}
+	full := g.m / mr * mr
+	var edge *[]float32
+	if full < g.m {
+		edge = getBuf(mr * k)
+		defer bufs.Put(edge)
+		packA(*edge, g.a, g.lda, g.transA, k, full, g.m)
+	}
 	nbPanels := max(1, nBlockFloats/(k*nr))
-	mbPanels := max(1, mBlockFloats/(k*mr))
 	bp := getBuf(min(nbPanels, p1-p0) * nr * k)
-	ap := getBuf(min(mbPanels, (g.m+mr-1)/mr) * mr * k)
 	defer bufs.Put(bp)
-	defer bufs.Put(ap)
 	var tile [mr * nr]float32
 	for pc := p0; pc < p1; pc += nbPanels {
 		pEnd := min(pc+nbPanels, p1)
 		j0, j1 := pc*nr, min(pEnd*nr, g.n)
 		packB(*bp, g.b, g.ldb, g.transB, k, j0, j1)
-		for i0 := 0; i0 < g.m; i0 += mbPanels * mr {
-			i1 := min(i0+mbPanels*mr, g.m)
-			packA(*ap, g.a, g.lda, g.transA, k, i0, i1)
-			for jr := j0; jr < j1; jr += nr {
-				bPanel := (*bp)[(jr-j0)*k : (jr-j0+nr)*k]
-				cols := min(nr, j1-jr)
-				for ir := i0; ir < i1; ir += mr {
-					aPanel := (*ap)[(ir-i0)*k : (ir-i0+mr)*k]
-					rows := min(mr, i1-ir)
-					if rows == mr && cols == nr {
-						kernel(k, aPanel, bPanel, g.c[ir*g.ldc+jr:], g.ldc, g.alpha, g.beta)
-						continue
-					}
-					kernel(k, aPanel, bPanel, tile[:], nr, 1, 0)
-					for r := range rows {
-						dst := g.c[(ir+r)*g.ldc+jr : (ir+r)*g.ldc+jr+cols]
-						src := tile[r*nr : r*nr+cols]
-						if g.beta == 0 {
-							for j := range dst {
-								dst[j] = g.alpha * src[j]
-							}
-						} else {
-							for j := range dst {
-								dst[j] = g.alpha*src[j] + g.beta*dst[j]
-							}
+		for jr := j0; jr < j1; jr += nr {
+			bPanel := (*bp)[(jr-j0)*k : (jr-j0+nr)*k]
+			cols := min(nr, j1-jr)
+			for ir := 0; ir < g.m; ir += mr {
+				a, rs, cs := g.a[ir*rsA:], rsA, csA
+				if ir == full {
+					a, rs, cs = *edge, 1, mr
+				}
+				if ir < full && cols == nr {
+					kernel(k, a, rs, cs, bPanel, g.c[ir*g.ldc+jr:], g.ldc, g.alpha, g.beta)
+					continue
+				}
+				kernel(k, a, rs, cs, bPanel, tile[:], nr, 1, 0)
+				for r := range min(mr, g.m-ir) {
+					dst := g.c[(ir+r)*g.ldc+jr : (ir+r)*g.ldc+jr+cols]
+					src := tile[r*nr : r*nr+cols]
+					if g.beta == 0 {
+						for j := range dst {
+							dst[j] = g.alpha * src[j]
+						}
+					} else {
+						for j := range dst {
+							dst[j] = g.alpha*src[j] + g.beta*dst[j]
 						}
 					}
 				}
@@ -201,35 +206,17 @@ func (g *gemm) run(p0, p1 int) {
 	}
 }
 
-// packA writes rows [i0, i1) of op(A) into dst as mr-row panels, each k
-// groups of mr values (one column of the panel after another), rows past
-// i1 zero.
+// packA writes rows [i0, i1) of op(A), at most mr, into dst as one panel
+// of k groups of mr values (one column of the panel after another), rows
+// past i1 zero.
 func packA(dst, a []float32, lda int, trans bool, k, i0, i1 int) {
-	for ir := i0; ir < i1; ir += mr {
-		p := dst[(ir-i0)*k : (ir-i0+mr)*k]
-		rows := min(mr, i1-ir)
-		switch {
-		case rows < mr:
-			clear(p)
-			for r := range rows {
-				for q := range k {
-					if trans {
-						p[q*mr+r] = a[q*lda+ir+r]
-					} else {
-						p[q*mr+r] = a[(ir+r)*lda+q]
-					}
-				}
-			}
-		case trans:
-			// op(A)[i][q] = a[q*lda+i]: each group is a run of a row of A.
-			for q := range k {
-				*(*[mr]float32)(p[q*mr:]) = *(*[mr]float32)(a[q*lda+ir:])
-			}
-		default:
-			r0, r1, r2 := a[ir*lda:ir*lda+k], a[(ir+1)*lda:(ir+1)*lda+k], a[(ir+2)*lda:(ir+2)*lda+k]
-			r3, r4, r5 := a[(ir+3)*lda:(ir+3)*lda+k], a[(ir+4)*lda:(ir+4)*lda+k], a[(ir+5)*lda:(ir+5)*lda+k]
-			for q := range k {
-				*(*[mr]float32)(p[q*mr:]) = [mr]float32{r0[q], r1[q], r2[q], r3[q], r4[q], r5[q]}
+	clear(dst[:mr*k])
+	for r := range i1 - i0 {
+		for q := range k {
+			if trans {
+				dst[q*mr+r] = a[q*lda+i0+r]
+			} else {
+				dst[q*mr+r] = a[(i0+r)*lda+q]
 			}
 		}
 	}
@@ -259,15 +246,13 @@ func packB(dst, b []float32, ldb int, trans bool, k, j0, j1 int) {
 				*(*[nr]float32)(p[q*nr:]) = *(*[nr]float32)(b[q*ldb+jr:])
 			}
 		default:
-			// op(B)[q][j] = b[j*ldb+q]: gather a column of nr rows at a time.
-			var rows [nr][]float32
-			for j := range rows {
-				rows[j] = b[(jr+j)*ldb : (jr+j)*ldb+k]
-			}
-			for q := range k {
-				g := (*[nr]float32)(p[q*nr:])
-				for j := range nr {
-					g[j] = rows[j][q]
+			// op(B)[q][j] = b[j*ldb+q]: read each row of B in order,
+			// writing a column of the panel (in L1) at a stride of nr.
+			for j := range nr {
+				src := b[(jr+j)*ldb : (jr+j)*ldb+k]
+				dst := p[j : (k-1)*nr+j+1]
+				for q, v := range src {
+					dst[q*nr] = v
 				}
 			}
 		}
@@ -275,16 +260,16 @@ func packB(dst, b []float32, ldb int, trans bool, k, j0, j1 int) {
 }
 
 // kernelGo is the kernel in Go: c (mr rows of nr, row stride ldc) =
-// alpha*acc + beta*c, acc the product of the packed panels ap (k groups
-// of mr) and bp (k rows of nr); c is not read when beta is 0.
-func kernelGo(k int, ap, bp, c []float32, ldc int, alpha, beta float32) {
+// alpha*acc + beta*c, acc the product of the mr×k matrix whose element
+// (r, q) is a[r*rsA+q*csA] and the packed panel bp (k rows of nr); c is
+// not read when beta is 0.
+func kernelGo(k int, a []float32, rsA, csA int, bp, c []float32, ldc int, alpha, beta float32) {
 	var acc [mr][nr]float32
-	ap, bp = ap[:k*mr], bp[:k*nr]
+	bp = bp[:k*nr]
 	for q := range k {
 		b := (*[nr]float32)(bp[q*nr:])
-		a := (*[mr]float32)(ap[q*mr:])
 		for r := range mr {
-			x := a[r]
+			x := a[r*rsA+q*csA]
 			row := &acc[r]
 			for j := range nr {
 				row[j] += x * b[j]
