@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/trajring/trajring/internal/kernelargs"
 	"github.com/trajring/trajring/kernels"
 	"gorgonia.org/tensor"
 )
@@ -295,7 +296,7 @@ func checkScatter(cols []kernels.Column, src [][]byte, dev []*tensor.Dense, idx 
 		if !ok {
 			return fmt.Errorf("%w: column %d: %d source bytes for %d steps of %d (stride %d, offset %d)", ErrBounds, c, len(src[c]), len(idx), s, cols[c].Stride, cols[c].Offset)
 		}
-		if err := checkIdx(idx, steps); err != nil {
+		if err := check.Index(idx, steps); err != nil {
 			return fmt.Errorf("column %d: %w", c, err)
 		}
 	}
@@ -311,7 +312,7 @@ func checkScatter(cols []kernels.Column, src [][]byte, dev []*tensor.Dense, idx 
 //		}
 //	}
 func (b *Backend) GatherRows(cols []kernels.Column, idx []int64) error {
-	total, err := checkGather(cols, idx, int64(len(idx)), false)
+	total, err := check.Gather(cols, idx, int64(len(idx)), false, nil, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -344,14 +345,15 @@ func (b *Backend) Concat(cols []kernels.Column, idx, next []int64) error {
 	if len(next) != len(idx) {
 		return fmt.Errorf("%w: %d successors for %d steps", ErrBounds, len(next), len(idx))
 	}
-	total, err := checkGather(cols, idx, int64(len(idx)), true)
+	total, err := check.Gather(cols, idx, int64(len(idx)), true, nil, nil, nil)
 	if err != nil {
 		return err
 	}
+	nc := check.Indices(next)
 	for c := range cols {
 		if cols[c].NextOut != nil {
-			steps, _ := cols[c].RingSteps(cols[c].Ring.Size()) // checked by checkGather
-			if err := checkIdx(next, steps); err != nil {
+			steps, _ := cols[c].RingSteps(cols[c].Ring.Size()) // checked by Gather
+			if err := nc.Check(steps); err != nil {
 				return fmt.Errorf("column %d successors: %w", c, err)
 			}
 			total += int64(len(next)) * cols[c].StepBytes
@@ -389,47 +391,15 @@ func (b *Backend) Concat(cols []kernels.Column, idx, next []int64) error {
 //
 // The mask is skipped when mask is nil.
 func (b *Backend) GatherWindows(cols []kernels.Column, wins []kernels.Window, seqLen, capacity int64, mask kernels.Arena, maskOff int64) error {
-	n, problem := kernels.WindowSteps(cols, wins, seqLen, capacity)
-	if problem != "" {
-		return fmt.Errorf("%w: %s", ErrBounds, problem)
+	n, rows, total, err := check.Windows(cols, wins, seqLen, capacity, nil, nil)
+	if err != nil {
+		return err
 	}
-	var total int64
-	rows := int64(math.MaxInt64)
-	for c := range cols {
-		col := &cols[c]
-		ring, err := host(col.Ring)
-		if err != nil {
-			return err
-		}
-		out, err := host(col.Out)
-		if err != nil {
-			return err
-		}
-		s := col.StepBytes
-		steps, ok := col.RingSteps(ring.Size())
-		if !ok {
-			return fmt.Errorf("%w: column %d: step of %d bytes at offset %d of a stride of %d", ErrBounds, c, s, col.Offset, col.Stride)
-		}
-		if !kernels.Fits(col.OutOff, n, s, out.Size()) {
-			return fmt.Errorf("%w: column %d: %d steps of %d bytes at %d into %d", ErrBounds, c, n, s, col.OutOff, out.Size())
-		}
-		if col.Pad != nil && int64(len(col.Pad)) != s {
-			return fmt.Errorf("%w: column %d: pad of %d bytes for steps of %d", ErrBounds, c, len(col.Pad), s)
-		}
-		rows = min(rows, steps/capacity)
-		total += n * s
+	if err := check.Window(wins, rows, seqLen, capacity); err != nil {
+		return err
 	}
-	if i, bad := kernels.BadWindow(wins, rows, min(seqLen, capacity)); bad {
-		return fmt.Errorf("%w: window %d %+v (rows %d, capacity %d, length %d)", ErrBounds, i, wins[i], rows, capacity, seqLen)
-	}
-	if mask != nil {
-		m, err := host(mask)
-		if err != nil {
-			return err
-		}
-		if !kernels.Fits(maskOff, n, 1, m.Size()) {
-			return fmt.Errorf("%w: mask of %d at %d into %d", ErrBounds, n, maskOff, m.Size())
-		}
+	if _, err := check.Mask(mask, maskOff, n); err != nil {
+		return err
 	}
 	if total < parallelBytes || b.workers < 2 {
 		gatherWindows(cols, wins, seqLen, capacity, mask, maskOff, 0, len(wins))
@@ -491,53 +461,18 @@ func host(a kernels.Arena) (*Arena, error) {
 	return h, nil
 }
 
-func checkIdx(idx []int64, steps int64) error {
-	for i, ix := range idx {
-		if ix < 0 || ix >= steps {
-			return fmt.Errorf("%w: index %d is %d, arena holds %d steps", ErrBounds, i, ix, steps)
-		}
-	}
-	return nil
-}
+// check runs the argument checks the gpu backend runs too
+// (internal/kernelargs), with this backend's ErrBounds and arenas.
+var check = kernelargs.Checker[*Arena, hostArenas]{Bounds: ErrBounds}
 
-// checkGather validates the columns of a gather of n output steps and
-// returns the bytes it moves.
-func checkGather(cols []kernels.Column, idx []int64, n int64, next bool) (int64, error) {
-	if c, bad := kernels.WritesRing(cols); bad {
-		return 0, fmt.Errorf("%w: column %d writes a ring arena", ErrBounds, c)
+// hostArenas resolves this backend's arenas for check.
+type hostArenas struct{}
+
+// Arena returns the arena behind a and its size, or ErrArena.
+func (hostArenas) Arena(a kernels.Arena) (*Arena, int64, error) {
+	h, err := host(a)
+	if err != nil {
+		return nil, 0, err
 	}
-	var total int64
-	for c := range cols {
-		col := &cols[c]
-		ring, err := host(col.Ring)
-		if err != nil {
-			return 0, err
-		}
-		s := col.StepBytes
-		steps, ok := col.RingSteps(ring.Size())
-		if !ok {
-			return 0, fmt.Errorf("%w: column %d: step of %d bytes at offset %d of a stride of %d", ErrBounds, c, s, col.Offset, col.Stride)
-		}
-		out, err := host(col.Out)
-		if err != nil {
-			return 0, err
-		}
-		if !kernels.Fits(col.OutOff, n, s, out.Size()) {
-			return 0, fmt.Errorf("%w: column %d: %d steps of %d at %d into %d", ErrBounds, c, n, s, col.OutOff, out.Size())
-		}
-		if next && col.NextOut != nil {
-			no, err := host(col.NextOut)
-			if err != nil {
-				return 0, err
-			}
-			if !kernels.Fits(col.NextOff, n, s, no.Size()) {
-				return 0, fmt.Errorf("%w: column %d: %d successors of %d at %d into %d", ErrBounds, c, n, s, col.NextOff, no.Size())
-			}
-		}
-		if err := checkIdx(idx, steps); err != nil {
-			return 0, fmt.Errorf("column %d: %w", c, err)
-		}
-		total += n * s
-	}
-	return total, nil
+	return h, h.Size(), nil
 }

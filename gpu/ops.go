@@ -4,9 +4,10 @@ package gpu
 
 import (
 	"fmt"
-	"math"
 	"unsafe"
 
+	"github.com/trajring/trajring/internal/kernelargs"
+	"github.com/trajring/trajring/internal/scratch"
 	"github.com/trajring/trajring/kernels"
 	"gorgonia.org/cu"
 	"gorgonia.org/tensor"
@@ -64,10 +65,10 @@ func (b *Backend) scatter(cols []kernels.Column, src [][]byte, dev []*tensor.Den
 	if len(src) != len(cols) {
 		return fmt.Errorf("%w: %d sources for %d columns", ErrBounds, len(src), len(cols))
 	}
-	rings := scratch(&b.rings, len(cols))
-	addr := scratch(&b.src.addr, len(cols))
+	rings := scratch.Zeroed(&b.rings, len(cols))
+	addr := scratch.Zeroed(&b.src.addr, len(cols))
 	n := int64(len(idx))
-	ic := idxCheck{idx: idx}
+	ic := b.check().Indices(idx)
 	for c := range cols {
 		ring, err := b.arena(cols[c].Ring)
 		if err != nil {
@@ -98,7 +99,7 @@ func (b *Backend) scatter(cols []kernels.Column, src [][]byte, dev []*tensor.Den
 		} else if int64(len(src[c])) != n*s {
 			return fmt.Errorf("%w: column %d: %d source bytes for %d steps of %d (stride %d, offset %d)", ErrBounds, c, len(src[c]), n, s, cols[c].Stride, cols[c].Offset)
 		}
-		if err := ic.check(steps); err != nil {
+		if err := ic.Check(steps); err != nil {
 			return fmt.Errorf("column %d: %w", c, err)
 		}
 	}
@@ -111,8 +112,8 @@ func (b *Backend) scatter(cols []kernels.Column, src [][]byte, dev []*tensor.Den
 	var l layout
 	descOff := l.add(int64(len(cols)) * kernels.ColDescSize)
 	idxOff := l.add(n * 8)
-	srcOff := scratch(&b.offs, len(cols))
-	dma := scratch(&b.dma, len(cols))
+	srcOff := scratch.Zeroed(&b.offs, len(cols))
+	dma := scratch.Zeroed(&b.dma, len(cols))
 	for c := range cols {
 		if addr[c] == 0 {
 			if _, dma[c] = b.pinnedIn(unsafe.Pointer(unsafe.SliceData(src[c])), int64(len(src[c]))); !dma[c] {
@@ -230,11 +231,11 @@ func (b *Backend) concat(cols []kernels.Column, idx, next []int64) error {
 	if err != nil {
 		return err
 	}
-	nc := idxCheck{idx: next}
+	nc := b.check().Indices(next)
 	for c := range cols {
 		if nexts[c] != nil {
 			steps, _ := cols[c].RingSteps(rings[c].size) // checked by checkGather
-			if err := nc.check(steps); err != nil {
+			if err := nc.Check(steps); err != nil {
 				return fmt.Errorf("column %d successors: %w", c, err)
 			}
 		}
@@ -304,16 +305,14 @@ func (b *Backend) GatherWindows(cols []kernels.Column, wins []kernels.Window, se
 }
 
 func (b *Backend) gatherWindows(cols []kernels.Column, wins []kernels.Window, seqLen, capacity int64, mask kernels.Arena, maskOff int64) error {
-	n, problem := kernels.WindowSteps(cols, wins, seqLen, capacity)
-	if problem != "" {
-		return fmt.Errorf("%w: %s", ErrBounds, problem)
-	}
-	rings, outs, rows, err := b.windowCols(cols, n, capacity)
+	k := b.check()
+	rings, outs := scratch.Zeroed(&b.rings, len(cols)), scratch.Zeroed(&b.outs, len(cols))
+	n, rows, _, err := k.Windows(cols, wins, seqLen, capacity, rings, outs)
 	if err != nil {
 		return err
 	}
-	if i, bad := kernels.BadWindow(wins, rows, min(seqLen, capacity)); bad {
-		return fmt.Errorf("%w: window %d %+v (rows %d, capacity %d, length %d)", ErrBounds, i, wins[i], rows, capacity, seqLen)
+	if err := k.Window(wins, rows, seqLen, capacity); err != nil {
+		return err
 	}
 	maskPtr, err := b.maskAddr(mask, maskOff, n)
 	if err != nil {
@@ -348,7 +347,7 @@ func (b *Backend) gatherWindows(cols []kernels.Column, wins []kernels.Window, se
 // gather and each column's pad step; the pads' offsets are in b.padOffs.
 func (b *Backend) windowDescLayout(l *layout, cols []kernels.Column) (descOff int64, padOff []int64) {
 	descOff = l.add(max(int64(len(cols)), 1) * kernels.ColDescSize)
-	padOff = scratch(&b.padOffs, len(cols))
+	padOff = scratch.Zeroed(&b.padOffs, len(cols))
 	for c := range cols {
 		if cols[c].Pad != nil {
 			padOff[c] = l.add(cols[c].StepBytes)
@@ -379,37 +378,13 @@ func putWindowDescs(buf []byte, dev uint64, descOff int64, padOff []int64, cols 
 }
 
 // windowCols resolves and checks the columns of a window gather of n
-// output steps (GatherWindows, GatherWindowsAt): every ring holds at
-// least one row of capacity steps, every output n steps, every pad one
-// step. It returns the rings, the outputs (scratch of b) and the rows the
+// output steps (GatherWindowsAt; kernelargs.Checker.WindowCols): it
+// returns the rings, the outputs (scratch of b) and the rows the
 // smallest ring holds. It runs with the backend entered.
 func (b *Backend) windowCols(cols []kernels.Column, n, capacity int64) (rings, outs []*Arena, rows int64, err error) {
-	rings = scratch(&b.rings, len(cols))
-	outs = scratch(&b.outs, len(cols))
-	rows = math.MaxInt64
-	for c := range cols {
-		col := &cols[c]
-		ring, err := b.arena(col.Ring)
-		if err != nil {
-			return nil, nil, 0, fmt.Errorf("column %d ring: %w", c, err)
-		}
-		out, err := b.arena(col.Out)
-		if err != nil {
-			return nil, nil, 0, fmt.Errorf("column %d output: %w", c, err)
-		}
-		s := col.StepBytes
-		steps, ok := col.RingSteps(ring.size)
-		if !ok || steps/capacity < 1 {
-			return nil, nil, 0, fmt.Errorf("%w: column %d: step of %d bytes at offset %d of a stride of %d, capacity %d", ErrBounds, c, s, col.Offset, col.Stride, capacity)
-		}
-		if !kernels.Fits(col.OutOff, n, s, out.size) {
-			return nil, nil, 0, fmt.Errorf("%w: column %d: %d steps of %d bytes at %d into %d", ErrBounds, c, n, s, col.OutOff, out.size)
-		}
-		if col.Pad != nil && int64(len(col.Pad)) != s {
-			return nil, nil, 0, fmt.Errorf("%w: column %d: pad of %d bytes for steps of %d", ErrBounds, c, len(col.Pad), s)
-		}
-		rings[c], outs[c] = ring, out
-		rows = min(rows, steps/capacity)
+	rings, outs = scratch.Zeroed(&b.rings, len(cols)), scratch.Zeroed(&b.outs, len(cols))
+	if rows, _, err = b.check().WindowCols(cols, n, capacity, rings, outs); err != nil {
+		return nil, nil, 0, err
 	}
 	return rings, outs, rows, nil
 }
@@ -417,15 +392,9 @@ func (b *Backend) windowCols(cols []kernels.Column, n, capacity int64) (rings, o
 // maskAddr returns the device address of a mask of n bytes at byte off of
 // mask, or 0 without a mask. It runs with the backend entered.
 func (b *Backend) maskAddr(mask kernels.Arena, off, n int64) (uint64, error) {
-	if mask == nil {
-		return 0, nil
-	}
-	m, err := b.arena(mask)
-	if err != nil {
-		return 0, fmt.Errorf("mask: %w", err)
-	}
-	if off < 0 || off > m.size || n > m.size-off {
-		return 0, fmt.Errorf("%w: mask of %d at %d into %d", ErrBounds, n, off, m.size)
+	m, err := b.check().Mask(mask, off, n)
+	if err != nil || m == nil {
+		return 0, err
 	}
 	return uint64(m.ptr) + uint64(off), nil
 }
@@ -447,61 +416,35 @@ func (b *Backend) launch(k kernels.Kernel, st *slot, size, n, words, gy int64, a
 }
 
 // checkGather validates the columns of a gather of n output steps (and of
-// their successor outputs when next is set) and returns their arenas. It
-// runs on the backend.
+// their successor outputs when next is set; kernelargs.Checker.Gather)
+// and returns their arenas. It runs on the backend.
 func (b *Backend) checkGather(cols []kernels.Column, idx []int64, n int64, next bool) (rings, outs, nexts []*Arena, err error) {
-	if c, bad := kernels.WritesRing(cols); bad {
-		return nil, nil, nil, fmt.Errorf("%w: column %d writes a ring arena", ErrBounds, c)
-	}
-	rings = scratch(&b.rings, len(cols))
-	outs = scratch(&b.outs, len(cols))
-	nexts = scratch(&b.nexts, len(cols))
-	ic := idxCheck{idx: idx}
-	for c := range cols {
-		col := &cols[c]
-		ring, err := b.arena(col.Ring)
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("column %d ring: %w", c, err)
-		}
-		s := col.StepBytes
-		steps, ok := col.RingSteps(ring.size)
-		if !ok {
-			return nil, nil, nil, fmt.Errorf("%w: column %d: step of %d bytes at offset %d of a stride of %d", ErrBounds, c, s, col.Offset, col.Stride)
-		}
-		out, err := b.arena(col.Out)
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("column %d output: %w", c, err)
-		}
-		if !kernels.Fits(col.OutOff, n, s, out.size) {
-			return nil, nil, nil, fmt.Errorf("%w: column %d: %d steps of %d at %d into %d", ErrBounds, c, n, s, col.OutOff, out.size)
-		}
-		if next && col.NextOut != nil {
-			no, err := b.arena(col.NextOut)
-			if err != nil {
-				return nil, nil, nil, fmt.Errorf("column %d successor output: %w", c, err)
-			}
-			if !kernels.Fits(col.NextOff, n, s, no.size) {
-				return nil, nil, nil, fmt.Errorf("%w: column %d: %d successors of %d at %d into %d", ErrBounds, c, n, s, col.NextOff, no.size)
-			}
-			nexts[c] = no
-		}
-		if err := ic.check(steps); err != nil {
-			return nil, nil, nil, fmt.Errorf("column %d: %w", c, err)
-		}
-		rings[c], outs[c] = ring, out
+	rings = scratch.Zeroed(&b.rings, len(cols))
+	outs = scratch.Zeroed(&b.outs, len(cols))
+	nexts = scratch.Zeroed(&b.nexts, len(cols))
+	if _, err := b.check().Gather(cols, idx, n, next, rings, outs, nexts); err != nil {
+		return nil, nil, nil, err
 	}
 	return rings, outs, nexts, nil
 }
 
-// scratch returns (*buf)[:n] with every element zeroed, growing the
-// backend-owned buffer when needed.
-func scratch[T any](buf *[]T, n int) []T {
-	if cap(*buf) < n {
-		*buf = make([]T, n)
+// check returns the argument checks the cpu backend runs too
+// (internal/kernelargs), with this backend's ErrBounds and arenas.
+func (b *Backend) check() kernelargs.Checker[*Arena, devArenas] {
+	return kernelargs.Checker[*Arena, devArenas]{Bounds: ErrBounds, Arenas: devArenas{b}}
+}
+
+// devArenas resolves the backend's arenas for check.
+type devArenas struct{ b *Backend }
+
+// Arena returns the live arena of this backend behind a and its size,
+// or ErrArena.
+func (r devArenas) Arena(a kernels.Arena) (*Arena, int64, error) {
+	d, err := r.b.arena(a)
+	if err != nil {
+		return nil, 0, err
 	}
-	s := (*buf)[:n]
-	clear(s)
-	return s
+	return d, d.size, nil
 }
 
 // maxWords returns the largest number of words per step the kernels move
@@ -525,40 +468,6 @@ func maxWords(descs []kernels.ColDesc) int64 {
 // 0: the ring's base plus the column's offset into a packed record
 // (kernels.ColDesc.Ring).
 func ringAddr(ring *Arena, col *kernels.Column) uint64 { return uint64(ring.ptr) + uint64(col.Offset) }
-
-// idxCheck checks one index list against the rings of several columns,
-// reading the list once: most columns share a ring (packed records) or
-// hold as many steps.
-type idxCheck struct {
-	idx     []int64
-	hi      int64 // the largest index
-	neg     bool  // whether an index is negative
-	scanned bool
-}
-
-// check is checkIdx(c.idx, steps).
-func (c *idxCheck) check(steps int64) error {
-	if !c.scanned {
-		c.hi, c.scanned = -1, true
-		for _, ix := range c.idx {
-			c.hi = max(c.hi, ix)
-			c.neg = c.neg || ix < 0
-		}
-	}
-	if !c.neg && c.hi < steps {
-		return nil
-	}
-	return checkIdx(c.idx, steps)
-}
-
-func checkIdx(idx []int64, steps int64) error {
-	for i, ix := range idx {
-		if ix < 0 || ix >= steps {
-			return fmt.Errorf("%w: index %d is %d, arena holds %d steps", ErrBounds, i, ix, steps)
-		}
-	}
-	return nil
-}
 
 // lastWins copies idx to dst, replacing every index that occurs again later
 // by -1 (which the scatter kernel skips), so that the last write to a step
