@@ -270,3 +270,43 @@ func (b *Backend) ColSum(x, out *tensor.Dense, rows, cols int) error {
 	}
 	return b.launchGrid(kernels.ColSum, int64(cols), 1, 1, px.addr, po.addr, uint64(rows), uint64(cols))
 }
+
+// Argmax writes the index of the first largest element of each row of
+// the row-major float32 matrix x [rows, cols] to out (int64 [rows]): the
+// greedy actions of Q-values (kernels/argmax.cu):
+//
+//	for i := range rows {
+//		best := 0
+//		for j := 1; j < cols; j++ {
+//			if x[i*cols+j] > x[i*cols+best] {
+//				best = j
+//			}
+//		}
+//		out[i] = int64(best)
+//	}
+//
+// cols must be at least 1 and out must not overlap x.
+func (b *Backend) Argmax(x, out *tensor.Dense, rows, cols int) error {
+	if err := b.enterLaunch(); err != nil {
+		return err
+	}
+	defer b.exit()
+	if err := dims(rows, cols); err != nil || cols < 1 {
+		return fmt.Errorf("%w: argmax of %d rows of %d", ErrBounds, rows, cols)
+	}
+	px, err := b.operand("argmax x", x, tensor.Float32, int64(rows)*int64(cols))
+	if err != nil {
+		return err
+	}
+	po, err := b.operand("argmax out", out, tensor.Int64, int64(rows))
+	if err != nil {
+		return err
+	}
+	if err := disjoint([]operand{po}, []string{"out"}, []operand{px}); err != nil {
+		return err
+	}
+	if rows == 0 {
+		return nil
+	}
+	return b.launchGrid(kernels.Argmax, int64(rows), 1, 1, px.addr, po.addr, uint64(rows), uint64(cols))
+}

@@ -133,6 +133,14 @@ func testLearnerOpsMatchReference(t *testing.T, b *Backend) {
 		host.RefReLUGrad(dy, y)
 		expect(t, b, "relu gradient", ddy, dy)
 
+		acts := make([]int64, m)
+		dacts := upload(t, b, rng, tensor.Int64, acts)
+		if err := b.Argmax(dyv.t, dacts.t, m, n); err != nil {
+			t.Fatal(err)
+		}
+		host.RefArgmax(y, acts, m, n)
+		expect(t, b, "argmax", dacts, acts)
+
 		out := randF32(rng, n)
 		dout := upload(t, b, rng, f32, out)
 		if err := b.ColSum(dyv.t, dout.t, m, n); err != nil {
@@ -242,6 +250,10 @@ func TestLearnerOpsRefuseBadOperands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	overlapping64, err := b.Tensor(out.a, int64(learnGuard*4+12), tensor.Int64, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		call func() error
@@ -257,6 +269,9 @@ func TestLearnerOpsRefuseBadOperands(t *testing.T) {
 		{"gemm nil", func() error { return b.Gemm(false, false, false, 4, 4, 4, nil, y.t, out.t) }, ErrBounds},
 		{"bias too short", func() error { return b.BiasReLU(out.t, overlapping, 1, 16, true) }, ErrBounds},
 		{"relu gradient too long", func() error { return b.ReLUGrad(out.t, x.t, 17) }, ErrBounds},
+		{"argmax into its input", func() error { return b.Argmax(out.t, overlapping64, 2, 8) }, ErrBounds},
+		{"argmax into float32", func() error { return b.Argmax(x.t, out.t, 4, 4) }, ErrBounds},
+		{"argmax of no columns", func() error { return b.Argmax(x.t, f64.t, 4, 0) }, ErrBounds},
 		{"column sum into its input", func() error { return b.ColSum(out.t, overlapping, 2, 4) }, ErrBounds},
 		{"TD loss no outputs", func() error {
 			return b.TDLoss(TDLossArgs{Q: x.t, QNextTarget: y.t, Batch: 4, NumActions: 4, DQ: out.t})

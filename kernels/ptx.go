@@ -43,11 +43,12 @@ var (
 	NormPartial = Kernel{ID: 17, Module: "norm_partial", Entry: "trajring_norm_partial", Args: 4}
 	NormFinish  = Kernel{ID: 18, Module: "norm_finish", Entry: "trajring_norm_finish", Args: 5}
 	Adam        = Kernel{ID: 19, Module: "adam", Entry: "trajring_adam", Args: 14}
+	Argmax      = Kernel{ID: 20, Module: "argmax", Entry: "trajring_argmax", Args: 4}
 )
 
 // All lists every kernel.
 var All = []Kernel{Scatter, GatherRows, Concat, GatherWindows, NStepReward, PatchItems, DrawUniform, TreePull, TreeRepair, DrawPrio, UpdateClaim, UpdateApply,
-	Gemm, BiasReLU, ReLUGrad, ColSum, TDLoss, NormPartial, NormFinish, Adam}
+	Gemm, BiasReLU, ReLUGrad, ColSum, TDLoss, NormPartial, NormFinish, Adam, Argmax}
 
 // PTX returns the PTX text of the kernel's module, compiled by `make
 // kernels` for compute_80 and embedded in the binary. It is safe for

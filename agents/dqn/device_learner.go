@@ -52,6 +52,7 @@ type DeviceLearner struct {
 	partial   *tensor.Dense
 	norm, sc  *tensor.Dense
 	ones      *tensor.Dense // float64 [B] weights of 1, for batches without importance weights
+	act       *actScratch   // Act's memory, nil until the first call
 	lr        float64
 	steps     int64
 }
@@ -208,6 +209,10 @@ func f64Bytes(v []float64) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 8*len(v))
 }
 
+func i64Bytes(v []int64) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 8*len(v))
+}
+
 // Close frees the learner's device memory. The learner is unusable
 // afterwards; Close is idempotent.
 func (l *DeviceLearner) Close() error {
@@ -217,7 +222,7 @@ func (l *DeviceLearner) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	l.mem = nil
+	l.mem, l.act = nil, nil
 	return errors.Join(errs...)
 }
 

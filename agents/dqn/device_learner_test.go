@@ -118,14 +118,6 @@ func newLearnerPair(t *testing.T, cfg Config, seed uint64) *learnerPair {
 	return &learnerPair{cpu: a, dev: l, be: be, hb: hb, db: db, valid: valid}
 }
 
-func i64Bytes(v []int64) []byte {
-	f := make([]float64, len(v))
-	for i, x := range v {
-		f[i] = math.Float64frombits(uint64(x))
-	}
-	return f64Bytes(f)
-}
-
 // TestDeviceLearnerMatchesAgent feeds one batch to Agent (gorgonia) and
 // to DeviceLearner from the same initial weights and compares Q-values,
 // TD errors, priorities, loss, gradients and the weights after one Adam
@@ -333,4 +325,85 @@ func TestDeviceLearnerRefusesBadBatches(t *testing.T) {
 		}
 	}
 
+}
+
+// TestDeviceLearnerActsGreedily: Act and ActHost pick the action of the
+// largest Q-value of Agent's network (the same weights), for batches of
+// observations that make the scratch grow, before and after a training
+// step; rows whose two best Q-values lie within 1e-4 of each other (where
+// rounding may decide) are skipped. Bad calls return ErrConfig.
+func TestDeviceLearnerActsGreedily(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ObsDim, cfg.NumActions, cfg.BatchSize, cfg.Hidden = 5, 4, 37, []int{40, 24}
+	p := newLearnerPair(t, cfg, 3)
+	rng := rand.New(rand.NewPCG(3, 4))
+	check := func(what string, obs []float32, n int, got []int64) {
+		t.Helper()
+		q := make([]float32, n*cfg.NumActions)
+		if err := p.cpu.QValues(obs, n, q); err != nil {
+			t.Fatal(err)
+		}
+		checked := 0
+		for i := range n {
+			row := q[i*cfg.NumActions : (i+1)*cfg.NumActions]
+			best, second := 0, -1
+			for j := 1; j < len(row); j++ {
+				if row[j] > row[best] {
+					best, second = j, best
+				} else if second < 0 || row[j] > row[second] {
+					second = j
+				}
+			}
+			if math.Abs(float64(row[best]-row[second])) < 1e-4*(1+math.Abs(float64(row[best]))) {
+				continue
+			}
+			checked++
+			if got[i] != int64(best) {
+				t.Fatalf("%s: row %d: action %d, Agent's greedy action %d (Q %v)", what, i, got[i], best, row)
+			}
+		}
+		if checked < n/2 {
+			t.Fatalf("%s: only %d of %d rows without a near tie", what, checked, n)
+		}
+	}
+	for round, n := range []int{1, 5, 70, 3} {
+		obs := randObs(rng, n*cfg.ObsDim)
+		got := make([]int64, n)
+		if err := p.dev.ActHost(obs, n, got); err != nil {
+			t.Fatal(err)
+		}
+		check(fmt.Sprintf("ActHost of %d", n), obs, n, got)
+		if round == 1 {
+			if err := p.dev.TrainStep(p.db); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.cpu.Train(p.hb); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	got := make([]int64, cfg.BatchSize)
+	if err := p.dev.Act(p.db.Obs, cfg.BatchSize, got); err != nil {
+		t.Fatal(err)
+	}
+	check("Act on a device batch", p.hb.Obs, cfg.BatchSize, got)
+	for _, err := range []error{
+		p.dev.ActHost(make([]float32, 4), 1, got),
+		p.dev.ActHost(make([]float32, 5), 1, nil),
+		p.dev.Act(p.db.Actions, 1, got),
+		p.dev.Act(p.db.Obs, cfg.BatchSize+1, make([]int64, 64)),
+		p.dev.Act(tensor.New(tensor.WithShape(5), tensor.WithBacking(make([]float32, 5))), 1, got),
+	} {
+		if !errors.Is(err, ErrConfig) {
+			t.Errorf("bad greedy call: %v, want ErrConfig", err)
+		}
+	}
+}
+
+func randObs(rng *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(rng.NormFloat64())
+	}
+	return v
 }

@@ -81,6 +81,16 @@ static void tr_host_col_sum(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt,
 		tr_col_sum_run(x, out, rows, cols, tid, nt);
 }
 
+static void tr_host_argmax(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
+{
+	const float *x = TR_ARG_PTR(const float *, p, 0);
+	tr_i64 *out = TR_ARG_PTR(tr_i64 *, p, 1);
+	tr_i64 rows = TR_ARG_I64(p, 2), cols = TR_ARG_I64(p, 3), tid;
+	(void)y, (void)gy;
+	for (tid = t0; tid < t1; tid++)
+		tr_argmax_run(x, out, rows, cols, tid, nt);
+}
+
 static void tr_host_td_loss(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
 {
 	const float *q = TR_ARG_PTR(const float *, p, 0), *qno = TR_ARG_PTR(const float *, p, 1);
@@ -147,6 +157,7 @@ TR_STRICT_END
 	{"trajring_td_loss", tr_host_td_loss, 15},           \
 	{"trajring_norm_partial", tr_host_norm_partial, 4},  \
 	{"trajring_norm_finish", tr_host_norm_finish, 5},    \
-	{"trajring_adam", tr_host_adam, 14},
+	{"trajring_adam", tr_host_adam, 14},                 \
+	{"trajring_argmax", tr_host_argmax, 4},
 
 #endif /* TRAJRING_LEARNER_HOST_H */

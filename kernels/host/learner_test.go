@@ -163,6 +163,23 @@ func TestElementwiseMatchReference(t *testing.T) {
 		RefReLUGrad(dy, y)
 		checkOut(e, "relu_grad", gdy, dy)
 
+		q := e.values(rows * cols)
+		if trial%3 == 0 { // ties: the first largest wins
+			for i := range q {
+				q[i] = float32(e.rng.IntN(3))
+			}
+		}
+		acts := make([]int64, rows)
+		for i := range acts {
+			acts[i] = e.rng.Int64()
+		}
+		gq, gacts := put(e, q), put(e, acts)
+		if err := Launch(kernels.Argmax, grid[0], 1, grid[2], gq.addr(), gacts.addr(), uint64(rows), uint64(cols)); err != nil {
+			t.Fatal(err)
+		}
+		RefArgmax(q, acts, rows, cols)
+		checkOut(e, "argmax", gacts, acts)
+
 		x, out := e.values(rows*cols), e.values(cols)
 		gx, gout := put(e, x), put(e, out)
 		if err := Launch(kernels.ColSum, grid[0], 1, grid[2], gx.addr(), gout.addr(), uint64(rows), uint64(cols)); err != nil {

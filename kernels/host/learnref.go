@@ -193,3 +193,17 @@ func RefAdam(w, g, m, v []float32, scale []float32, k AdamConsts) {
 		w[j] = w[j] + mh/vh
 	}
 }
+
+// RefArgmax is trajring_argmax: out[i] = the index of the first largest
+// element of row i of x [rows, cols].
+func RefArgmax(x []float32, out []int64, rows, cols int) {
+	for i := range rows {
+		best := 0
+		for j := 1; j < cols; j++ {
+			if x[i*cols+j] > x[i*cols+best] {
+				best = j
+			}
+		}
+		out[i] = int64(best)
+	}
+}

@@ -1,8 +1,8 @@
 /*
  * mlp.h: one thread's share of the elementwise layers of a ReLU MLP, on
  * row-major float32 [rows, cols] matrices, grid-stride, one thread per
- * element (per column for the column sums). Reference loops
- * (kernels/host.RefBiasReLU, RefReLUGrad, RefColSum):
+ * element (per column for the column sums, per row for argmax). Reference
+ * loops (kernels/host.RefBiasReLU, RefReLUGrad, RefArgmax, RefColSum):
  *
  *	// trajring_bias_relu: z = z + bias (broadcast over rows), then ReLU
  *	for i := range rows {
@@ -19,6 +19,16 @@
  *		if !(y[i] > 0) {
  *			dy[i] = 0
  *		}
+ *	}
+ *	// trajring_argmax: each row's first largest column, the greedy action
+ *	for i := range rows {
+ *		best := 0
+ *		for j := 1; j < cols; j++ {
+ *			if x[i*cols+j] > x[i*cols+best] {
+ *				best = j
+ *			}
+ *		}
+ *		out[i] = int64(best)
  *	}
  *	// trajring_col_sum: the bias gradient, each column summed in row order
  *	for j := range cols {
@@ -67,6 +77,19 @@ TR_HD void tr_col_sum_run(const float *x, float *out, tr_i64 rows, tr_i64 cols, 
 		for (i = 0; i < rows; i++)
 			s = TR_FADD(s, TR_LD(float, x + i * cols + j));
 		out[j] = s;
+	}
+}
+
+TR_HD void tr_argmax_run(const float *x, tr_i64 *out, tr_i64 rows, tr_i64 cols, tr_i64 tid, tr_i64 nthreads)
+{
+	tr_i64 i, j;
+	for (i = tid; i < rows; i += nthreads) {
+		const float *r = x + i * cols;
+		tr_i64 best = 0;
+		for (j = 1; j < cols; j++)
+			if (TR_LD(float, r + j) > TR_LD(float, r + best))
+				best = j;
+		out[i] = best;
 	}
 }
 
