@@ -15,7 +15,7 @@ import (
 
 // deviceTensor uploads v into a new arena of be (freed with the test)
 // and returns a device tensor of dtype dt over it.
-func deviceTensor(t *testing.T, be *gpu.Backend, dt tensor.Dtype, raw []byte, shape ...int) *tensor.Dense {
+func deviceTensor(t testing.TB, be *gpu.Backend, dt tensor.Dtype, raw []byte, shape ...int) *tensor.Dense {
 	t.Helper()
 	a, err := be.Alloc(int64(len(raw)))
 	if err != nil {
@@ -55,7 +55,7 @@ type learnerPair struct {
 	valid []bool
 }
 
-func newLearnerPair(t *testing.T, cfg Config, seed uint64) *learnerPair {
+func newLearnerPair(t testing.TB, cfg Config, seed uint64) *learnerPair {
 	t.Helper()
 	be, err := gpu.New()
 	if err != nil {
@@ -406,4 +406,30 @@ func randObs(rng *rand.Rand, n int) []float32 {
 		v[i] = float32(rng.NormFloat64())
 	}
 	return v
+}
+
+// BenchmarkDeviceTrainStep times DeviceLearner.TrainStep with Sync (the
+// device's work included) and Agent.Train on the same batch, at RL Zoo's
+// CartPole settings (MLP 256x256, batch 64).
+func BenchmarkDeviceTrainStep(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.ObsDim, cfg.NumActions = 4, 2
+	p := newLearnerPair(b, cfg, 1)
+	b.Run("device", func(b *testing.B) {
+		for range b.N {
+			if err := p.dev.TrainStep(p.db); err != nil {
+				b.Fatal(err)
+			}
+			if err := p.be.Sync(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("agent", func(b *testing.B) {
+		for range b.N {
+			if _, err := p.cpu.Train(p.hb); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
