@@ -34,6 +34,7 @@ import (
 	"math"
 
 	"github.com/trajring/trajring/driver"
+	"github.com/trajring/trajring/internal/nnops"
 	"github.com/trajring/trajring/internal/sgemm"
 	"github.com/trajring/trajring/tensorbuf"
 	"gorgonia.org/gorgonia"
@@ -224,9 +225,15 @@ func (a *Agent) build(init *mlp) (err error) {
 		wn := gorgonia.NewMatrix(g, f32, gorgonia.WithShape(k, m), gorgonia.WithName(fmt.Sprintf("w%d", l)), gorgonia.WithValue(wt))
 		bn := gorgonia.NewMatrix(g, f32, gorgonia.WithShape(1, m), gorgonia.WithName(fmt.Sprintf("b%d", l)), gorgonia.WithValue(bt))
 		a.params = append(a.params, wn, bn)
-		z := gorgonia.Must(gorgonia.BroadcastAdd(gorgonia.Must(gorgonia.Mul(h, wn)), bn, nil, []byte{0}))
+		// Bias and ReLU are one op each way (internal/nnops): gorgonia's
+		// BroadcastAdd and Rectify take several passes and tensors.
+		mul, bias := gorgonia.Must(gorgonia.Mul(h, wn)), nnops.BiasAdd
 		if l+1 < len(init.w) {
-			z = gorgonia.Must(gorgonia.Rectify(z))
+			bias = nnops.BiasReLU
+		}
+		z, err := bias(mul, bn)
+		if err != nil {
+			return fmt.Errorf("%w: layer %d: %w", ErrConfig, l, err)
 		}
 		h = z
 	}
