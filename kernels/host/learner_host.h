@@ -18,9 +18,31 @@
 
 TR_STRICT_BEGIN
 
+/* tr_host_gemm_mac_tile is tr_gemm_mac for every thread of a block at
+ * once: thread t's sum is s[t], row t / TR_GEMM_T and column t %
+ * TR_GEMM_T of the tile, and each sum takes the same products in the
+ * same order (l ascending), so the results are the same bit for bit; the
+ * columns of a row are independent, so the compiler vectorizes the inner
+ * loop (the stand-in runs a training step's GEMMs several times faster). */
+static void tr_host_gemm_mac_tile(float *restrict s, const float *restrict as, const float *restrict bs, tr_i64 kn)
+{
+	int r, c;
+	tr_i64 l;
+	for (r = 0; r < TR_GEMM_T; r++) {
+		float *restrict sr = s + r * TR_GEMM_T;
+		const float *ar = as + r * TR_GEMM_TS;
+		for (l = 0; l < kn; l++) {
+			const float a = ar[l], *bl = bs + l * TR_GEMM_TS;
+			for (c = 0; c < TR_GEMM_T; c++)
+				sr[c] = TR_FADD(sr[c], TR_FMUL(a, bl[c]));
+		}
+	}
+}
+
 /* tr_host_gemm runs every block of TR_GEMM_THREADS threads whose first
  * thread is in [t0, t1) as a whole, phase by phase, as the device's
- * __syncthreads separate them: the race-exposure mode hands each block's
+ * __syncthreads separate them (the adds of all its threads at once, in
+ * tr_host_gemm_mac_tile): the race-exposure mode hands each block's
  * first unit the block and its other units nothing. Blocks are counted
  * as nt / TR_GEMM_THREADS (the gpu backend launches blocks of that size). */
 static void tr_host_gemm(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
@@ -43,8 +65,7 @@ static void tr_host_gemm(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr
 				tr_i64 kn = k - k0 < TR_GEMM_T ? k - k0 : TR_GEMM_T;
 				for (t = 0; t < TR_GEMM_THREADS; t++)
 					tr_gemm_load(a, b, m, n, k, flags, i0, j0, k0, t, as, bs);
-				for (t = 0; t < TR_GEMM_THREADS; t++)
-					s[t] = tr_gemm_mac(s[t], as, bs, kn, t);
+				tr_host_gemm_mac_tile(s, as, bs, kn);
 			}
 			for (t = 0; t < TR_GEMM_THREADS; t++)
 				tr_gemm_store(c, m, n, i0, j0, t, s[t]);
