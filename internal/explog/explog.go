@@ -24,7 +24,11 @@
 // against 1139-1160 ns.
 package explog
 
-import "math"
+import (
+	"math"
+
+	"github.com/trajring/trajring/internal/impl"
+)
 
 // ExpScaledLog sets dst[i] = math.Exp(y*math.Log(xs[i])) for every i,
 // with results identical bit for bit to that loop:
@@ -137,6 +141,41 @@ func weights(dst, xs []float64, d, y float64, slow func(x float64) float64) {
 
 // normal reports whether r is a positive normal float64.
 func normal(r float64) bool { return r >= 0x1p-1022 && r <= math.MaxFloat64 }
+
+// setLevel switches the vector loops (internal/impl) and their fused
+// multiply-adds (tests); avx512 needs avx2 and fma, and the CPU's support
+// for it. fma must match math.Exp's choice for the results to be
+// identical.
+func setLevel(avx512, avx2, fma bool) {
+	useFMA = fma
+	impl.Set("explog", "avx2", avx2)
+	impl.Set("explog", "avx512", avx512 && avx2 && fma)
+}
+
+// vectorGo is the vector loops' work in Go (vector and vector8 where
+// there is no assembly): it computes every group exactly, so it does
+// them all and returns len(dst).
+func vectorGo(dst, xs []float64, y float64) int {
+	scalar(dst, xs, y)
+	return len(dst)
+}
+
+// weights8Go is weights8's work in Go: groups of eight whose ratios are
+// all positive normal numbers, up to the first that is not, whose index
+// it returns (len(dst) when there is none), leaving it unwritten.
+func weights8Go(dst, xs []float64, d, y float64) int {
+	for g := 0; g+8 <= len(dst); g += 8 {
+		for _, x := range xs[g : g+8] {
+			if !normal(x / d) {
+				return g
+			}
+		}
+		for i := g; i < g+8; i++ {
+			dst[i] = min(1, 1/math.Exp(y*math.Log(xs[i]/d)))
+		}
+	}
+	return len(dst)
+}
 
 // scalar is the reference loop.
 func scalar(dst, xs []float64, y float64) {

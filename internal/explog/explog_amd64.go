@@ -5,27 +5,26 @@ package explog
 import (
 	"unsafe"
 
+	"github.com/trajring/trajring/internal/impl"
 	"golang.org/x/sys/cpu"
 )
 
-// useAVX2 selects the four-lane loop; useFMA selects its fused
-// multiply-adds, which math.Exp uses under the same condition
-// (math/exp_amd64.go); useAVX512 selects the eight-lane loop, which has
-// only the fused form (every AVX-512 CPU has FMA).
+// useAVX2 selects the four-lane loop and useAVX512 the eight-lane loop,
+// the widest the CPU has unless a test selects others (internal/impl);
+// useFMA selects the four-lane loop's fused multiply-adds, which math.Exp
+// uses under the same condition (math/exp_amd64.go); the eight-lane loop
+// has only the fused form (every AVX-512 CPU has FMA).
 var (
-	useAVX2   = cpu.X86.HasAVX2
-	useFMA    = cpu.X86.HasAVX && cpu.X86.HasFMA
-	useAVX512 = hasAVX512
+	useAVX2, useAVX512 bool
+	useFMA             = cpu.X86.HasAVX && cpu.X86.HasFMA
 )
 
 // hasAVX512 is whether the CPU can run the eight-lane loop.
 var hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX2 && cpu.X86.HasAVX && cpu.X86.HasFMA
 
-// setLevel switches the vector loops and their fused multiply-adds
-// (tests); avx512 needs avx2 and fma, and the CPU's support for it. fma
-// must match math.Exp's choice for the results to be identical.
-func setLevel(avx512, avx2, fma bool) {
-	useAVX512, useAVX2, useFMA = avx512 && avx2 && fma && hasAVX512, avx2, fma
+func init() {
+	impl.Register("explog", "avx2", cpu.X86.HasAVX2, func(on bool) { useAVX2 = on })
+	impl.Register("explog", "avx512", hasAVX512, func(on bool) { useAVX512 = on })
 }
 
 // vector computes dst[i] = Exp(y*Log(xs[i])) for len(dst) (a multiple of

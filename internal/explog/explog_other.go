@@ -2,18 +2,21 @@
 
 package explog
 
-const useAVX512, useAVX2, useFMA, hasAVX512 = false, false, false, false
+import "github.com/trajring/trajring/internal/impl"
 
-func setLevel(avx512, avx2, fma bool) {}
+// This build has no vector loops: useAVX2 and useAVX512 stay false, and
+// vector, vector8 and weights8 are their work in Go.
+var useAVX2, useAVX512, useFMA bool
 
-func vector(dst, xs []float64, y float64) int {
-	panic("explog: vector loop without AVX2")
+const hasAVX512 = false
+
+func init() {
+	impl.Register("explog", "avx2", false, func(on bool) { useAVX2 = on })
+	impl.Register("explog", "avx512", false, func(on bool) { useAVX512 = on })
 }
 
-func weights8(dst, xs []float64, d, y float64) int {
-	panic("explog: vector loop without AVX-512")
-}
+func vector(dst, xs []float64, y float64) int { return vectorGo(dst, xs, y) }
 
-func vector8(dst, xs []float64, y float64) int {
-	panic("explog: vector loop without AVX-512")
-}
+func vector8(dst, xs []float64, y float64) int { return vectorGo(dst, xs, y) }
+
+func weights8(dst, xs []float64, d, y float64) int { return weights8Go(dst, xs, d, y) }

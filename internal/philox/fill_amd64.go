@@ -5,6 +5,7 @@ package philox
 import (
 	"unsafe"
 
+	"github.com/trajring/trajring/internal/impl"
 	"golang.org/x/sys/cpu"
 )
 
@@ -14,25 +15,14 @@ var (
 	hasAVX512 = hasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL
 )
 
-// useAVX2 and useAVX512 select Fill's vector loops: the widest the CPU
-// has (tests switch them with setImpl).
-var useAVX2, useAVX512 = hasAVX2, hasAVX512
+// useAVX2 and useAVX512 select Fill's vector loops, the widest the CPU
+// has unless a test selects others (internal/impl: "avx2" is fill16,
+// "avx512" fill64 then fill16).
+var useAVX2, useAVX512 bool
 
-// setImpl makes Fill run impl's loops (implGo: none; implAVX2: fill16;
-// implAVX512: fill64, then fill16) and reports whether the CPU can; where
-// it cannot, Fill is left as it was.
-func setImpl(impl int) bool {
-	switch {
-	case impl == implGo:
-		useAVX2, useAVX512 = false, false
-	case impl == implAVX2 && hasAVX2:
-		useAVX2, useAVX512 = true, false
-	case impl == implAVX512 && hasAVX512:
-		useAVX2, useAVX512 = true, true
-	default:
-		return false
-	}
-	return true
+func init() {
+	impl.Register("philox", "avx2", hasAVX2, func(on bool) { useAVX2 = on })
+	impl.Register("philox", "avx512", hasAVX512, func(on bool) { useAVX512 = on })
 }
 
 // fill16 computes n groups of 16 draws into dst (16*n uint64s): group g

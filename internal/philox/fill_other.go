@@ -2,17 +2,25 @@
 
 package philox
 
-import "unsafe"
+import (
+	"unsafe"
 
-const useAVX2, useAVX512 = false, false
+	"github.com/trajring/trajring/internal/impl"
+)
+
+// useAVX2 and useAVX512 stay false: this build has no vector loops, and
+// fill16 and fill64 are Fill's Go loop in groups.
+var useAVX2, useAVX512 bool
+
+func init() {
+	impl.Register("philox", "avx2", false, func(on bool) { useAVX2 = on })
+	impl.Register("philox", "avx512", false, func(on bool) { useAVX512 = on })
+}
 
 func fill16(dst unsafe.Pointer, n int, x, stream, c0, c1 uint32, keys *[20]uint64) {
-	panic("philox: fill16 without AVX2")
+	fillBlocks(dst, 8*n, x, stream, c0, c1, keys)
 }
 
 func fill64(dst unsafe.Pointer, n int, x, stream, c0, c1 uint32, keys *[20]uint64) {
-	panic("philox: fill64 without AVX-512")
+	fillBlocks(dst, 32*n, x, stream, c0, c1, keys)
 }
-
-// setImpl reports whether Fill can run impl's loops: only the Go loop here.
-func setImpl(impl int) bool { return impl == implGo }

@@ -17,6 +17,8 @@ package philox
 import (
 	"math/bits"
 	"unsafe"
+
+	"github.com/trajring/trajring/internal/impl"
 )
 
 // The multipliers and Weyl key increments of Philox4x32.
@@ -33,6 +35,26 @@ const (
 	implAVX2
 	implAVX512
 )
+
+// setImpl makes Fill run impl's loops (implGo: none; implAVX2: fill16;
+// implAVX512: fill64, then fill16) through internal/impl and reports
+// whether it could; where it cannot, Fill is left as it was.
+func setImpl(im int) bool {
+	return impl.Select("philox", [...]string{implGo: "", implAVX2: "avx2", implAVX512: "avx512"}[im])
+}
+
+// fillBlocks is the vector loops' work in Go: the 2*blocks draws of
+// blocks x, x+1, ... of counter {., stream, c0, c1} under the key whose
+// first round's words are keys[0] and keys[1], two a block, into dst, in
+// Fill's order. It is fill16 and fill64 where there is no assembly.
+func fillBlocks(dst unsafe.Pointer, blocks int, x, stream, c0, c1 uint32, keys *[20]uint64) {
+	d := unsafe.Slice((*uint64)(dst), 2*blocks)
+	k0, k1 := uint32(keys[0]), uint32(keys[1])
+	for b := range blocks {
+		a0, a1, a2, a3 := block(x+uint32(b), stream, c0, c1, k0, k1)
+		d[2*b], d[2*b+1] = uint64(a0)|uint64(a1)<<32, uint64(a2)|uint64(a3)<<32
+	}
+}
 
 // Block returns Philox4x32-10 of counter c under key k.
 func Block(c [4]uint32, k [2]uint32) [4]uint32 {

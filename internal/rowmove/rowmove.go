@@ -8,7 +8,11 @@
 // and call cost more than the move itself for rows of a few dozen bytes.
 package rowmove
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/trajring/trajring/internal/impl"
+)
 
 // MaxSize is the largest row Rows moves in its own loop; larger rows
 // are moved with copy, where a call per row is cheap next to the move,
@@ -63,7 +67,28 @@ func Cols(cs []Col, idx []int64, first int64) {
 		cols(unsafe.Pointer(unsafe.SliceData(cs)), len(cs), idx, first)
 		return
 	}
+	colsGo(cs, idx, first)
+}
+
+// colsGo is Cols' portable loop.
+func colsGo(cs []Col, idx []int64, first int64) {
 	for _, c := range cs {
 		rowsGo(unsafe.Add(c.Dst, first*c.Size), c.Src, idx, c.Stride, c.Size)
 	}
+}
+
+// setWide switches the 32-byte loops (internal/impl; on only where the
+// CPU has AVX2) and returns the previous setting.
+func setWide(on bool) bool {
+	was := useAVX2
+	impl.Set("rowmove", "wide", on)
+	return was
+}
+
+// setRep switches the REP MOVSB loop (internal/impl; on only where the
+// CPU has ERMS) and returns the previous setting.
+func setRep(on bool) bool {
+	was := useRep
+	impl.Set("rowmove", "rep", on)
+	return was
 }

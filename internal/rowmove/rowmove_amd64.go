@@ -5,6 +5,7 @@ package rowmove
 import (
 	"unsafe"
 
+	"github.com/trajring/trajring/internal/impl"
 	"golang.org/x/sys/cpu"
 )
 
@@ -16,14 +17,11 @@ const enabled = true
 // buffer, whose 68-byte observation is one such column; medians of 10
 // alternating runs of two test binaries): 3.57 -> 3.35 µs. 64-byte words
 // (AVX-512) measured the same as 32-byte ones.
-var useAVX2 = cpu.X86.HasAVX2
+var useAVX2 bool
 
-// setWide switches the 32-byte loops (on only where the CPU has AVX2)
-// and returns the previous setting.
-func setWide(on bool) bool {
-	was := useAVX2
-	useAVX2 = on && cpu.X86.HasAVX2
-	return was
+func init() {
+	impl.Register("rowmove", "wide", cpu.X86.HasAVX2, func(on bool) { useAVX2 = on })
+	impl.Register("rowmove", "rep", cpu.X86.HasERMS, func(on bool) { useRep = on })
 }
 
 // rows is Rows for 4 <= size <= MaxSize: one column of cols (the
@@ -40,7 +38,7 @@ func cols(cs unsafe.Pointer, n int, idx []int64, first int64)
 
 // useRep makes Rows move rows of repMin bytes or more with REP MOVSB
 // (rowsRep) where the CPU has enhanced REP MOVSB (tests switch it).
-var useRep = cpu.X86.HasERMS
+var useRep bool
 
 // repMin is the smallest row rowsRep moves. Measured same-run,
 // interleaved (random rows of a 3 GiB ring with huge pages, prefetched a
@@ -53,14 +51,6 @@ var useRep = cpu.X86.HasERMS
 // loads and stores; the string move needs no read of the destination
 // lines it overwrites whole.
 const repMin = 256
-
-// setRep switches the REP MOVSB loop (on only where the CPU has ERMS)
-// and returns the previous setting.
-func setRep(on bool) bool {
-	was := useRep
-	useRep = on && cpu.X86.HasERMS
-	return was
-}
 
 // rowsRep is Rows for rows of repMin bytes or more: REP MOVSB a row.
 //

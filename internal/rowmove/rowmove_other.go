@@ -2,28 +2,33 @@
 
 package rowmove
 
-import "unsafe"
+import (
+	"unsafe"
 
+	"github.com/trajring/trajring/internal/impl"
+)
+
+// This build has no assembly: Rows and Cols run their Go loop, and cols
+// and rowsRep are that loop.
 const enabled = false
+
+var useAVX2, useRep bool
+
+func init() {
+	impl.Register("rowmove", "wide", false, func(on bool) { useAVX2 = on })
+	impl.Register("rowmove", "rep", false, func(on bool) { useRep = on })
+}
+
+const repMin = 256
 
 func rows(dst, src unsafe.Pointer, idx []int64, stride, size int64) {
 	rowsGo(dst, src, idx, stride, size)
 }
 
 func cols(cs unsafe.Pointer, n int, idx []int64, first int64) {
-	panic("rowmove: no assembly loop")
+	colsGo(unsafe.Slice((*Col)(cs), n), idx, first)
 }
 
-const useAVX2 = false
-
-func setWide(bool) bool { return false }
-
-const useRep = false
-
-const repMin = 256
-
-func setRep(bool) bool { return false }
-
 func rowsRep(dst, src unsafe.Pointer, idx []int64, stride, size int64) {
-	panic("rowmove: no REP MOVSB loop")
+	rowsGo(dst, src, idx, stride, size)
 }

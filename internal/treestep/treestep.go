@@ -12,6 +12,8 @@ package treestep
 import (
 	"math"
 	"unsafe"
+
+	"github.com/trajring/trajring/internal/impl"
 )
 
 // Fanout is the number of running sums in a group: one 64-byte line.
@@ -91,6 +93,12 @@ const (
 	implAVX2
 	implAVX512
 )
+
+// setImpl makes Level run impl through internal/impl and reports whether
+// the CPU can; where it cannot, Level is left as it was.
+func setImpl(im int) bool {
+	return impl.Select("treestep", [...]string{implGo: "", implAVX2: "avx2", implAVX512: "avx512"}[im])
+}
 
 // b2i is 1 for true, 0 for false (a SETcc, no branch).
 func b2i(b bool) int {

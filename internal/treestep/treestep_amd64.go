@@ -5,6 +5,7 @@ package treestep
 import (
 	"unsafe"
 
+	"github.com/trajring/trajring/internal/impl"
 	"golang.org/x/sys/cpu"
 )
 
@@ -15,10 +16,19 @@ var (
 	hasAVX512 = hasAVX2 && cpu.X86.HasAVX512F
 )
 
-// levelAsm is the loop Level runs: the widest the CPU has (tests switch
-// it with setImpl).
+// levelAsm is the loop Level runs: the widest the CPU has unless a test
+// selects another (internal/impl, through setImpl).
 var levelAsm = best()
 
+// on is which loops internal/impl has switched on.
+var on struct{ avx2, avx512 bool }
+
+func init() {
+	impl.Register("treestep", "avx2", hasAVX2, func(v bool) { on.avx2 = v; levelAsm = chosen() })
+	impl.Register("treestep", "avx512", hasAVX512, func(v bool) { on.avx512 = v; levelAsm = chosen() })
+}
+
+// best returns the widest loop the CPU has.
 func best() func(level unsafe.Pointer, groups int, us, out unsafe.Pointer, start, n int) int {
 	switch {
 	case hasAVX512:
@@ -29,20 +39,15 @@ func best() func(level unsafe.Pointer, groups int, us, out unsafe.Pointer, start
 	return nil
 }
 
-// setImpl makes Level run impl (implGo, implAVX2 or implAVX512) and
-// reports whether the CPU can; where it cannot, Level is left as it was.
-func setImpl(impl int) bool {
+// chosen returns the widest loop switched on.
+func chosen() func(level unsafe.Pointer, groups int, us, out unsafe.Pointer, start, n int) int {
 	switch {
-	case impl == implGo:
-		levelAsm = nil
-	case impl == implAVX2 && hasAVX2:
-		levelAsm = levelAVX2
-	case impl == implAVX512 && hasAVX512:
-		levelAsm = levelAVX512
-	default:
-		return false
+	case on.avx512:
+		return levelAVX512
+	case on.avx2:
+		return levelAVX2
 	}
-	return true
+	return nil
 }
 
 // levelAVX2 is Level's loop over draws start..n-1 of a level of groups

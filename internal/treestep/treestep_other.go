@@ -2,7 +2,11 @@
 
 package treestep
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/trajring/trajring/internal/impl"
+)
 
 // levelAsm is nil: Level runs its Go loop.
 var levelAsm = best()
@@ -11,5 +15,7 @@ func best() func(level unsafe.Pointer, groups int, us, out unsafe.Pointer, start
 	return nil
 }
 
-// setImpl reports whether Level can run impl: only the Go loop here.
-func setImpl(impl int) bool { return impl == implGo }
+func init() {
+	impl.Register("treestep", "avx2", false, func(bool) {})
+	impl.Register("treestep", "avx512", false, func(bool) {})
+}
