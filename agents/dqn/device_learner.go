@@ -54,7 +54,8 @@ type DeviceLearner struct {
 	ones      *tensor.Dense // float64 [B] weights of 1, for batches without importance weights
 	act       *actScratch   // Act's memory, nil until the first call
 	lr        float64
-	steps     int64
+	steps     int64 // gradient steps
+	adamT     int64 // Adam's step count (Agent's may differ from steps after a LoadState)
 }
 
 // normParts is the number of partial sums of the gradient norm.

@@ -143,7 +143,11 @@ func (l *DeviceLearner) step(b DeviceBatch) error {
 		}
 		scale = l.sc
 	}
-	return be.Adam(l.params, l.grads, l.m, l.v, l.nparam, scale, l.lr, l.steps+1)
+	if err := be.Adam(l.params, l.grads, l.m, l.v, l.nparam, scale, l.lr, l.adamT+1); err != nil {
+		return err
+	}
+	l.adamT++
+	return nil
 }
 
 // forward runs the network (ws, bs) on x [B, ObsDim] into outs, one per
