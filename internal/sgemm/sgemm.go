@@ -175,32 +175,49 @@ func (g *gemm) run(p0, p1 int) {
 		pEnd := min(pc+nbPanels, p1)
 		j0, j1 := pc*nr, min(pEnd*nr, g.n)
 		packB(*bp, g.b, g.ldb, g.transB, k, j0, j1)
-		for jr := j0; jr < j1; jr += nr {
-			bPanel := (*bp)[(jr-j0)*k : (jr-j0+nr)*k]
-			cols := min(nr, j1-jr)
+		for jr := j0; jr < j1; {
+			// Two full panels at once where the CPU has the wider kernel.
+			width := nr
+			if useAVX512 && jr+2*nr <= j1 {
+				width = 2 * nr
+			}
 			for ir := 0; ir < g.m; ir += mr {
 				a, rs, cs := g.a[ir*rsA:], rsA, csA
 				if ir == full {
 					a, rs, cs = *edge, 1, mr
 				}
-				if ir < full && cols == nr {
-					kernel(k, a, rs, cs, bPanel, g.c[ir*g.ldc+jr:], g.ldc, g.alpha, g.beta)
+				if ir < full && width == 2*nr {
+					kernelPair(k, a, rs, cs, (*bp)[(jr-j0)*k:(jr-j0+2*nr)*k], g.c[ir*g.ldc+jr:], g.ldc, g.alpha, g.beta)
 					continue
 				}
-				kernel(k, a, rs, cs, bPanel, tile[:], nr, 1, 0)
-				for r := range min(mr, g.m-ir) {
-					dst := g.c[(ir+r)*g.ldc+jr : (ir+r)*g.ldc+jr+cols]
-					src := tile[r*nr : r*nr+cols]
-					if g.beta == 0 {
-						for j := range dst {
-							dst[j] = g.alpha * src[j]
-						}
-					} else {
-						for j := range dst {
-							dst[j] = g.alpha*src[j] + g.beta*dst[j]
-						}
-					}
+				for j := jr; j < min(jr+width, j1); j += nr {
+					g.tile(a, rs, cs, (*bp)[(j-j0)*k:(j-j0+nr)*k], ir, j, min(nr, j1-j), ir < full, &tile)
 				}
+			}
+			jr += width
+		}
+	}
+}
+
+// tile computes the tile of C at rows [ir, ir+mr) (fewer at the end)
+// and columns [jr, jr+cols) from A (element (r, q) at a[r*rs+q*cs]) and
+// the panel bPanel; full says all mr rows are in C.
+func (g *gemm) tile(a []float32, rs, cs int, bPanel []float32, ir, jr, cols int, full bool, tile *[mr * nr]float32) {
+	if full && cols == nr {
+		kernel(g.k, a, rs, cs, bPanel, g.c[ir*g.ldc+jr:], g.ldc, g.alpha, g.beta)
+		return
+	}
+	kernel(g.k, a, rs, cs, bPanel, tile[:], nr, 1, 0)
+	for r := range min(mr, g.m-ir) {
+		dst := g.c[(ir+r)*g.ldc+jr : (ir+r)*g.ldc+jr+cols]
+		src := tile[r*nr : r*nr+cols]
+		if g.beta == 0 {
+			for j := range dst {
+				dst[j] = g.alpha * src[j]
+			}
+		} else {
+			for j := range dst {
+				dst[j] = g.alpha*src[j] + g.beta*dst[j]
 			}
 		}
 	}
@@ -246,15 +263,23 @@ func packB(dst, b []float32, ldb int, trans bool, k, j0, j1 int) {
 				*(*[nr]float32)(p[q*nr:]) = *(*[nr]float32)(b[q*ldb+jr:])
 			}
 		default:
-			// op(B)[q][j] = b[j*ldb+q]: read each row of B in order,
-			// writing a column of the panel (in L1) at a stride of nr.
-			for j := range nr {
-				src := b[(jr+j)*ldb : (jr+j)*ldb+k]
-				dst := p[j : (k-1)*nr+j+1]
-				for q, v := range src {
-					dst[q*nr] = v
-				}
-			}
+			packPanelT(p, b, ldb, k, jr)
+		}
+	}
+}
+
+// packPanelTGo writes the rows [q0, k) of the panel of op(B) = B^T for
+// columns [jr, jr+nr): dst[q*nr+j] = b[(jr+j)*ldb+q], reading each row of
+// B in order and writing a column of the panel (in L1) at a stride of nr.
+func packPanelTGo(dst, b []float32, ldb, k, jr, q0 int) {
+	if q0 >= k {
+		return
+	}
+	for j := range nr {
+		src := b[(jr+j)*ldb+q0 : (jr+j)*ldb+k]
+		d := dst[q0*nr+j : (k-1)*nr+j+1]
+		for q, v := range src {
+			d[q*nr] = v
 		}
 	}
 }

@@ -11,30 +11,31 @@ import (
 	"gonum.org/v1/gonum/blas"
 )
 
-// kernels are the kernels this CPU can run, by name.
-func kernels() []struct {
-	name string
-	fma  bool
-} {
-	ks := []struct {
-		name string
-		fma  bool
-	}{{"go", false}}
+// kernel names a kernel setting: the Go kernel, the AVX2/FMA kernel
+// alone, or with the 512-bit kernel for pairs of panels.
+type kernelSet struct {
+	name        string
+	fma, avx512 bool
+}
+
+// kernels are the settings this CPU can run.
+func kernels() []kernelSet {
+	ks := []kernelSet{{"go", false, false}}
 	if hasFMA {
-		ks = append(ks, struct {
-			name string
-			fma  bool
-		}{"fma", true})
+		ks = append(ks, kernelSet{"fma", true, false})
+	}
+	if hasAVX512 {
+		ks = append(ks, kernelSet{"avx512", true, true})
 	}
 	return ks
 }
 
-// withKernel runs f with the assembly kernel on or off.
-func withKernel(t *testing.T, fma bool, f func()) {
+// withKernel runs f with the given kernels on.
+func withKernel(t *testing.T, k kernelSet, f func()) {
 	t.Helper()
-	was := useFMA
-	useFMA = fma
-	defer func() { useFMA = was }()
+	wasFMA, was512 := useFMA, useAVX512
+	useFMA, useAVX512 = k.fma, k.avx512
+	defer func() { useFMA, useAVX512 = wasFMA, was512 }()
 	f()
 }
 
@@ -122,7 +123,7 @@ func TestGemmExact(t *testing.T) {
 	sizes := [][3]int{{1, 1, 1}, {6, 16, 1}, {5, 15, 3}, {7, 17, 9}, {13, 33, 2}, {64, 256, 4}, {64, 2, 256},
 		{4, 256, 64}, {12, 48, 31}, {40, 100, 1000}, {2, 300, 70}}
 	for _, kn := range kernels() {
-		withKernel(t, kn.fma, func() {
+		withKernel(t, kn, func() {
 			for _, sz := range sizes {
 				for tr := range 4 {
 					for _, ab := range [][2]float32{{1, 0}, {1, 1}, {2, -0.5}, {-1, 0}} {
@@ -158,7 +159,7 @@ func TestGemmRandom(t *testing.T) {
 		want, mag := p.ref()
 		var outs [][]float32
 		for _, kn := range kernels() {
-			withKernel(t, kn.fma, func() {
+			withKernel(t, kn, func() {
 				got, err := p.run()
 				if err != nil {
 					t.Fatal(err)
@@ -176,6 +177,15 @@ func TestGemmRandom(t *testing.T) {
 		for i := range outs[0] {
 			if d := math.Abs(float64(outs[0][i]) - float64(outs[len(outs)-1][i])); d > 2*float64(k+2)*0x1p-24*mag[i] {
 				t.Fatalf("m %d n %d k %d: kernels differ at %d: %v, %v", m, n, k, i, outs[0][i], outs[len(outs)-1][i])
+			}
+		}
+		// The 512-bit kernel runs the same fused chain per element as
+		// the 256-bit one: the same bits.
+		if len(outs) == 3 {
+			for i := range outs[1] {
+				if math.Float32bits(outs[1][i]) != math.Float32bits(outs[2][i]) {
+					t.Fatalf("m %d n %d k %d: fma %v, avx512 %v at %d", m, n, k, outs[1][i], outs[2][i], i)
+				}
 			}
 		}
 	}
@@ -215,7 +225,7 @@ func TestGemmSplitDeterministic(t *testing.T) {
 func TestGemmBetaZeroIgnoresC(t *testing.T) {
 	nan := float32(math.NaN())
 	for _, kn := range kernels() {
-		withKernel(t, kn.fma, func() {
+		withKernel(t, kn, func() {
 			for _, tc := range []struct {
 				name        string
 				k           int
