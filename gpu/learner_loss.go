@@ -90,8 +90,8 @@ func (b *Backend) TDLoss(a TDLossArgs) error {
 		if s.t == nil && (s.name == "QNextOnline" || s.name == "Valid") {
 			continue
 		}
-		if *s.dst, err = b.operand("TD loss "+s.name, s.t, s.dt, s.n); err != nil {
-			return err
+		if *s.dst, err = b.operand(s.name, s.t, s.dt, s.n); err != nil {
+			return fmt.Errorf("TD loss: %w", err)
 		}
 	}
 	if err := disjoint(outs[:4], []string{"DQ", "TD", "Priorities", "RowLoss"}, ins[:8]); err != nil {

@@ -7,7 +7,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/trajring/trajring/gpu"
 	"gorgonia.org/tensor"
@@ -409,8 +413,9 @@ func randObs(rng *rand.Rand, n int) []float32 {
 }
 
 // BenchmarkDeviceTrainStep times DeviceLearner.TrainStep with Sync (the
-// device's work included) and Agent.Train on the same batch, at RL Zoo's
-// CartPole settings (MLP 256x256, batch 64).
+// device's work included), TrainStep alone (the host's time to queue a
+// step) and Agent.Train on the same batch, at RL Zoo's CartPole settings
+// (MLP 256x256, batch 64).
 func BenchmarkDeviceTrainStep(b *testing.B) {
 	cfg := DefaultConfig()
 	cfg.ObsDim, cfg.NumActions = 4, 2
@@ -425,6 +430,27 @@ func BenchmarkDeviceTrainStep(b *testing.B) {
 			}
 		}
 	})
+	// The host's part alone, reported as host-ns/step: the calling
+	// thread's CPU time in TrainStep, which queues the step's launches
+	// less any device work the stand-in runs meanwhile (it runs them at
+	// the Sync); CPU time, not wall time, so that other processes on the
+	// machine do not count.
+	b.Run("device-queue", func(b *testing.B) {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		var host time.Duration
+		for range b.N {
+			t0, dev0 := threadCPU(b), standinTime()
+			if err := p.dev.TrainStep(p.db); err != nil {
+				b.Fatal(err)
+			}
+			host += threadCPU(b) - t0 - (standinTime() - dev0)
+			if err := p.be.Sync(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(host.Nanoseconds())/float64(b.N), "host-ns/step")
+	})
 	b.Run("agent", func(b *testing.B) {
 		for range b.N {
 			if _, err := p.cpu.Train(p.hb); err != nil {
@@ -432,4 +458,21 @@ func BenchmarkDeviceTrainStep(b *testing.B) {
 			}
 		}
 	})
+}
+
+// threadCPU returns the calling thread's CPU time
+// (CLOCK_THREAD_CPUTIME_ID).
+func threadCPU(t testing.TB) time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ts.Nano())
+}
+
+// standinTime is the stand-in driver's time running device work (0 on a
+// real driver).
+func standinTime() time.Duration {
+	d, _ := gpu.StandinDeviceTime()
+	return d
 }
