@@ -7,8 +7,15 @@
 # OPENBLAS_NUM_THREADS/OMP_NUM_THREADS set to the core count), swapping
 # which goes first every round so that neither always runs on a machine
 # the other just warmed or loaded. It prints every round, then per core
-# count the median ms per step of each side (with the range) and the
-# ratio PyTorch/Go (above 1: the Go learner is faster).
+# count the median wall ms per step of each side (with the range), the
+# ratio PyTorch/Go (above 1: the Go learner is faster), and the median CPU
+# ms per step (all threads), which other work on a shared machine
+# disturbs less.
+#
+# PyTorch's OpenMP threads wait passively (OMP_WAIT_POLICY=PASSIVE, or
+# TORCH_OMP_WAIT_POLICY): with libgomp's default spinning, two threads on
+# a 2-core machine shared with other processes took 20-50x longer per
+# step, which would make PyTorch no fair peer.
 #
 # The Go side is the default pure-Go build (CGO_ENABLED=0). BASE names an
 # extra test binary of agents/dqn (an older commit's, say) run in the same
@@ -37,14 +44,15 @@ echo "bench-learner: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, $ROUNDS ro
 sides="go torch"
 [ -n "${BASE:-}" ] && sides="$sides base"
 
-gostep() { # binary cores -> ms per step
+gostep() { # binary cores -> wall and CPU ms per step
 	GOMAXPROCS=$2 "$1" -test.run '^$' -test.bench '^BenchmarkTrainStep$' -test.benchtime "${STEPS}x" |
-		awk '/^BenchmarkTrainStep/ { printf "%.4f\n", $3 / 1e6 }'
+		awk '/^BenchmarkTrainStep/ { cpu = "nan"; for (i = 4; i < NF; i++) if ($(i+1) == "cpu-ns/op") cpu = $i / 1e6
+			printf "%.4f %s\n", $3 / 1e6, cpu }'
 }
 
-torchstep() { # cores -> ms per step
-	OPENBLAS_NUM_THREADS=$1 OMP_NUM_THREADS=$1 "$PYTHON" scripts/learner_step.py "$1" 1 "$STEPS" |
-		awk '{ print $3 }'
+torchstep() { # cores -> wall and CPU ms per step
+	OMP_WAIT_POLICY=${TORCH_OMP_WAIT_POLICY:-PASSIVE} OPENBLAS_NUM_THREADS=$1 OMP_NUM_THREADS=$1 \
+		"$PYTHON" scripts/learner_step.py "$1" 1 "$STEPS" | awk '{ print $3, $4 }'
 }
 
 : >"$tmp/results"
@@ -60,7 +68,7 @@ for n in $CORES; do
 			base) ms=$(gostep "$BASE" "$n") ;;
 			torch) ms=$(torchstep "$n") ;;
 			esac
-			echo "round $r cores $n $s $ms ms/step"
+			echo "round $r cores $n $s ${ms% *} ms/step (CPU ${ms#* } ms)"
 			echo "$n $s $ms" >>"$tmp/results"
 		done
 	done
@@ -71,12 +79,14 @@ import statistics
 import sys
 
 rows = [line.split() for line in open(sys.argv[1])]
-by = {}
-for n, side, ms in rows:
-    by.setdefault(int(n), {}).setdefault(side, []).append(float(ms))
-print("cores  side   median ms/step  (min-max)      torch/side")
-for n in sorted(by):
-    med = {s: statistics.median(v) for s, v in by[n].items()}
-    for s, v in by[n].items():
-        print(f"{n:5d}  {s:5s}  {med[s]:14.3f}  ({min(v):.3f}-{max(v):.3f})  {med['torch'] / med[s]:10.2f}x")
+wall, cpu = {}, {}
+for n, side, ms, cms in rows:
+    wall.setdefault(int(n), {}).setdefault(side, []).append(float(ms))
+    cpu.setdefault(int(n), {}).setdefault(side, []).append(float(cms))
+print("cores  side   median ms/step  (min-max)        torch/side   median CPU ms/step")
+for n in sorted(wall):
+    med = {s: statistics.median(v) for s, v in wall[n].items()}
+    for s, v in wall[n].items():
+        print(f"{n:5d}  {s:5s}  {med[s]:14.3f}  ({min(v):.3f}-{max(v):.3f})  {med['torch'] / med[s]:9.2f}x"
+              f"  {statistics.median(cpu[n][s]):12.3f}")
 EOF

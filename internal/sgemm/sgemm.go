@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // ErrShape reports dimensions, strides or slice lengths that do not
@@ -45,8 +46,8 @@ const parallelMACs = 1 << 19
 // is k×n (B is k×n with row stride ldb, or n×k if transB), C is m×n with
 // row stride ldc. With beta 0, C is written without being read (NaNs in
 // it do not propagate), as BLAS specifies. Large products are split by
-// columns of C over up to GOMAXPROCS goroutines, which does not change
-// any result. Bad dimensions or short slices return ErrShape and leave C
+// columns of C over up to GOMAXPROCS goroutines, each taking the next
+// chunk of columns when it is free, which does not change any result. Bad dimensions or short slices return ErrShape and leave C
 // unchanged. Gemm is safe for concurrent use on distinct C.
 func Gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int,
 	beta float32, c []float32, ldc int) error {
@@ -65,23 +66,46 @@ func Gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 	panels := (n + nr - 1) / nr
 	workers := 1
 	if m*n*k >= parallelMACs {
-		workers = min(runtime.GOMAXPROCS(0), panels)
+		workers = min(runtime.GOMAXPROCS(0), panels/2)
 	}
 	if workers <= 1 {
 		g.run(0, panels)
 		return nil
 	}
-	var wg sync.WaitGroup
-	for w := 1; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			g.run(w*panels/workers, (w+1)*panels/workers)
-		}()
+	// Chunks of whole panels (pairs, for the 512-bit kernel) go to
+	// whoever is free: a helper that starts late, on a core busy with
+	// other work, finds fewer or none left instead of holding the caller.
+	chunk := max(2, (panels/(4*workers)+1)&^1)
+	sh := &share{g: &g, panels: panels, chunk: chunk, done: make(chan struct{})}
+	sh.pending.Store(int64((panels + chunk - 1) / chunk))
+	for range workers - 1 {
+		go sh.work()
 	}
-	g.run(0, panels/workers)
-	wg.Wait()
+	sh.work()
+	<-sh.done
 	return nil
+}
+
+// share hands out one Gemm's chunks of panels.
+type share struct {
+	g             *gemm
+	panels, chunk int
+	next, pending atomic.Int64
+	done          chan struct{} // closed when pending reaches 0
+}
+
+// work computes chunks until none are left to claim.
+func (sh *share) work() {
+	for {
+		p0 := int(sh.next.Add(1)-1) * sh.chunk
+		if p0 >= sh.panels {
+			return
+		}
+		sh.g.run(p0, min(p0+sh.chunk, sh.panels))
+		if sh.pending.Add(-1) == 0 {
+			close(sh.done)
+		}
+	}
 }
 
 // check returns ErrShape unless the arguments describe the matrices.
