@@ -1,5 +1,6 @@
 // Package adamstep is the elementwise update of Adam (Kingma and Ba) over
-// float32 slices, eight lanes at a time with AVX on amd64. Every lane
+// float32 slices, eight lanes at a time with AVX on amd64 (sixteen with
+// AVX-512). Every lane
 // computes exactly what the scalar loop computes: each product, sum,
 // quotient and square root rounded to float32 on its own (no fused
 // multiply-add, and the square root of a float32 is correctly rounded

@@ -2,8 +2,9 @@
 
 package adamstep
 
-// useAVX and hasAVX are false: there is no vector loop.
-var useAVX, hasAVX = false, false
+// useAVX, hasAVX, useAVX512 and hasAVX512 are false: there is no vector
+// loop.
+var useAVX, hasAVX, useAVX512, hasAVX512 = false, false, false, false
 
 // vector does nothing: scalar does every element.
 func vector(w, g, m, v []float32, c *Coeffs) int { return 0 }

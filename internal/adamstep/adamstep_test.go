@@ -47,8 +47,21 @@ func TestStepVectorMatchesScalar(t *testing.T) {
 	if !hasAVX {
 		t.Skip("no vector loop on this CPU or build")
 	}
+	was512 := useAVX512
+	defer func() { useAVX512 = was512 }()
+	for _, wide := range []bool{false, true} {
+		if wide && !hasAVX512 {
+			continue
+		}
+		useAVX512 = wide
+		testVectorMatchesScalar(t)
+	}
+}
+
+func testVectorMatchesScalar(t *testing.T) {
+	t.Helper()
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, n := range []int{1, 7, 8, 9, 15, 16, 17, 100, 1027} {
+	for _, n := range []int{1, 7, 8, 9, 15, 16, 17, 31, 40, 100, 1027} {
 		s := randomState(rng, n)
 		want := s.clone()
 		for step := 1; step <= 20; step++ {
@@ -61,7 +74,7 @@ func TestStepVectorMatchesScalar(t *testing.T) {
 			for i := range n {
 				for _, p := range [][2]float32{{s.w[i], want.w[i]}, {s.m[i], want.m[i]}, {s.v[i], want.v[i]}} {
 					if math.Float32bits(p[0]) != math.Float32bits(p[1]) {
-						t.Fatalf("n %d step %d [%d]: vector %v, scalar %v", n, step, i, p[0], p[1])
+						t.Fatalf("avx512 %v n %d step %d [%d]: vector %v, scalar %v", useAVX512, n, step, i, p[0], p[1])
 					}
 				}
 				if s.g[i] != 0 {
