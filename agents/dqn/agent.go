@@ -13,10 +13,11 @@
 // give wrong numbers. Targets and greedy actions use the same weights in
 // a plain-Go forward pass, which avoids a second graph and gorgonia's
 // per-op overhead at batch size 1. Both multiply matrices with
-// internal/sgemm (an AVX2/FMA kernel on amd64), which the package puts
-// behind gorgonia with gorgonia.Use when it is loaded: gonum's float32
-// GEMM, gorgonia's default, has no vector instructions and was most of a
-// training step's time.
+// internal/sgemm (AVX2/FMA and AVX-512 kernels on amd64), which the
+// package puts behind gorgonia with gorgonia.Use when it is loaded:
+// gonum's float32 GEMM, gorgonia's default, has no vector instructions
+// and was most of a training step's time. A layer's bias and ReLU are
+// internal/nnops's fused ops, and Adam's loop is internal/adamstep's.
 //
 // gorgonia's own CUDA engine creates its own CUDA context and needs
 // cuDNN, so it cannot read trajring's device memory: FromTransitions
