@@ -111,7 +111,7 @@ func dims(ds ...int) error {
 //
 // Each product and sum is rounded on its own, in order of l, as gonum's
 // float32 Gemm adds without transposes. c must not overlap a or bm. An
-// empty c launches nothing.
+// empty c launches nothing. It is safe for concurrent use.
 func (b *Backend) Gemm(transA, transB, acc bool, m, n, k int, a, bm, c *tensor.Dense) error {
 	if err := b.enterLaunch(); err != nil {
 		return err
@@ -166,7 +166,7 @@ func (b *Backend) Gemm(transA, transB, acc bool, m, n, k int, a, bm, c *tensor.D
 //		}
 //	}
 //
-// bias must not overlap z.
+// bias must not overlap z. It is safe for concurrent use.
 func (b *Backend) BiasReLU(z, bias *tensor.Dense, rows, cols int, relu bool) error {
 	if err := b.enterLaunch(); err != nil {
 		return err
@@ -207,7 +207,7 @@ func (b *Backend) BiasReLU(z, bias *tensor.Dense, rows, cols int, relu bool) err
 //		}
 //	}
 //
-// y must not overlap dy.
+// y must not overlap dy. It is safe for concurrent use.
 func (b *Backend) ReLUGrad(dy, y *tensor.Dense, n int) error {
 	if err := b.enterLaunch(); err != nil {
 		return err
@@ -245,7 +245,7 @@ func (b *Backend) ReLUGrad(dy, y *tensor.Dense, n int) error {
 //		out[j] = s
 //	}
 //
-// out must not overlap x.
+// out must not overlap x. It is safe for concurrent use.
 func (b *Backend) ColSum(x, out *tensor.Dense, rows, cols int) error {
 	if err := b.enterLaunch(); err != nil {
 		return err
@@ -285,7 +285,8 @@ func (b *Backend) ColSum(x, out *tensor.Dense, rows, cols int) error {
 //		out[i] = int64(best)
 //	}
 //
-// cols must be at least 1 and out must not overlap x.
+// cols must be at least 1 and out must not overlap x. It is safe for
+// concurrent use.
 func (b *Backend) Argmax(x, out *tensor.Dense, rows, cols int) error {
 	if err := b.enterLaunch(); err != nil {
 		return err

@@ -52,7 +52,8 @@ type TDLossArgs struct {
 // RowLoss over Batch, the mean the CPU learner (agents/dqn) takes, and
 // Priorities go to Table.UpdatePrioritiesDevice as they are. The outputs
 // must not overlap each other or the inputs; PriorityEpsilon must be
-// finite and at least 0. An empty batch launches nothing.
+// finite and at least 0. An empty batch launches nothing. It is safe for
+// concurrent use.
 func (b *Backend) TDLoss(a TDLossArgs) error {
 	if err := b.enterLaunch(); err != nil {
 		return err
@@ -132,7 +133,7 @@ func (b *Backend) TDLoss(a TDLossArgs) error {
 // The factor is the CPU learner's (agents/dqn), whose norm adds the same
 // squares in another order. Adam applies it. parts must be at least 1
 // and maxNorm must not be NaN; the outputs must not overlap each other or
-// g.
+// g. It is safe for concurrent use.
 func (b *Backend) GradNorm(g *tensor.Dense, n int, partial *tensor.Dense, parts int, maxNorm float64, norm, scale *tensor.Dense) error {
 	if err := b.enterLaunch(); err != nil {
 		return err
@@ -185,7 +186,8 @@ func (b *Backend) GradNorm(g *tensor.Dense, n int, partial *tensor.Dense, parts 
 //
 // (the full loop, with float32 constants, is kernels/host.RefAdam). g is
 // left unchanged. w, m and v must not overlap each other, g or scale; lr
-// must be finite and at least 0 and t at least 1.
+// must be finite and at least 0 and t at least 1. It is safe for
+// concurrent use.
 func (b *Backend) Adam(w, g, m, v *tensor.Dense, n int, scale *tensor.Dense, lr float64, t int64) error {
 	if err := b.enterLaunch(); err != nil {
 		return err

@@ -93,7 +93,7 @@ func NewDeviceLearner(cfg Config, be *gpu.Backend) (*DeviceLearner, error) {
 	return l, nil
 }
 
-// arena allocates n float32-sized-or-larger bytes and remembers it.
+// arena allocates n bytes of device memory, which Close frees.
 func (l *DeviceLearner) arena(n int64) (kernels.Arena, error) {
 	a, err := l.be.Alloc(n)
 	if err != nil {
@@ -254,10 +254,11 @@ func (l *DeviceLearner) UpdateTarget() error {
 
 // Priorities returns the float32 [BatchSize] device tensor that each
 // TrainStep fills with |TD| + PriorityEpsilon (0 for masked
-// transitions), for Table.UpdatePrioritiesDevice with the batch's keys.
-// TD returns the TD errors, Q(s,a) minus the target.
+// transitions), for Table.UpdatePrioritiesDevice with the batch's keys
+// (the update reads it in stream order on the same backend; the next
+// TrainStep overwrites it).
 func (l *DeviceLearner) Priorities() *tensor.Dense { return l.prio }
 
 // TD returns the float32 [BatchSize] device tensor of the last step's TD
-// errors.
+// errors, Q(s,a) minus the target.
 func (l *DeviceLearner) TD() *tensor.Dense { return l.td }
