@@ -146,6 +146,16 @@ test-cuda: standin
 		sh -c '$(GO) vet -tags trajring_cuda ./... && $(GO) test -race -tags trajring_cuda -count=1 ./... && \
 		TRAJRING_STANDIN_THREADS=$(STANDIN_THREADS) $(GO) test -tags trajring_cuda -count=1 ./kernels/... ./gpu/'
 
+# gpu-check-rehearsal runs the device check (bench/gpu-check.sh, one run on a
+# GPU machine) on the stand-in driver in its short mode: it builds the folder
+# a GPU run carries, checks that the step limits fit the deadline and that
+# every test it names exists, and fails unless every step passes or skips
+# (nvidia-smi, compute-sanitizer) within the deadline leaving exactly its
+# three files (about 1.5 minutes once the cuda build is cached).
+.PHONY: gpu-check-rehearsal
+gpu-check-rehearsal: standin
+	GO=$(GO) CUDA_STUBS=$(CUDA_STUBS) bash bench/gpu-check.sh rehearse
+
 # --- Benchmarks (issue 5). `bench` runs the full suite (table on stdout,
 # JSON and SVG plots in bench/results/); `bench-quick` the CI subset
 # (under two minutes); `bench-go` the Go benchmarks with allocations.

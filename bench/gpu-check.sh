@@ -1,193 +1,643 @@
 #!/usr/bin/env bash
-# gpu-check.sh proves the cuda build on a real NVIDIA GPU in one run of at
-# most 9 minutes, and always leaves a summary (summary.txt) and JSON
-# (gpu-check.json) under $OUT, the only folder that comes back from a
-# device machine.
+# gpu-check.sh proves the cuda build on a real NVIDIA GPU in one run that
+# ends within GPU_CHECK_DEADLINE seconds (default 480, so a second try fits
+# in a 15-minute lease) and leaves exactly three files in $OUT, the folder
+# that comes back from a device machine: summary.txt, gpu-check.json (per
+# step: name, status pass/fail/skip/timeout, seconds, limit, key figures)
+# and logs.tgz (every step's log). They are rewritten after every step, so
+# a run killed from outside still returns what it did.
 #
-#   bench/gpu-check.sh build [DIR]   on the build machine (Go + CUDA toolkit):
-#       compiles stripped, gzipped `go test -c -tags trajring_cuda` binaries of the
-#       packages whose tests run on the gpu backend into DIR (default
-#       build/gpu-check) with a copy of this script; fails if DIR is not
-#       under 60 MiB (the carried folder must stay under 64 MiB).
-#   bench/gpu-check.sh run [DIR]     on the GPU machine (NVIDIA driver;
-#       compute-sanitizer optional; no Go). Needs glibc >= 2.34 (binaries
-#       built with Go 1.26 on Debian 12).
+#   bench/gpu-check.sh prepare [DIR]   here (Go, CUDA toolkit): builds
+#       stripped, gzipped `go test -c -tags trajring_cuda` binaries of gpu
+#       and tensorbuf and the trajring binary into DIR (default
+#       build/gpu-check, ignored by git, the one path to carry); fails if
+#       DIR is over 40 MiB or DIR plus the working tree over 60 MiB.
+#   bench/gpu-check.sh run [DIR]       on the GPU machine, in the repository
+#       root (the working tree travels with DIR; no Go there): the steps
+#       below, each under its own limit, all under the deadline.
+#   bench/gpu-check.sh rehearse [DIR]  here: prepare, check the run's
+#       budget and test names, then `run` on the stand-in driver
+#       (build/standin, `make standin`) in its short mode, and fail unless
+#       it passes within its deadline leaving exactly its three files; then
+#       two runs that must fail cleanly (no binaries; a deadline of 20 s).
 #
-# Steps, each with its own limit and all under one global deadline
-# (GPU_CHECK_DEADLINE seconds, default 540):
-#   1. preflight: which libcuda.so.1 the loader resolves (it must be the
-#      real driver, not the stand-in), glibc, nvidia-smi facts, and the
-#      time of the first and a warm gpu.New (context creation, module load)
-#   2. the gpu package's tests (one process: the primary context stays
-#      retained across them); tensorbuf's run last, with the time left
-#   3. host time of Table.SampleInto, SampleTransitionsInto and Writer.Add
-#      at B=256 (low-dim, 3 KB rows) next to the cpu backend (TestHostTime)
-#   4. GPU benchmarks (kernels: BenchmarkOps; buffer calls: BenchmarkDevice,
-#      SampleInto L=1/8 low-dim and 3 KB, transitions, n-step, Add
-#      W=256/1024, a 1M-step export): per op µs, p50/p99 and the fraction of a same-run
-#      device-to-device copy of the same bytes; n-step kernel vs fallback
-#      and device selection (BenchmarkDeviceSelection: uniform and
-#      prioritized SampleInto and UpdatePrioritiesDevice at B=256 and
-#      65,536: µs per call, host µs per call, launches per call)
-#   5. compute-sanitizer memcheck and initcheck on a short subset
-#   6. the sticky-fault probe (an illegal address in a real kernel must
-#      surface as gpu.ErrDeviceLost, and later calls must fail fast)
+# Steps, most important first (limits: the table `limit` below):
+#   preflight       the libcuda.so.1 the loader resolves (fallback
+#                   directories if none; the stand-in is refused outside a
+#                   rehearsal), glibc, first and warm gpu.New (TestStartupTime)
+#   nvidia-smi      GPU name, driver, memory, compute capability, clocks
+#   gpu-tests       the gpu package's tests (rehearsal: -short)
+#   no-device       CUDA_VISIBLE_DEVICES= (the stand-in: its no-device
+#                   switch): `trajring demo -backend gpu` fails with
+#                   gpu.ErrNoDevice's message and never gorgonia.org/cu's
+#                   "Error in initialization", -backend default falls back
+#                   to the cpu backend, and a test binary starts
+#   fault-probe     an illegal address in a real kernel is ErrDeviceLost and
+#                   later calls fail fast (TestStickyFaultProbe; on the
+#                   stand-in its injected twin)
+#   tensorbuf-tests tensorbuf's tests on the gpu backend, -short
+#                   (rehearsal: the device subset)
+#   memcheck, synccheck, racecheck   compute-sanitizer on kernel subsets
+#                   with the contended tree-repair test (skipped on the
+#                   stand-in or without compute-sanitizer)
+#   ptx-jit         CUDA_FORCE_PTX_JIT=1 over the CPU-equality tests
+#   stream-order    the real-driver tests of issue 27 items 1-3 (stream-
+#                   ordered uploads, UpdatePrioritiesDeviceAfter, cross-
+#                   stream consumers), repeated
+#   host-time       host µs per device-selected sample and per launch
+#                   (BenchmarkDeviceSelection at B=256), then TestHostTime
+#   benchmarks      BenchmarkOps, BenchmarkDevice, BenchmarkDeviceSelection
+#                   at B=65,536, fixed iteration counts (-test.benchtime=Nx)
+#   demo            a `trajring demo -backend gpu` smoke run
 set -uo pipefail
+export LC_ALL=C
 
-cmd=${1:-}
-dir=${2:-build/gpu-check}
+self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
+root=$(cd "$(dirname "$0")/.." && pwd)
 
-build() {
+# --- the plan: names, limits and test lists, shared by run and rehearse.
+
+steps=(preflight nvidia-smi gpu-tests no-device fault-probe tensorbuf-tests memcheck synccheck racecheck
+	ptx-jit stream-order host-time benchmarks demo)
+declare -A limit=(
+	[preflight]=20 [nvidia-smi]=10 [gpu-tests]=40 [no-device]=15 [fault-probe]=20 [tensorbuf-tests]=75
+	[memcheck]=40 [synccheck]=20 [racecheck]=30 [ptx-jit]=30 [stream-order]=25 [host-time]=35
+	[benchmarks]=60 [demo]=15
+)
+deadline_default=480
+reserve=10 # seconds kept for the last summary and logs.tgz
+
+# Tests named by the steps (top-level names; rehearse checks they exist).
+memcheck_tests="TestGatherRowsMatchesCPU TestGatherWindowsMatchesCPU TestScatterMatchesCPU TestConcatMatchesCPU
+	TestNStepRewardMatchesCPU TestScatterFromMatchesCPU TestDeviceSelectionMatchesCPU TestSumTreeMatchesCPU
+	TestUpdateRepairContended TestUploadIsStreamOrdered"
+barrier_tests="TestSumTreeMatchesCPU TestUpdateRepairContended TestDeviceSelectionMatchesCPU"
+jit_gpu_tests="TestGatherRowsMatchesCPU TestGatherWindowsMatchesCPU TestGatherWindowsExact TestScatterMatchesCPU
+	TestScatterFromMatchesCPU TestConcatMatchesCPU TestNStepRewardMatchesCPU TestNStepRewardExact
+	TestSumTreeMatchesCPU TestDeviceSelectionMatchesCPU TestUpdateRepairContended"
+jit_tensorbuf_tests="TestSeededSamplesMatchAcrossBackends TestDeviceSelectionMatchesHost TestDevicePrioritizedMatchesHost"
+jit_tensorbuf_rehearsal="TestSeededSamplesMatchAcrossBackends"
+order_gpu_tests="TestUploadIsStreamOrdered TestStreamOrderingModel TestStreamOrderingWithAConsumer"
+order_tensorbuf_tests="TestUpdatePrioritiesDeviceAfterOrdersALearner TestBatchSourceOrdersAGPUConsumer
+	TestAddFromDeviceWaitsForProducerStream"
+fault_tests="TestStickyFaultProbe TestStickyFaultIsReportedAndFailsFast"
+tensorbuf_skip="TestPropertyAgainstModel TestNStepAgainstModel"
+tensorbuf_rehearsal="TestSeededSamplesMatchAcrossBackends TestSteadyStateMakesNoDeviceWideCalls
+	TestAddFromDeviceMatchesHost TestCheckpointKeepsDevicePriorities TestBatchSourceOrdersAGPUConsumer
+	TestDroppedDeviceResultsAreFreed TestDeviceBatchIsRefusedByAddAndPrintsSafely TestDefaultBackendIsNStepper"
+
+# re turns a list of test names into an anchored -test.run pattern.
+re() { local IFS='|'; echo "^($*)\$"; }
+
+# --- prepare (here)
+
+prepare() {
 	set -e
-	cd "$(dirname "$0")/.."
+	cd "$root"
+	local dir=$1
 	mkdir -p "$dir/bin"
 	export CGO_LDFLAGS="${CGO_LDFLAGS:-} -L${CUDA_STUBS:-/usr/lib/x86_64-linux-gnu/stubs}"
-	rm -f "$dir"/bin/*.test.gz
-	for p in ./gpu ./tensorbuf; do
-		name=$(basename "$p")
-		echo "gpu-check: building $p -> $dir/bin/$name.test.gz"
-		go test -c -tags trajring_cuda -ldflags='-s -w' -o "$dir/bin/$name.test" "$p"
-		gzip -9 -f "$dir/bin/$name.test"
-	done
-	cp bench/gpu-check.sh "$dir/gpu-check.sh"
-	local kib
+	rm -f "$dir"/bin/*
+	echo "gpu-check: go test -c -tags trajring_cuda ./gpu ./tensorbuf; go build -tags trajring_cuda ./cmd/trajring -> $dir/bin"
+	"${GO:-go}" test -c -tags trajring_cuda -ldflags='-s -w' -o "$dir/bin/" ./gpu ./tensorbuf
+	"${GO:-go}" build -tags trajring_cuda -ldflags='-s -w' -o "$dir/bin/trajring" ./cmd/trajring
+	gzip -6 -f "$dir/bin/gpu.test" "$dir/bin/tensorbuf.test" "$dir/bin/trajring"
+	{
+		echo "commit: $(git rev-parse HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo ' (uncommitted changes)')"
+		echo "built: $(date -u +%FT%TZ) with $("${GO:-go}" version)"
+	} >"$dir/bin/manifest.txt"
+	local kib tree
 	kib=$(du -sk "$dir" | cut -f1)
-	if [ "$kib" -ge $((60 * 1024)) ]; then
-		echo "gpu-check: $dir is $kib KiB, over the 60 MiB budget" >&2
+	tree=$( (git ls-files -z; git ls-files -z --others --exclude-standard) | du -ck --files0-from=- 2>/dev/null | tail -n 1 | cut -f1)
+	echo "gpu-check: $dir is $kib KiB; the working tree that travels with it $tree KiB"
+	if [ "$kib" -gt $((40 * 1024)) ] || [ $((kib + tree)) -gt $((60 * 1024)) ]; then
+		echo "gpu-check: over budget (carried folder 40 MiB, with the tree 60 MiB; the device tool takes 64)" >&2
 		exit 1
 	fi
-	echo "gpu-check: built in $dir ($kib KiB); on the GPU machine run: $dir/gpu-check.sh run $dir"
+	echo "gpu-check: on the GPU machine, carry [\"$dir\"] and run: bash bench/gpu-check.sh run $dir"
 }
+
+# --- the steps' bodies: each runs as `gpu-check.sh _do NAME` in its own
+# process under timeout, with stdout and stderr in the step's log. A line
+# "GPU_CHECK_SKIP: why" makes a step that exits 0 a skip; "GPU_CHECK_FIG:
+# key=value" adds a key figure; "GPU_CHECK_FAIL: why" says why it failed.
+
+# on_standin: whether the loader resolves the stand-in driver.
+on_standin() {
+	local lib
+	lib=$(ldd "$work/bin/gpu.test" 2>/dev/null | awk '/libcuda\.so\.1/ { print $3 }')
+	[ -f "$lib" ] && grep -q trajring_standin_device_ns "$lib"
+}
+
+# gotest PKG ARGS...: runs PKG's test binary in the package's folder (its
+# testdata) with -test.timeout a few seconds inside the step's limit, so a
+# hang ends with Go's goroutine dump.
+gotest() {
+	local pkg=$1
+	shift
+	local left=$((step_end - $(date +%s) - 3))
+	[ "$left" -lt 2 ] && left=2
+	echo "+ $pkg.test $*"
+	(cd "$root/$pkg" && exec "$work/bin/$pkg.test" -test.v -test.count=1 -test.timeout="${left}s" "$@")
+}
+
+body_preflight() {
+	local lib b
+	for b in gpu.test tensorbuf.test trajring; do
+		[ -x "$work/bin/$b" ] || { echo "GPU_CHECK_FAIL: no $b in the carried folder (bench/gpu-check.sh prepare)"; return 1; }
+	done
+	lib=$(ldd "$work/bin/gpu.test" | awk '/libcuda\.so\.1/ { print $3 }')
+	echo "GPU_CHECK_FIG: libcuda=$lib -> $(readlink -f "$lib" 2>/dev/null)"
+	ldd --version 2>&1 | head -n 1 | sed 's/^/GPU_CHECK_FIG: glibc=/'
+	echo "GPU_CHECK_FIG: LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+	cat "$work/bin/manifest.txt"
+	case $lib in
+	"" | "not found" | */stubs/*)
+		echo "GPU_CHECK_FAIL: no libcuda.so.1: not found by the loader nor in the fallback directories"
+		return 1
+		;;
+	esac
+	if on_standin && [ -z "$rehearsal" ]; then
+		echo "GPU_CHECK_FAIL: the loader resolves the stand-in driver ($lib), not the NVIDIA driver"
+		return 1
+	fi
+	gotest gpu -test.run '^TestStartupTime$'
+}
+
+body_nvidia-smi() {
+	if on_standin; then
+		echo "GPU_CHECK_SKIP: stand-in driver (no GPU for nvidia-smi)"
+		return 0
+	fi
+	if ! command -v nvidia-smi >/dev/null; then
+		echo "GPU_CHECK_SKIP: nvidia-smi not found"
+		return 0
+	fi
+	nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap,clocks.max.sm,pci.bus_id --format=csv || return
+	nvidia-smi -q | head -n 40
+}
+
+body_gpu-tests() {
+	if [ -n "$rehearsal" ]; then
+		# TestStandinRaceExposure tests the stand-in itself (make test-cuda
+		# runs it) and can see no race on a loaded 2-core machine.
+		gotest gpu -test.short -test.skip '^TestStandinRaceExposure$'
+	else
+		gotest gpu
+	fi
+}
+
+body_no-device() {
+	local out rc
+	export CUDA_VISIBLE_DEVICES= TRAJRING_STANDIN_NODEVICE=1
+	echo "+ CUDA_VISIBLE_DEVICES= trajring demo -backend gpu"
+	out=$("$work/bin/trajring" demo -backend gpu -steps 1000 -progress 0 2>&1)
+	rc=$?
+	echo "$out (exit $rc)"
+	case $out in *"Error in initialization"*)
+		echo "GPU_CHECK_FAIL: gorgonia.org/cu's init reported the missing device: cuinit.c did not take its cuInit"
+		return 1
+		;;
+	esac
+	if [ $rc -eq 0 ] || [[ $out != *"gpu: no usable CUDA driver or device"* ]]; then
+		echo "GPU_CHECK_FAIL: -backend gpu: want a failure with gpu.ErrNoDevice's message"
+		return 1
+	fi
+	echo "GPU_CHECK_FIG: error=$(echo "$out" | grep -o 'gpu: no usable.*' | head -n 1)"
+	echo "+ CUDA_VISIBLE_DEVICES= trajring demo -backend default"
+	out=$("$work/bin/trajring" demo -backend default -steps 1000 -envs 8 -capacity 256 -batch 32 -progress 0 2>&1)
+	rc=$?
+	echo "$out (exit $rc)"
+	if [ $rc -ne 0 ] || [[ $out != *"running on the cpu backend"* ]]; then
+		echo "GPU_CHECK_FAIL: want -backend default to fall back to the cpu backend"
+		return 1
+	fi
+	echo "+ CUDA_VISIBLE_DEVICES= gpu.test -test.run TestStartupTime (must start and fail with ErrNoDevice)"
+	out=$(cd "$root/gpu" && "$work/bin/gpu.test" -test.run '^TestStartupTime$' -test.count=1 2>&1)
+	rc=$?
+	echo "$out (exit $rc)"
+	if [ $rc -eq 0 ] || [[ $out != *"gpu: no usable CUDA driver or device"* ]]; then
+		echo "GPU_CHECK_FAIL: want the test binary to start and gpu.New to fail with gpu.ErrNoDevice"
+		return 1
+	fi
+}
+
+body_fault-probe() {
+	TRAJRING_GPU_FAULT_PROBE=1 gotest gpu -test.run "$(re $fault_tests)"
+}
+
+body_tensorbuf-tests() {
+	if [ -n "$rehearsal" ]; then
+		gotest tensorbuf -test.short -test.run "$(re $tensorbuf_rehearsal)"
+	else
+		# The two model tests check host logic through thousands of
+		# small syncs (minutes on the stand-in); make test-cuda runs them.
+		gotest tensorbuf -test.short -test.skip "$(re $tensorbuf_skip)"
+	fi
+}
+
+# sanitize TOOL TESTS: compute-sanitizer over the gpu test binary.
+sanitize() {
+	local tool=$1 tests=$2 san
+	if on_standin; then
+		echo "GPU_CHECK_SKIP: stand-in driver (compute-sanitizer needs the NVIDIA driver)"
+		return 0
+	fi
+	san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
+	if [ -z "$san" ]; then
+		echo "GPU_CHECK_SKIP: compute-sanitizer not found"
+		return 0
+	fi
+	echo "+ $san --tool $tool gpu.test -test.run $(re $tests)"
+	(cd "$root/gpu" && exec "$san" --tool "$tool" --error-exitcode 3 --report-api-errors no --print-limit 20 \
+		"$work/bin/gpu.test" -test.v -test.count=1 -test.run "$(re $tests)")
+}
+
+body_memcheck() { sanitize memcheck "$memcheck_tests"; }
+body_synccheck() { sanitize synccheck "$barrier_tests"; }
+body_racecheck() { sanitize racecheck "$barrier_tests"; }
+
+body_ptx-jit() {
+	export CUDA_FORCE_PTX_JIT=1 CUDA_CACHE_DISABLE=1
+	local short=() tb=$jit_tensorbuf_tests
+	if [ -n "$rehearsal" ]; then
+		short=(-test.short)
+		tb=$jit_tensorbuf_rehearsal
+	fi
+	gotest gpu "${short[@]}" -test.run "$(re $jit_gpu_tests)" || return
+	gotest tensorbuf -test.short -test.run "$(re $tb)"
+}
+
+body_stream-order() {
+	local n=25
+	[ -n "$rehearsal" ] && n=1
+	gotest gpu -test.count=$n -test.run "$(re $order_gpu_tests)" || return
+	gotest tensorbuf -test.count=$n -test.run "$(re $order_tensorbuf_tests)"
+}
+
+body_host-time() {
+	if [ -n "$rehearsal" ]; then
+		# Each case fills 262,144 items (seconds on the stand-in); TestHostTime
+		# takes minutes there.
+		gotest tensorbuf -test.run '^$' -test.bench '^BenchmarkDeviceSelection$/^(uniform|update)$/^B256$' -test.benchtime 20x
+		return
+	fi
+	gotest tensorbuf -test.run '^$' -test.bench '^BenchmarkDeviceSelection$/./^B256$' -test.benchtime 2000x || return
+	TRAJRING_HOSTTIME=1 gotest tensorbuf -test.run '^TestHostTime$'
+}
+
+body_benchmarks() {
+	local n=200 short=()
+	if [ -n "$rehearsal" ]; then
+		n=3
+		short=(-test.short)
+	fi
+	gotest gpu "${short[@]}" -test.run '^$' -test.bench '^BenchmarkOps$' -test.benchtime ${n}x || return
+	if [ -z "$rehearsal" ]; then # it fills 262,144 items: too slow on the stand-in
+		gotest tensorbuf -test.run '^$' -test.bench '^BenchmarkDeviceSelection$/./^B65536$' -test.benchtime ${n}x || return
+	fi
+	gotest tensorbuf "${short[@]}" -test.run '^$' -test.bench '^BenchmarkDevice$' -test.benchtime ${n}x
+}
+
+body_demo() {
+	local args=(-steps 200000)
+	[ -n "$rehearsal" ] && args=(-steps 20000 -envs 16 -capacity 1024 -batch 64)
+	echo "+ trajring demo -backend gpu ${args[*]}"
+	"$work/bin/trajring" demo -backend gpu -progress 0 "${args[@]}"
+}
+
+# --- run (on the GPU machine)
 
 run() {
-	cd "$dir" || exit 2
-	# Globals: the EXIT trap reads them after run returns.
-	out=${OUT:-$PWD/out}
-	mkdir -p "$out/logs"
-	start=$SECONDS
-	deadline=$((SECONDS + ${GPU_CHECK_DEADLINE:-540}))
-	declare -gA status secs
-	declare -ga order
-	summary() {
-		{
-			echo "== gpu-check on $(hostname) at $(date -u +%FT%TZ), $((SECONDS - start)) s"
-			cat "$out/preflight.txt" 2>/dev/null
-			echo
-			printf '%-22s %-44s %6s\n' step result seconds
-			for k in "${order[@]}"; do
-				printf '%-22s %-44s %6s\n' "$k" "${status[$k]}" "${secs[$k]:-}"
-			done
-			echo
-			grep -h -A 8 'call (B=256)' "$out/logs/hosttime.log" 2>/dev/null | sed 's/^ *//'
-			echo
-			echo "== GPU operations (of_copy: fraction of a same-run device-to-device copy)"
-			printf '%-30s %9s %9s %9s %9s %8s\n' operation us/op p50_us p99_us GB/s of_copy
-			awk '/^BenchmarkOps\// { n=$1; sub(/^BenchmarkOps\//,"",n); sub(/-[0-9]+$/,"",n); us=p50=p99=gb=f="-"
-				for (i=2;i<NF;i++) { u=$(i+1); if(u=="us/op")us=$i; if(u=="GB/s")gb=$i; if(u=="of_copy")f=$i; if(u=="p50_us")p50=$i; if(u=="p99_us")p99=$i }
-				printf "%-30s %9s %9s %9s %9s %8s\n", n, us, p50, p99, gb, f }' "$out/logs/bench-gpu.log" 2>/dev/null
-			echo
-			echo "== buffer calls (of_d2d: fraction of a same-run device-to-device copy of the output bytes)"
-			printf '%-30s %9s %9s %9s %9s %8s\n' call us/op p50_us p99_us out_MB of_d2d
-			awk '/^BenchmarkDevice\// { n=$1; sub(/^BenchmarkDevice\//,"",n); sub(/-[0-9]+$/,"",n); us=p50=p99=mb=f="-"
-				for (i=2;i<NF;i++) { u=$(i+1); if(u=="ns/op")us=sprintf("%.1f",$i/1000); if(u=="out_MB")mb=$i; if(u=="of_d2d")f=$i; if(u=="p50_us")p50=$i; if(u=="p99_us")p99=$i }
-				printf "%-30s %9s %9s %9s %9s %8s\n", n, us, p50, p99, mb, f }' "$out/logs/bench-buffer.log" 2>/dev/null
-			echo
-			echo "== device selection (SampleInto of a DeviceSelection table, 262,144 items; update: UpdatePrioritiesDevice)"
-			printf '%-30s %9s %9s %9s %9s\n' call us/op p50_us host_us launches
-			awk '/^BenchmarkDeviceSelection\// { n=$1; sub(/^BenchmarkDeviceSelection\//,"",n); sub(/-[0-9]+$/,"",n); us=p50=h=l="-"
-				for (i=2;i<NF;i++) { u=$(i+1); if(u=="us/op")us=$i; if(u=="p50_us")p50=$i; if(u=="host_us")h=$i; if(u=="launches/op")l=$i }
-				printf "%-30s %9s %9s %9s %9s\n", n, us, p50, h, l }' "$out/logs/bench-devsel.log" 2>/dev/null
-			grep -h 'sticky-fault probe\|fault seen after' "$out/logs/fault-probe.log" 2>/dev/null | sed 's/^ */   /'
-			for k in "${order[@]}"; do
-				case ${status[$k]} in FAIL*)
-					echo "--- $k: last lines of logs/$k.log"
-					tail -n 25 "$out/logs/$k.log" 2>/dev/null ;;
-				esac
-			done
-		} >"$out/summary.txt"
-		{
-			printf '{"host":"%s","seconds":%d,"steps":[' "$(hostname)" $((SECONDS - start))
-			local sep=""
-			for k in "${order[@]}"; do
-				printf '%s{"step":"%s","result":"%s","seconds":%s}' "$sep" "$k" "${status[$k]//\"/\'}" "${secs[$k]:-0}"
-				sep=","
-			done
-			printf '],"benchmarks":['
-			awk 'BEGIN{s=""} /^Benchmark/ { printf "%s{\"name\":\"%s\"", s, $1; for (i=3;i<NF;i+=2) printf ",\"%s\":%s", $(i+1), ($i ~ /^[0-9.eE+-]+$/ ? $i : "null"); printf "}"; s="," }' "$out"/logs/bench-*.log 2>/dev/null
-			printf ']}\n'
-		} >"$out/gpu-check.json"
-		cat "$out/summary.txt"
-	}
-	trap summary EXIT
+	# $OUT and the EXIT trap first: whatever fails later, the files come back.
+	out=${OUT:-$root/gpu-check-out}
+	mkdir -p "$out" || exit 2
+	work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX" 2>/dev/null || mktemp -d "$root/build/gpu-check-work.XXXXXX") || exit 2
+	mkdir -p "$work/logs" "$work/bin"
+	t_start=$(date +%s)
+	deadline_s=${GPU_CHECK_DEADLINE:-$deadline_default}
+	deadline=$((t_start + deadline_s))
+	declare -gA status secs reason figs
+	trap finish EXIT
+	trap 'exit 130' INT TERM
+	export rehearsal=${GPU_CHECK_REHEARSAL:-} work root
+	dir=$(cd "$1" 2>/dev/null && pwd) || dir=$1
+	unset TRAJRING_STANDIN_THREADS TRAJRING_STANDIN_FAULT_LAUNCH TRAJRING_STANDIN_NODEVICE TRAJRING_HOSTTIME
+	export GOTRACEBACK=all CUDA_CACHE_PATH="$work/cuda-cache"
+	write_files
 
-	# step NAME LIMIT CMD...: runs CMD with the smaller of LIMIT and the
-	# time left before the deadline (less 15 s for the summary).
-	step() {
-		local name=$1 lim=$2 s0=$SECONDS
-		shift 2
-		order+=("$name")
-		local left=$((deadline - SECONDS - 15))
-		if [ "$left" -lt 10 ]; then
-			status[$name]="SKIP (global deadline)"
-			return
-		fi
-		[ "$lim" -gt "$left" ] && lim=$left
-		if timeout --kill-after=5 "$lim" "$@" >"$out/logs/$name.log" 2>&1; then
-			status[$name]=PASS
+	for z in "$dir"/bin/*.gz; do
+		[ -e "$z" ] || continue
+		local b
+		b=$work/bin/$(basename "${z%.gz}")
+		gunzip -c "$z" >"$b" && chmod +x "$b"
+	done
+	cp "$dir/bin/manifest.txt" "$work/bin/" 2>/dev/null
+	# The NVIDIA container runtime mounts the driver under
+	# /usr/local/nvidia; make the loader find it if it does not.
+	if [ -x "$work/bin/gpu.test" ] && ldd "$work/bin/gpu.test" | grep -q 'libcuda\.so\.1 => not found'; then
+		for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu /usr/lib64 \
+			/usr/local/cuda/compat /usr/lib/wsl/lib; do
+			if [ -e "$d/libcuda.so.1" ]; then
+				export LD_LIBRARY_PATH=$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+				break
+			fi
+		done
+	fi
+
+	for s in "${steps[@]}"; do
+		if [ "$s" != preflight ] && [ "$s" != nvidia-smi ] && [ "${status[preflight]}" != pass ]; then
+			status[$s]=skip reason[$s]="preflight failed" secs[$s]=0
 		else
-			local rc=$?
-			status[$name]="FAIL (rc $rc$([ $rc -ge 124 ] && echo ", limit ${lim}s"))"
+			step "$s"
 		fi
-		secs[$name]=$((SECONDS - s0))
-	}
-
-	for z in bin/*.test.gz; do
-		[ -e "$z" ] && gunzip -c "$z" >"${z%.gz}" && chmod +x "${z%.gz}"
+		write_files
 	done
-	{
-		echo "libcuda: $(ldd bin/gpu.test 2>&1 | grep libcuda)"
-		echo "glibc: $(ldd --version 2>&1 | head -n 1) (needs >= 2.34)"
-		nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap,clocks.max.sm --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
-	} >"$out/preflight.txt"
-	local standin=""
-	if ldd bin/gpu.test 2>&1 | grep libcuda | grep -q standin; then
-		echo "preflight: the loader resolves the stand-in, not the driver" >>"$out/preflight.txt"
-		standin=1
-	fi
-	step preflight 60 bin/gpu.test -test.run '^TestStartupTime$' -test.v -test.count=1
-	grep -h 'startup:' "$out/logs/preflight.log" 2>/dev/null | sed 's/^ */   /' >>"$out/preflight.txt"
-	step test-gpu 120 bin/gpu.test -test.count=1
-	step hosttime 60 env TRAJRING_HOSTTIME=1 bin/tensorbuf.test -test.run '^TestHostTime$' -test.v -test.count=1
-	step bench-gpu 120 bin/gpu.test -test.run '^$' -test.bench . -test.benchtime 0.3s -test.count=1
-	step bench-buffer 150 bin/tensorbuf.test -test.run '^$' -test.bench '^BenchmarkDevice$' -test.benchtime 0.3s -test.count=1
-	step bench-devsel 90 bin/tensorbuf.test -test.run '^$' -test.bench '^BenchmarkDeviceSelection$' -test.benchtime 200x -test.count=1
-	local san
-	san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
-	if [ -n "$standin" ]; then
-		order+=(memcheck)
-		status[memcheck]="SKIP (stand-in driver: no sanitizer)"
-	elif [ -n "$san" ]; then
-		local subset='^(TestGatherRows|TestScatter|TestConcat|TestGatherWindows|TestNStepReward|TestDeviceSelection|TestSumTree)'
-		step memcheck 90 "$san" --tool memcheck --report-api-errors no --error-exitcode 3 bin/gpu.test -test.run "$subset" -test.short -test.count=1
-		step initcheck 90 "$san" --tool initcheck --error-exitcode 3 bin/gpu.test -test.run "$subset" -test.short -test.count=1
-	else
-		order+=(memcheck)
-		status[memcheck]="SKIP (compute-sanitizer not found)"
-	fi
-	step fault-probe 60 env TRAJRING_GPU_FAULT_PROBE=1 bin/gpu.test -test.run '^TestStickyFaultProbe$' -test.v -test.count=1
-	# Last: the buffer's tests on the gpu backend, with the time left.
-	step test-tensorbuf 240 bin/tensorbuf.test -test.count=1 -test.short -test.v
-	for k in "${order[@]}"; do
-		case ${status[$k]} in FAIL*) return 1 ;; esac
-	done
-	return 0
 }
 
-case $cmd in
-build) build ;;
-run) run ;;
+# step NAME: runs the step's body with the smaller of its limit and the
+# time left before the deadline (less the reserve), and records its status,
+# seconds and figures.
+step() {
+	local name=$1 lim=${limit[$1]} log=$work/logs/$1.log t0 rc
+	local left=$((deadline - $(date +%s) - reserve))
+	if [ "$left" -lt 3 ]; then
+		status[$name]=skip reason[$name]="global deadline" secs[$name]=0
+		return
+	fi
+	[ "$lim" -gt "$left" ] && lim=$left
+	t0=$(date +%s.%N)
+	step_end=$(($(date +%s) + lim)) timeout -k 3 "$lim" bash "$self" _do "$name" >"$log" 2>&1
+	rc=$?
+	secs[$name]=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+	figs[$name]=""
+	local l p f sk
+	while IFS= read -r l; do addfig "$name" "$l"; done < <(grep -a '^GPU_CHECK_FIG: ' "$log" | sed 's/^GPU_CHECK_FIG: //')
+	p=$(grep -ac '^--- PASS: ' "$log")
+	f=$(grep -ac '^--- FAIL: ' "$log")
+	sk=$(grep -ac '^--- SKIP: ' "$log")
+	if grep -aq '^=== RUN' "$log"; then
+		addfig "$name" "tests=$p passed, $f failed, $sk skipped"
+		grep -aq '^ *--- SKIP: ' "$log" &&
+			addfig "$name" "skipped=$(grep -a '^ *--- SKIP: ' "$log" | awk '{ print $3 }' | sort -u | tr '\n' ' ')"
+	fi
+	if [ $rc -eq 124 ] || [ $rc -eq 137 ] || grep -aq '^panic: test timed out' "$log"; then
+		status[$name]=timeout reason[$name]="limit ${lim} s"
+	elif [ $rc -ne 0 ]; then
+		status[$name]=fail reason[$name]="exit $rc: $(grep -a -m 1 '^GPU_CHECK_FAIL: \|^--- FAIL\|^panic\|FAIL' "$log" | sed 's/^GPU_CHECK_FAIL: //')"
+	elif grep -aq '^GPU_CHECK_SKIP: ' "$log"; then
+		status[$name]=skip reason[$name]=$(grep -a -m 1 '^GPU_CHECK_SKIP: ' "$log" | sed 's/^GPU_CHECK_SKIP: //')
+	elif grep -aq 'no tests to run\|no benchmarks to run' "$log"; then
+		status[$name]=fail reason[$name]="a test or benchmark list matched nothing"
+	elif grep -aq -- '-test.bench' "$log" && grep -aq -- '--- SKIP: Benchmark' "$log"; then
+		status[$name]=fail reason[$name]="a benchmark skipped: $(grep -a -A 1 -m 1 -- '--- SKIP: Benchmark' "$log" | tail -n 1 | sed 's/^ *//')"
+	elif grep -aq -- '-test.bench' "$log" && ! grep -aq '^Benchmark.* ns/op' "$log"; then
+		status[$name]=fail reason[$name]="no benchmark ran"
+	elif grep -aq '^=== RUN' "$log" && [ "$p" -eq 0 ] && [ "$sk" -gt 0 ]; then
+		status[$name]=skip reason[$name]=$(grep -a -A 1 -m 1 '^--- SKIP: ' "$log" | tail -n 1 | sed 's/^ *//')
+	else
+		status[$name]=pass
+	fi
+	reason[$name]=$(printf '%s' "${reason[$name]:-}" | tr -d '\000-\037' | cut -c1-200)
+	figures "$name"
+}
+
+# addfig NAME key=value: one key figure (one line, no control characters).
+addfig() {
+	case $2 in "" | *=) return ;; esac # no value
+	figs[$1]+=${figs[$1]:+$'\n'}$(printf '%s' "$2" | tr -d '\000-\037')
+}
+
+# figures NAME: the step's key figures, read from its log.
+figures() {
+	local name=$1 log=$work/logs/$1.log l
+	case $name in
+	preflight)
+		addfig "$name" "$(grep -a -o 'first_new_ms=[0-9.]*' "$log" | head -n 1)"
+		addfig "$name" "$(grep -a -o 'warm_new_ms=[0-9.]*' "$log" | head -n 1)"
+		;;
+	nvidia-smi)
+		grep -aq '^name, driver' "$log" && addfig "$name" "gpu=$(grep -a -A 1 '^name, driver' "$log" | tail -n 1)"
+		;;
+	fault-probe)
+		addfig "$name" "fault_seen=$(grep -a -o 'fault seen after [^:]*' "$log" | head -n 1)"
+		addfig "$name" "fail_fast=$(grep -a -o 'fail-fast call took [^)]*' "$log" | head -n 1)"
+		;;
+	memcheck | synccheck | racecheck)
+		addfig "$name" "sanitizer=$(grep -a -o 'ERROR SUMMARY: .*' "$log" | tail -n 1)"
+		;;
+	host-time)
+		# µs of host time per device-selected sample, and per launch.
+		while read -r n host launches; do
+			addfig "$name" "$n=$host host µs/call, $launches launches/call, $(awk -v h="$host" -v l="$launches" \
+				'BEGIN { if (l > 0) printf "%.2f", h / l; else printf "-" }') host µs/launch"
+		done < <(awk '/^BenchmarkDeviceSelection\/.* ns\/op/ { n=$1; sub(/^BenchmarkDeviceSelection\//, "", n); sub(/-[0-9]+$/, "", n)
+			h=l="-"; for (i = 2; i < NF; i++) { if ($(i+1) == "host_us") h = $i; if ($(i+1) == "launches/op") l = $i }
+			print n, h, l }' "$log")
+		;;
+	benchmarks)
+		addfig "$name" "benchmarks=$(grep -ac '^Benchmark.* ns/op' "$log")"
+		;;
+	demo)
+		while read -r l; do addfig "$name" "$l"; done < <(awk '/env steps\/s/ { getline
+			print "env_steps_per_s=" $2; print "sequences_per_s=" $6; print "sample_GB_per_s=" $7 }' "$log")
+		;;
+	esac
+}
+
+# mode: run or rehearsal.
+mode() { if [ -n "$rehearsal" ]; then echo rehearsal; else echo run; fi; }
+
+# json_str S: S as a JSON string.
+json_str() {
+	local s=$1
+	s=${s//\\/\\\\}
+	s=${s//\"/\\\"}
+	printf '"%s"' "$s"
+}
+
+# json_val S: a number as is, anything else a string.
+json_val() {
+	if [[ $1 =~ ^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$ ]]; then printf '%s' "$1"; else json_str "$1"; fi
+}
+
+# write_files writes summary.txt, gpu-check.json and logs.tgz to $OUT.
+write_files() {
+	local s elapsed=$(($(date +%s) - t_start)) result=pass
+	for s in "${steps[@]}"; do
+		case ${status[$s]:-} in fail | timeout) result=fail ;; "") [ "$result" = pass ] && result=incomplete ;; esac
+	done
+	{
+		printf '{"tool":"bench/gpu-check.sh","mode":%s,"host":%s,"date":%s,"deadline_s":%d,"seconds":%d,"result":%s,"steps":[' \
+			"$(json_str "$(mode)")" "$(json_str "$(hostname)")" \
+			"$(json_str "$(date -u +%FT%TZ)")" "$deadline_s" "$elapsed" "$(json_str "$result")"
+		local sep="" k v line fsep
+		for s in "${steps[@]}"; do
+			[ -n "${status[$s]:-}" ] || continue
+			printf '%s{"name":%s,"status":%s,"seconds":%s,"limit_s":%d,"reason":%s,"figures":{' "$sep" "$(json_str "$s")" \
+				"$(json_str "${status[$s]}")" "${secs[$s]:-0}" "${limit[$s]}" "$(json_str "${reason[$s]:-}")"
+			fsep=""
+			while IFS= read -r line; do
+				[ -n "$line" ] || continue
+				k=${line%%=*} v=${line#*=}
+				printf '%s%s:%s' "$fsep" "$(json_str "$k")" "$(json_val "$v")"
+				fsep=,
+			done <<<"${figs[$s]:-}"
+			printf '}}'
+			sep=,
+		done
+		printf '],"benchmarks":['
+		cat "$work"/logs/host-time.log "$work"/logs/benchmarks.log 2>/dev/null | awk 'BEGIN { s = "" }
+			/^Benchmark[^ \t]*[ \t]+[0-9]+[ \t].* ns\/op/ { printf "%s{\"name\":\"%s\",\"n\":%s", s, $1, $2
+				for (i = 3; i < NF; i += 2) if ($i ~ /^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$/) printf ",\"%s\":%s", $(i+1), $i
+				printf "}"; s = "," }'
+		printf ']}\n'
+	} >"$out/gpu-check.json"
+	{
+		echo "== bench/gpu-check.sh ${rehearsal:+(rehearsal on the stand-in driver) }on $(hostname) at $(date -u +%FT%TZ): $result, $elapsed s of $deadline_s"
+		printf '%-16s %-8s %7s %6s  %s\n' step status seconds limit "reason / key figures"
+		for s in "${steps[@]}"; do
+			[ -n "${status[$s]:-}" ] || continue
+			printf '%-16s %-8s %7s %6s  %s\n' "$s" "${status[$s]}" "${secs[$s]:-0}" "${limit[$s]}" "${reason[$s]:-}"
+			[ -n "${figs[$s]:-}" ] && printf '%s\n' "${figs[$s]}" | sed 's/^/                                          /'
+		done
+		if [ -s "$work/logs/benchmarks.log" ]; then
+			echo
+			echo "== benchmarks (us/op: calls queued back to back; p50/p99: one call and a sync; of_copy/of_d2d: fraction of a same-run device copy)"
+			awk '/^Benchmark[^ \t]*[ \t]+[0-9]+[ \t].* ns\/op/ { line = sprintf("%-52s", $1)
+				for (i = 3; i < NF; i += 2) if ($(i+1) ~ /^(us\/op|ns\/op|p50_us|p99_us|GB\/s|of_copy|of_d2d|host_us|launches\/op)$/) line = line sprintf(" %s %s", $i, $(i+1))
+				print line }' "$work/logs/benchmarks.log"
+		fi
+		if [ -s "$work/logs/host-time.log" ] && grep -aq 'call (B=256)' "$work/logs/host-time.log"; then
+			echo
+			grep -a -A 14 'call (B=256)' "$work/logs/host-time.log" | sed 's/^ *//'
+		fi
+		for s in "${steps[@]}"; do
+			case ${status[$s]:-} in fail | timeout)
+				echo
+				echo "--- $s: last lines of logs/$s.log"
+				tail -n 20 "$work/logs/$s.log" 2>/dev/null | cut -c1-200
+				;;
+			esac
+		done
+	} >"$out/summary.txt"
+	cp "$out/summary.txt" "$work/logs/summary.txt"
+	tar -czf "$out/logs.tgz" -C "$work" logs 2>/dev/null
+}
+
+finish() {
+	local rc=$?
+	trap - EXIT
+	write_files
+	cat "$out/summary.txt"
+	rm -rf "$work"
+	local s
+	for s in "${steps[@]}"; do
+		case ${status[$s]:-none} in fail | timeout | none) exit 1 ;; esac
+	done
+	exit "$rc"
+}
+
+# --- rehearse (here)
+
+rehearse() {
+	local dir=$1
+	cd "$root" || exit 2
+	local standin=$root/build/standin
+	[ -e "$standin/libcuda.so.1" ] || { echo "rehearse: no $standin/libcuda.so.1 (make standin)" >&2; exit 2; }
+	if [ -z "${GPU_CHECK_NOBUILD:-}" ]; then
+		bash "$self" prepare "$dir" || exit 1
+	fi
+	local fails=0 sum=0 s
+	no() { echo "rehearse: FAIL: $*" >&2; fails=$((fails + 1)); }
+	# The GPU run's budget, by construction.
+	for s in "${steps[@]}"; do sum=$((sum + limit[$s])); done
+	[ $((sum + reserve)) -le "$deadline_default" ] ||
+		no "step limits ($sum s) and the reserve ($reserve s) exceed the deadline ($deadline_default s)"
+	echo "rehearse: step limits add up to $sum s (+$reserve s reserve) against a $deadline_default s deadline"
+	# Every named test exists, in the binaries the GPU run uses.
+	local tmp
+	tmp=$(mktemp -d) || exit 2
+	for p in gpu tensorbuf; do
+		gunzip -c "$dir/bin/$p.test.gz" >"$tmp/$p.test" && chmod +x "$tmp/$p.test"
+		LD_LIBRARY_PATH=$standin "$tmp/$p.test" -test.list '.*' >"$tmp/$p.list" || no "$p.test -test.list"
+	done
+	local t
+	for t in $memcheck_tests $barrier_tests $jit_gpu_tests $order_gpu_tests $fault_tests TestStartupTime \
+		TestStandinRaceExposure; do
+		grep -qx "$t" "$tmp/gpu.list" || no "gpu has no test $t"
+	done
+	for t in $jit_tensorbuf_tests $order_tensorbuf_tests $tensorbuf_rehearsal $tensorbuf_skip TestHostTime; do
+		grep -qx "$t" "$tmp/tensorbuf.list" || no "tensorbuf has no test $t"
+	done
+	for t in BenchmarkOps; do grep -qx "$t" "$tmp/gpu.list" || no "gpu has no $t"; done
+	for t in BenchmarkDevice BenchmarkDeviceSelection; do grep -qx "$t" "$tmp/tensorbuf.list" || no "tensorbuf has no $t"; done
+
+	# checkout OUT: OUT holds exactly the three files and the JSON parses.
+	checkout() {
+		local o=$1 files
+		files=$(cd "$o" && ls -A | tr '\n' ' ')
+		[ "$files" = "gpu-check.json logs.tgz summary.txt " ] || no "$o holds [$files], want gpu-check.json logs.tgz summary.txt"
+		if command -v python3 >/dev/null; then
+			python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$o/gpu-check.json" || no "$o/gpu-check.json does not parse"
+		fi
+	}
+
+	# The rehearsal itself: every step on the stand-in, short.
+	local o=$tmp/out rc t0 el dl=${GPU_CHECK_REHEARSAL_DEADLINE:-180}
+	mkdir -p "$o"
+	t0=$(date +%s)
+	OUT=$o GPU_CHECK_REHEARSAL=1 GPU_CHECK_DEADLINE=$dl LD_LIBRARY_PATH=$standin bash "$self" run "$dir" >"$tmp/run.txt" 2>&1
+	rc=$? el=$(($(date +%s) - t0))
+	cat "$tmp/run.txt"
+	[ $rc -eq 0 ] || no "the rehearsal run exited $rc"
+	[ "$el" -le "$dl" ] || no "the rehearsal run took $el s, over its $dl s deadline"
+	checkout "$o"
+	local n
+	n=$(tar -tzf "$o/logs.tgz" | grep -c '^logs/.*\.log$')
+	[ "$n" -eq "${#steps[@]}" ] || no "logs.tgz holds $n step logs, want ${#steps[@]}"
+	for s in "${steps[@]}"; do
+		grep -q "\"name\":\"$s\",\"status\":\"\(pass\|skip\)\"" "$o/gpu-check.json" || no "step $s did not pass or skip"
+	done
+	for s in nvidia-smi memcheck synccheck racecheck; do
+		grep -q "\"name\":\"$s\",\"status\":\"skip\",[^}]*\"reason\":\"[^\"]" "$o/gpu-check.json" || no "step $s: want skip with a reason"
+	done
+
+	# Without binaries: it fails, and still leaves its files.
+	mkdir -p "$tmp/none" "$tmp/out2"
+	OUT=$tmp/out2 GPU_CHECK_REHEARSAL=1 LD_LIBRARY_PATH=$standin bash "$self" run "$tmp/none" >"$tmp/run2.txt" 2>&1 &&
+		no "a run without binaries exited 0"
+	checkout "$tmp/out2"
+	grep -q '"name":"preflight","status":"fail"' "$tmp/out2/gpu-check.json" || no "a run without binaries: preflight did not fail"
+
+	# A deadline of 20 s: steps past it are skipped, the run ends in time.
+	mkdir -p "$tmp/out3"
+	t0=$(date +%s)
+	OUT=$tmp/out3 GPU_CHECK_REHEARSAL=1 GPU_CHECK_DEADLINE=20 LD_LIBRARY_PATH=$standin bash "$self" run "$dir" >"$tmp/run3.txt" 2>&1
+	el=$(($(date +%s) - t0))
+	[ "$el" -le 20 ] || no "a run with a 20 s deadline took $el s"
+	checkout "$tmp/out3"
+	grep -q '"reason":"global deadline"' "$tmp/out3/gpu-check.json" || no "a run with a 20 s deadline skipped nothing"
+	echo "rehearse: a run without binaries and one with a 20 s deadline (took $el s) left their three files"
+
+	rm -rf "$tmp"
+	if [ $fails -gt 0 ]; then
+		echo "rehearse: $fails check(s) failed" >&2
+		exit 1
+	fi
+	echo "rehearse: PASS"
+}
+
+case ${1:-} in
+prepare | build) prepare "${2:-build/gpu-check}" ;;
+run) run "${2:-build/gpu-check}" ;;
+rehearse) rehearse "${2:-build/gpu-check}" ;;
+_do)
+	name=$2
+	"body_$name"
+	;;
 *)
-	echo "usage: $0 build|run [DIR]" >&2
+	echo "usage: $0 prepare|run|rehearse [DIR]" >&2
 	exit 2
 	;;
 esac
