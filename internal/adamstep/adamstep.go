@@ -10,7 +10,8 @@ package adamstep
 // Coeffs are one step's constants: Beta1, Beta2 and their complements
 // OneMinusBeta1 and OneMinusBeta2 (passed rounded, not recomputed, so the
 // caller chooses the rounding), the bias corrections C1 = 1/(1-beta1^t)
-// and C2 = 1/(1-beta2^t), Eps and NegLR = -learning rate.
+// and C2 = 1/(1-beta2^t), Eps and NegLR = -learning rate. A plain value,
+// safe for concurrent reads.
 type Coeffs struct {
 	Beta1, Beta2, OneMinusBeta1, OneMinusBeta2, C1, C2, Eps, NegLR float32
 }

@@ -26,11 +26,15 @@ import (
 var ErrInput = errors.New("nnops: bad input")
 
 // BiasReLU returns max(z + b, 0), b added to every row: z is a float32
-// matrix [n, m] and b [1, m].
+// matrix [n, m] and b [1, m] (else ErrInput, and the graph is unchanged).
+// Like gorgonia's own constructors, it is not safe for concurrent use on
+// one graph.
 func BiasReLU(z, b *gorgonia.Node) (*gorgonia.Node, error) { return bias(z, b, true) }
 
 // BiasAdd returns z + b, b added to every row: z is a float32 matrix
-// [n, m] and b [1, m].
+// [n, m] and b [1, m] (else ErrInput, and the graph is unchanged). Like
+// gorgonia's own constructors, it is not safe for concurrent use on one
+// graph.
 func BiasAdd(z, b *gorgonia.Node) (*gorgonia.Node, error) { return bias(z, b, false) }
 
 func bias(z, b *gorgonia.Node, relu bool) (*gorgonia.Node, error) {

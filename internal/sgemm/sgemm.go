@@ -21,7 +21,7 @@ import (
 )
 
 // ErrShape reports dimensions, strides or slice lengths that do not
-// describe the matrices.
+// describe the matrices (Gemm's errors wrap it).
 var ErrShape = errors.New("sgemm: bad matrix shape")
 
 // mr and nr are the kernel's tile: mr rows of op(A) against nr columns
