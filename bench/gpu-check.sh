@@ -152,7 +152,7 @@ body_preflight() {
 	echo "GPU_CHECK_FIG: LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
 	cat "$work/bin/manifest.txt"
 	case $lib in
-	"" | "not found" | */stubs/*)
+	"" | not | */stubs/*) # ldd: "libcuda.so.1 => not found"
 		echo "GPU_CHECK_FAIL: no libcuda.so.1: not found by the loader nor in the fallback directories"
 		return 1
 		;;
@@ -384,7 +384,10 @@ step() {
 	if [ $rc -eq 124 ] || [ $rc -eq 137 ] || grep -aq '^panic: test timed out' "$log"; then
 		status[$name]=timeout reason[$name]="limit ${lim} s"
 	elif [ $rc -ne 0 ]; then
-		status[$name]=fail reason[$name]="exit $rc: $(grep -a -m 1 '^GPU_CHECK_FAIL: \|^--- FAIL\|^panic\|FAIL' "$log" | sed 's/^GPU_CHECK_FAIL: //')"
+		l=$(grep -a -m 1 '^GPU_CHECK_FAIL: \|^--- FAIL\|^panic\|FAIL' "$log" | sed 's/^GPU_CHECK_FAIL: //')
+		# A failed test: its name and the last message logged before it.
+		case $l in "--- FAIL"*) l="$l $(grep -a -B 8 -m 1 '^--- FAIL' "$log" | grep -a '_test\.go:[0-9]*: ' | tail -n 1 | sed 's/^ *//')" ;; esac
+		status[$name]=fail reason[$name]="exit $rc: ${l:-$(tail -n 1 "$log")}"
 	elif grep -aq '^GPU_CHECK_SKIP: ' "$log"; then
 		status[$name]=skip reason[$name]=$(grep -a -m 1 '^GPU_CHECK_SKIP: ' "$log" | sed 's/^GPU_CHECK_SKIP: //')
 	elif grep -aq 'no tests to run\|no benchmarks to run' "$log"; then
