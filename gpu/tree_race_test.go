@@ -24,7 +24,7 @@ func TestUpdateRepairContended(t *testing.T) {
 	}
 	for _, m := range []StandinMode{{Threads: 4, Chunk: 1, Seed: 5}, {}} {
 		t.Run(fmt.Sprintf("threads=%d", m.Threads), func(t *testing.T) {
-			withStandinMode(t, m)
+			inStandinMode(t, m)
 			b := newBackend(t)
 			defer func(v int64) { updateRepairMax = v }(updateRepairMax)
 			updateRepairMax = 1 << 20

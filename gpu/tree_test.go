@@ -36,7 +36,7 @@ func TestSumTreeUnderRaceExposure(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	withStandinMode(t, StandinMode{Threads: 4, Chunk: 1, Seed: 11})
+	inStandinMode(t, StandinMode{Threads: 4, Chunk: 1, Seed: 11})
 	forGrids(t, testSumTreeMatchesCPU)
 }
 
