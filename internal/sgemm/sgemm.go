@@ -63,6 +63,14 @@ func Gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 	}
 	g := gemm{transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb,
 		beta: beta, c: c, ldc: ldc}
+	if full := m / mr * mr; full < m {
+		// The last rows, fewer than mr, are copied once into a
+		// zero-padded panel that every goroutine reads.
+		edge := getBuf(mr * k)
+		defer bufs.Put(edge)
+		packA(*edge, a, lda, transA, k, full, m)
+		g.edge = *edge
+	}
 	panels := (n + nr - 1) / nr
 	workers := 1
 	if m*n*k >= parallelMACs {
@@ -157,6 +165,7 @@ type gemm struct {
 	alpha, beta    float32
 	a, b, c        []float32
 	lda, ldb, ldc  int
+	edge           []float32 // op(A)'s last m%mr rows, packed (see run)
 }
 
 // bufs is packing memory, reused across calls.
@@ -173,8 +182,8 @@ func getBuf(n int) *[]float32 {
 
 // run computes the columns of C in nr panels [p0, p1). The kernel reads
 // op(A) where it lies, through its row and column strides, except the
-// last mr rows when m is not a multiple of mr: those are copied into a
-// zero-padded panel. op(B) is packed a block of panels at a time.
+// last rows when m is not a multiple of mr, which it reads from g.edge.
+// op(B) is packed a block of panels at a time.
 func (g *gemm) run(p0, p1 int) {
 	if p0 >= p1 {
 		return
@@ -185,12 +194,6 @@ func (g *gemm) run(p0, p1 int) {
 		rsA, csA = 1, g.lda
 	}
 	full := g.m / mr * mr
-	var edge *[]float32
-	if full < g.m {
-		edge = getBuf(mr * k)
-		defer bufs.Put(edge)
-		packA(*edge, g.a, g.lda, g.transA, k, full, g.m)
-	}
 	nbPanels := max(1, nBlockFloats/(k*nr))
 	bp := getBuf(min(nbPanels, p1-p0) * nr * k)
 	defer bufs.Put(bp)
@@ -208,7 +211,7 @@ func (g *gemm) run(p0, p1 int) {
 			for ir := 0; ir < g.m; ir += mr {
 				a, rs, cs := g.a[ir*rsA:], rsA, csA
 				if ir == full {
-					a, rs, cs = *edge, 1, mr
+					a, rs, cs = g.edge, 1, mr
 				}
 				if ir < full && width == 2*nr {
 					kernelPair(k, a, rs, cs, (*bp)[(jr-j0)*k:(jr-j0+2*nr)*k], g.c[ir*g.ldc+jr:], g.ldc, g.alpha, g.beta)
