@@ -169,3 +169,10 @@ bench-quick:
 
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem ./bench
+
+# bench-learner times agents/dqn's gradient step against PyTorch's same step
+# (scripts/learner_step.py) on 1 and 2 cores, alternated in one run (issue 26
+# item 5). ROUNDS, STEPS, CORES and BASE (an older agents/dqn test binary) pass through.
+.PHONY: bench-learner
+bench-learner:
+	GO=$(GO) bash scripts/bench-learner.sh
