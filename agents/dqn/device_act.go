@@ -5,6 +5,7 @@ package dqn
 import (
 	"fmt"
 
+	"github.com/trajring/trajring/driver"
 	"github.com/trajring/trajring/kernels"
 	"gorgonia.org/tensor"
 )
@@ -114,19 +115,62 @@ func (l *DeviceLearner) ActHost(obs []float32, n int, actions []int64) error {
 	return l.act1(s, s.obs, n, actions)
 }
 
-func (l *DeviceLearner) act1(s *actScratch, obs *tensor.Dense, n int, actions []int64) error {
+// QValuesHost writes the online network's Q-values of n observations
+// (host memory, row-major [n, ObsDim]) to q ([n, NumActions]), computed
+// on the device: the observations go up, the Q-values come back, and it
+// waits for them.
+func (l *DeviceLearner) QValuesHost(obs []float32, n int, q []float32) error {
+	if n < 1 || len(obs) < n*l.cfg.ObsDim || len(q) < n*l.cfg.NumActions {
+		return fmt.Errorf("%w: %d observations in %d values, %d Q-values", ErrConfig, n, len(obs), len(q))
+	}
+	s, err := l.actScratchFor(n)
+	if err != nil {
+		return err
+	}
+	if err := l.be.Upload(s.mem, 0, f32Bytes(obs[:n*l.cfg.ObsDim])); err != nil {
+		return fmt.Errorf("dqn: device learner: %w", err)
+	}
+	if err := l.forwardN(s, s.obs, n); err != nil {
+		return err
+	}
+	return l.download(q[:n*l.cfg.NumActions], s.h[len(s.h)-1])
+}
+
+// QFunc returns a driver.QFunc over the observation field name (float32,
+// ObsDim values per row, in host memory) for driver.NewEpsilonGreedyPolicy,
+// computing the Q-values on the device (QValuesHost).
+func (l *DeviceLearner) QFunc(name string) driver.QFunc {
+	return func(obs map[string]*tensor.Dense, q []float32) error {
+		d, ok := obs[name]
+		if !ok || d.Dtype() != tensor.Float32 || !d.IsNativelyAccessible() || d.Shape().TotalSize()%l.cfg.ObsDim != 0 {
+			return fmt.Errorf("%w: observation %q missing or not float32 of %d per row in host memory", ErrConfig, name, l.cfg.ObsDim)
+		}
+		xs := d.Float32s()
+		return l.QValuesHost(xs, len(xs)/l.cfg.ObsDim, q)
+	}
+}
+
+// forwardN runs the online network on n observations into s.h.
+func (l *DeviceLearner) forwardN(s *actScratch, obs *tensor.Dense, n int) error {
 	in := obs
 	for i := range l.pw {
 		k, m := l.dims[i], l.dims[i+1]
 		if err := l.be.Gemm(false, false, false, n, m, k, in, l.pw[i], s.h[i]); err != nil {
-			return fmt.Errorf("dqn: greedy actions: %w", err)
+			return fmt.Errorf("dqn: forward pass: %w", err)
 		}
 		if err := l.be.BiasReLU(s.h[i], l.pb[i], n, m, i+1 < len(l.pw)); err != nil {
-			return fmt.Errorf("dqn: greedy actions: %w", err)
+			return fmt.Errorf("dqn: forward pass: %w", err)
 		}
 		in = s.h[i]
 	}
-	if err := l.be.Argmax(in, s.act, n, l.cfg.NumActions); err != nil {
+	return nil
+}
+
+func (l *DeviceLearner) act1(s *actScratch, obs *tensor.Dense, n int, actions []int64) error {
+	if err := l.forwardN(s, obs, n); err != nil {
+		return err
+	}
+	if err := l.be.Argmax(s.h[len(s.h)-1], s.act, n, l.cfg.NumActions); err != nil {
 		return fmt.Errorf("dqn: greedy actions: %w", err)
 	}
 	a, off, err := l.locate(s.act)

@@ -331,7 +331,8 @@ func TestDeviceLearnerRefusesBadBatches(t *testing.T) {
 
 }
 
-// TestDeviceLearnerActsGreedily: Act and ActHost pick the action of the
+// TestDeviceLearnerActsGreedily: QFunc gives Agent's Q-values up to
+// rounding, and Act and ActHost pick the action of the
 // largest Q-value of Agent's network (the same weights), for batches of
 // observations that make the scratch grow, before and after a training
 // step; rows whose two best Q-values lie within 1e-4 of each other (where
@@ -341,6 +342,7 @@ func TestDeviceLearnerActsGreedily(t *testing.T) {
 	cfg.ObsDim, cfg.NumActions, cfg.BatchSize, cfg.Hidden = 5, 4, 37, []int{40, 24}
 	p := newLearnerPair(t, cfg, 3)
 	rng := rand.New(rand.NewPCG(3, 4))
+	nA := cfg.NumActions
 	check := func(what string, obs []float32, n int, got []int64) {
 		t.Helper()
 		q := make([]float32, n*cfg.NumActions)
@@ -385,6 +387,25 @@ func TestDeviceLearnerActsGreedily(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+	// QValuesHost and QFunc: Agent's Q-values up to rounding.
+	obs := randObs(rng, 9*cfg.ObsDim)
+	qd, qc := make([]float32, 9*nA), make([]float32, 9*nA)
+	q := p.dev.QFunc("obs")
+	if err := q(map[string]*tensor.Dense{"obs": tensor.New(tensor.WithShape(9, cfg.ObsDim), tensor.WithBacking(obs))}, qd); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cpu.QValues(obs, 9, qc); err != nil {
+		t.Fatal(err)
+	}
+	if d := maxRelDiff(qd, qc); d > 1e-5 {
+		t.Errorf("QFunc's Q-values differ from Agent's by %.3g of the largest", d)
+	}
+	if err := q(map[string]*tensor.Dense{"obs": p.db.Obs}, qd); !errors.Is(err, ErrConfig) {
+		t.Errorf("QFunc on a device tensor: %v, want ErrConfig", err)
+	}
+	if err := q(map[string]*tensor.Dense{}, qd); !errors.Is(err, ErrConfig) {
+		t.Errorf("QFunc without the observation: %v, want ErrConfig", err)
 	}
 	got := make([]int64, cfg.BatchSize)
 	if err := p.dev.Act(p.db.Obs, cfg.BatchSize, got); err != nil {
