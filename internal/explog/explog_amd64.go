@@ -31,6 +31,8 @@ func init() {
 // 4, equal to len(xs)) values, four at a time, until a group of four
 // holds a lane it cannot compute exactly; it returns the number of values
 // done (that group's index) and leaves the group unwritten.
+// BenchmarkExpScaledLog shows its win over the math package's loop (avx2
+// against go).
 func vector(dst, xs []float64, y float64) int {
 	p, q := unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(xs))
 	if useFMA {
@@ -40,7 +42,8 @@ func vector(dst, xs []float64, y float64) int {
 }
 
 // vector8 is vector eight at a time (len(dst) a multiple of 8), with
-// AVX-512.
+// AVX-512. BenchmarkExpScaledLog shows its win over vector (avx512
+// against avx2).
 func vector8(dst, xs []float64, y float64) int {
 	return expLogAVX512(unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(xs)), len(dst), y)
 }
@@ -54,10 +57,14 @@ func expLogFMA(dst, xs unsafe.Pointer, n int, y float64) int
 // weights8 is Weights' vector loop, eight at a time (len(dst) a
 // multiple of 8), with AVX-512: it stops at the first group of eight with
 // a lane off the straight path, returns its index and leaves it unwritten.
+// BenchmarkWeights shows its win over ExpScaledLog's eight-lane loop with
+// the ratios and reciprocals in Go (avx512 against avx512-exp).
 func weights8(dst, xs []float64, d, y float64) int {
 	return weightsAVX512(unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(xs)), len(dst), d, y)
 }
 
+// weightsAVX512 is weights8's loop (see weights8 and BenchmarkWeights).
+//
 //go:noescape
 func weightsAVX512(dst, xs unsafe.Pointer, n int, d, y float64) int
 

@@ -1,9 +1,12 @@
 package explog
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/trajring/trajring/internal/impl"
 )
 
 // same reports whether a and b are the same float64 bits, or both NaN.
@@ -305,17 +308,48 @@ func benchmark(b *testing.B, n int, f func(dst, xs []float64, y float64)) {
 	sink = dst[n-1]
 }
 
-func BenchmarkExpScaledLog256(b *testing.B)    { benchmark(b, 256, ExpScaledLog) }
-func BenchmarkExpScaledLog256by4(b *testing.B) { benchmark(b, 256, by4) }
-
-// BenchmarkWeights256 is Weights over the same values (d = 1): with
-// AVX-512 the ratios and reciprocals run in the vector loop too.
-func BenchmarkWeights256(b *testing.B) {
-	benchmark(b, 256, func(dst, xs []float64, y float64) { Weights(dst, xs, 1, y, weightRef(1, y)) })
+// benchImpls runs f as a sub-benchmark per loop of the package (go: the
+// math package's loop; avx2: the four-lane loop; avx512: the eight-lane
+// loops), switched through internal/impl, with each size in ns.
+func benchImpls(b *testing.B, ns []int, f func(dst, xs []float64, y float64)) {
+	defer impl.Reset("explog")
+	for _, n := range ns {
+		for _, name := range []string{"go", "avx2", "avx512"} {
+			b.Run(fmt.Sprintf("n=%d/%s", n, name), func(b *testing.B) {
+				sel := name
+				if sel == "go" {
+					sel = ""
+				}
+				if !impl.Select("explog", sel) {
+					b.Skipf("this CPU or build lacks %s", name)
+				}
+				benchmark(b, n, f)
+			})
+		}
+	}
 }
-func BenchmarkScalar256(b *testing.B)         { benchmark(b, 256, scalar) }
-func BenchmarkExpScaledLog65536(b *testing.B) { benchmark(b, 65536, ExpScaledLog) }
-func BenchmarkScalar65536(b *testing.B)       { benchmark(b, 65536, scalar) }
+
+// BenchmarkExpScaledLog times ExpScaledLog with each loop, in one binary:
+//
+//	go test -run '^$' -bench 'ExpScaledLog|Weights' -count 5 ./internal/explog/
+func BenchmarkExpScaledLog(b *testing.B) { benchImpls(b, []int{256, 65536}, ExpScaledLog) }
+
+// BenchmarkWeights times Weights over the same values (d = 1) with each
+// loop: with avx512 the ratios and reciprocals run in the vector loop
+// too (weightsAVX512); avx512-exp is what Weights would run without it
+// (weights: ExpScaledLog's eight-lane loop, the ratios and reciprocals
+// in Go).
+func BenchmarkWeights(b *testing.B) {
+	const n = 256
+	benchImpls(b, []int{n}, func(dst, xs []float64, y float64) { Weights(dst, xs, 1, y, weightRef(1, y)) })
+	b.Run(fmt.Sprintf("n=%d/avx512-exp", n), func(b *testing.B) {
+		defer impl.Reset("explog")
+		if !impl.Select("explog", "avx512") {
+			b.Skip("this CPU or build lacks avx512")
+		}
+		benchmark(b, n, func(dst, xs []float64, y float64) { weights(dst, xs, 1, y, weightRef(1, y)) })
+	})
+}
 
 // weightRef is the expression Weights computes where x/d is a positive
 // normal number, and elsewhere a value no weight takes (-1000-x), so a

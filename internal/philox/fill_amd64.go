@@ -30,6 +30,7 @@ func init() {
 // c1}, two a block, in Fill's order; keys[2r], keys[2r+1] are the key
 // words of round r. Eight blocks are computed at once, four per 256-bit
 // register set (VPMULUDQ multiplies four 32-bit words into 64-bit lanes).
+// BenchmarkFill shows its win over Fill's Go loop (avx2 against go).
 //
 //go:noescape
 func fill16(dst unsafe.Pointer, n int, x, stream, c0, c1 uint32, keys *[20]uint64)
@@ -37,7 +38,8 @@ func fill16(dst unsafe.Pointer, n int, x, stream, c0, c1 uint32, keys *[20]uint6
 // fill64 is fill16 for n groups of 64 draws (blocks x+32g .. x+32g+31),
 // 32 blocks at once: four 512-bit register sets of eight blocks, a
 // round's two XORs as one VPTERNLOGQ (AVX-512F), the draws interleaved
-// by VPERMI2Q.
+// by VPERMI2Q. BenchmarkFill shows its win over fill16 (avx512 against
+// avx2).
 //
 //go:noescape
 func fill64(dst unsafe.Pointer, n int, x, stream, c0, c1 uint32, keys *[20]uint64)

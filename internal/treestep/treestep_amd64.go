@@ -53,13 +53,14 @@ func chosen() func(level unsafe.Pointer, groups int, us, out unsafe.Pointer, sta
 // levelAVX2 is Level's loop over draws start..n-1 of a level of groups
 // groups: a group's eight sums compared with the draw's mass in two
 // 256-bit compares (unsigned, by flipping the sign bits), the count by
-// POPCNT.
+// POPCNT. BenchmarkLevel shows its win over levelGo (avx2 against go).
 //
 //go:noescape
 func levelAVX2(level unsafe.Pointer, groups int, us, out unsafe.Pointer, start, n int) int
 
 // levelAVX512 is levelAVX2 with one 512-bit unsigned compare into a mask
-// register (AVX-512F), the count by POPCNT.
+// register (AVX-512F), the count by POPCNT. BenchmarkLevel shows its win
+// over levelAVX2.
 //
 //go:noescape
 func levelAVX512(level unsafe.Pointer, groups int, us, out unsafe.Pointer, start, n int) int
