@@ -204,18 +204,13 @@ func (t *sumTree) findMany(us []float64, out []int32) {
 }
 
 // treeSplit is the fewest draws findMany splits over the fanout workers,
-// in chunks of treeGrain draws.
-//
-// Measured with BenchmarkSumTreeFindMany (1M weights, draws included;
-// 2-core AMD EPYC VM), split over one goroutine: 4,096 draws 1.0x with
-// chunks of 4,096 (a single chunk) and 0.63x with chunks of 1,024 (the
-// worker, woken from its parked thread, starts late and runs slowly: the
-// caller waits for its chunk); 16,384 draws 1.26x (chunks of 4,096), 0.97x
-// (1,024); 65,536 draws 1.45-1.49x (chunks of 2,048 to 8,192), 1.38x
-// (1,024). trajring bench --run prioritized (1M items), B=65536: 6.75 ->
-// 4.2 ms, prioritized/uniform 1.62-1.67x -> 1.33-1.35x.
+// in chunks of treeGrain draws: below it a worker woken from its parked
+// thread starts too late for its share to pay off, and smaller chunks
+// lose for the same reason (BenchmarkSumTreeFindMany, 8ary against
+// 8ary-unsplit).
 var treeSplit = 16384
 
+// treeGrain is the draws of one chunk of a split descent (see treeSplit).
 const treeGrain = 4096
 
 // findRange is findMany on the calling goroutine.
@@ -226,50 +221,31 @@ func (t *sumTree) findRange(us []float64, out []int32) {
 	}
 }
 
-// treeChunk is findMany's chunk: 128 groups of 64 bytes, 8 KiB. trajring
-// bench --run prioritized (1M items), binaries alternated twice:
-// prioritized B=256 18.6-19.0 µs with chunks of 256, 18.0-18.9 with 128
-// (1.60-1.61x -> 1.56-1.58x the uniform table), 19.0-19.1 with 64; B=65536
-// the same within the noise.
+// treeChunk is the draws findChunk descends together: their groups of one
+// level, 128 lines of 64 bytes (8 KiB), stay in the L1 cache between the
+// prefetch and the reads, and trajring bench --run prioritized found
+// chunks of 64 and 256 no faster.
 const treeChunk = 128
 
-// treePrefetch switches findMany's prefetches (tests compare both).
-//
-// Measured same-run, interleaved (TestSumTreeSpeed, 1M weights, 2-core
-// AMD EPYC VM under load): the binary tree this replaced over the 8-ary
-// tree with prefetch 1.97-2.34x at B=256 and 1.37-1.47x at B=65536; the
-// 8-ary tree without prefetch 0.98-1.01x and 0.74-0.77x (its misses
-// overlap no better than the binary tree's). Both kept together.
+// treePrefetch switches findChunk's prefetch of each next level's groups
+// (tests and BenchmarkSumTreePrefetch compare both ways): it overlaps the
+// cache misses of a chunk's draws, which the descent alone does not.
 var treePrefetch = prefetch.Enabled
 
 // treeCachedLevel is the most float64s of a level that findChunk does
 // not prefetch: a level of 32 KiB or less is read by every sample and
-// stays in the cache, so prefetching it only costs instructions
-// (TestTableSampleHostSpeed, binaries alternated twice: prioritized/
-// uniform 1.68-1.70x -> 1.62-1.64x at B=256, 1.59-1.67x -> 1.65-1.68x at
-// B=65536, within the noise there).
+// stays in the cache, so prefetching it would only cost instructions
+// (TestTableSampleHostSpeed, run with and without the limit, shows it
+// no slower).
 const treeCachedLevel = 4096
 
 // findChunk descends every level, the leaves' running sums (sum[0])
 // included, with treestep.Level: one 512-bit compare a draw where the
 // CPU has AVX-512, two 256-bit ones where it has AVX2, the Go loop
-// elsewhere; sumtree.ChildPast takes a draw that rounding put at or past its
-// group's sum.
-//
-// Measured with BenchmarkSumTreeFindMany (1M weights, B=256 / B=65536,
-// draws included) and TestTableSampleHostSpeed (250k items), binaries
-// alternated twice each: the Go compare loop (running sums compared as
-// integers) -> treestep.Level above the leaves: 13.4-13.7 -> 8.0-8.3 µs,
-// 3.4-4.3 -> 1.9-2.1 ms, a prioritized sample over the uniform one of the
-// same rows 2.08-2.14x -> 1.77-1.82x (B=256) and 2.14-2.19x -> 1.74-1.77x
-// (B=65536). Then the leaves through sum[0] with treestep.Level, rather
-// than their running sums formed from w one add at a time (which read one
-// line a draw, not two, and won while the compares were scalar): 7.9-8.8
-// -> 5.9-6.2 µs, 1.91-1.98 -> 1.53-1.59 ms; 1.79-1.81x -> 1.69-1.70x and
-// 1.73-1.78x -> 1.60-1.64x. The AVX-512 loop over the AVX2 one: trajring
-// bench --run prioritized (1M items), binaries alternated five times,
-// prioritized/uniform at B=256 1.53-1.61x (median 1.57x) -> 1.46-1.59x
-// (1.48x).
+// elsewhere; sumtree.ChildPast takes a draw that rounding put at or past
+// its group's sum. It moves the whole chunk a level at a time, so that
+// the draws' compares run back to back without a branch on their data
+// (BenchmarkSumTreeFindMany; treestep's BenchmarkLevel).
 func (t *sumTree) findChunk(us []float64, out []int32) {
 	clear(out)
 	for l := len(t.sum) - 1; l >= 0; l-- {

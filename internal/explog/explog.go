@@ -15,13 +15,9 @@
 // time, the same operations again; a group of eight it cannot compute is
 // done four at a time.
 //
-// Measured with BenchmarkExpScaledLog* and BenchmarkScalar* (the math
-// loop) in one test binary, y = -0.4, x in [1, 1e6], AVX2+FMA (2-core
-// VM, three runs each): 256 values 1.21 µs against 5.6-6.6 µs, 65536
-// values 303-308 µs against 1408-1421 µs (4.6x). Eight lanes with
-// AVX-512 (AMD EPYC VM, BenchmarkExpScaledLog256 and ...256by4, the
-// four-lane loop, in one binary, three runs each): 256 values 586-592 ns
-// against 1139-1160 ns.
+// The vector loops exist for speed alone: BenchmarkExpScaledLog and
+// BenchmarkWeights run each of them and the math package's loop in one
+// binary.
 package explog
 
 import (

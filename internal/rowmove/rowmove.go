@@ -5,7 +5,8 @@
 // once per call: each row then moves as at most eight overlapping 16-byte
 // loads and stores (two 4- or 8-byte ones for small rows), with no call
 // per row. Go's copy calls runtime.memmove per row, whose size dispatch
-// and call cost more than the move itself for rows of a few dozen bytes.
+// and call cost more than the move itself for rows of a few dozen bytes
+// (BenchmarkRows).
 package rowmove
 
 import (
@@ -17,7 +18,7 @@ import (
 // MaxSize is the largest row Rows moves in its own loop; larger rows
 // are moved with copy, where a call per row is cheap next to the move,
 // or, from 256 bytes where the CPU has enhanced REP MOVSB (amd64), with
-// one string move per row, which measured faster (see repMin).
+// one string move per row, which is faster there (see repMin).
 const MaxSize = 128
 
 // Rows moves row i of len(idx) rows of size bytes from src+idx[i]*stride

@@ -76,8 +76,8 @@ done:
 // load, the 8 bytes before the group, is masked out: an EVEX masked load
 // does not fault on a masked-out element; tensorbuf's tree levels also
 // have their own memory there). Computing an index that stays inside the
-// group instead ((j-1)&7, or the count of the mask shifted right) costs
-// 20% (BenchmarkLevel, 256 draws: 281-295 ns as here, 344-375 ns).
+// group instead ((j-1)&7, or the count of the mask shifted right) is
+// slower (BenchmarkLevel).
 TEXT ·levelAVX512(SB), NOSPLIT, $0-56
 	MOVQ level+0(FP), R8
 	MOVQ groups+8(FP), R9
