@@ -172,6 +172,7 @@ func (b *Backend) download(dst []byte, src kernels.Arena, off int64) error {
 		if err := cu.MemcpyDtoHAsync(unsafe.Pointer(&dst[0]), d.ptr+cu.DevicePtr(off), n, b.stream); err != nil {
 			return driverErr("cuMemcpyDtoHAsync", err)
 		}
+		b.countToHost(n)
 	}
 	return driverErr("cuStreamSynchronize", b.stream.Synchronize())
 }

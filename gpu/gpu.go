@@ -59,6 +59,7 @@ type Backend struct {
 	mu       sync.Mutex // serialises calls; guards everything below
 	closed   bool
 	launches atomic.Int64 // kernel launches issued (see Launches)
+	d2h      atomic.Int64 // bytes copied device-to-host (see BytesToHost)
 
 	stream  cu.Stream
 	args    *kernelArgs // C memory for launchKernel's arguments

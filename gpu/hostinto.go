@@ -111,5 +111,9 @@ func (b *Backend) HostInto(dst []byte, src kernels.Arena, off int64) error {
 	if ok, _ := b.pinnedIn(unsafe.Pointer(&dst[0]), n); !ok {
 		return fmt.Errorf("%w: HostInto destination is not memory from AllocPinned", ErrBounds)
 	}
-	return driverErr("cuMemcpyDtoHAsync", cu.MemcpyDtoHAsync(unsafe.Pointer(&dst[0]), d.ptr+cu.DevicePtr(off), n, b.stream))
+	if err := cu.MemcpyDtoHAsync(unsafe.Pointer(&dst[0]), d.ptr+cu.DevicePtr(off), n, b.stream); err != nil {
+		return driverErr("cuMemcpyDtoHAsync", err)
+	}
+	b.countToHost(n)
+	return nil
 }
