@@ -1,6 +1,7 @@
 package tensorbuf
 
 import (
+	"fmt"
 	"math"
 	"unsafe"
 
@@ -154,11 +155,21 @@ func (t *sumTree) set(slot int, w float64) {
 
 func (t *sumTree) get(slot int) float64 { return t.w[slot] }
 
+// total returns the sum of every weight, at least 0 (+Inf where the
+// running sums overflowed). Every stored weight is at least 0 and never
+// NaN (set stores 0 for w <= 0; callers pass a weight Table.weight took,
+// or the device's p^a, which is never NaN), so a total below 0 or NaN is
+// an internal inconsistency: it panics naming it, instead of letting
+// samples fall back to uniform draws as an empty tree's do.
 func (t *sumTree) total() float64 {
 	if t.n == 0 {
 		return 0
 	}
-	return t.sum[len(t.sum)-1][treeFanout-1]
+	s := t.sum[len(t.sum)-1][treeFanout-1]
+	if !(s >= 0) {
+		panic(fmt.Sprintf("tensorbuf: internal error: sum tree total %v", s))
+	}
+	return s
 }
 
 func (t *sumTree) minPositive() float64 {

@@ -15,6 +15,7 @@
 package philox
 
 import (
+	"fmt"
 	"math/bits"
 	"unsafe"
 
@@ -94,8 +95,13 @@ func Draw(seed uint64, stream uint32, call uint64, k uint32) uint64 {
 // a chain of multiplies; two chains keep the multiplier busy). With AVX2
 // (amd64), runs of 16 draws take eight blocks at once in vector registers
 // (fill16), and with AVX-512 runs of 64 draws take 32 blocks (fill64);
-// BenchmarkFill compares the loops. k+len(dst) must not pass 2^32.
+// BenchmarkFill compares the loops. k+len(dst) must not pass 2^32: past
+// it the counters would wrap and repeat earlier draws, so Fill panics
+// (every caller's sizes are bounded far below it).
 func Fill(dst []uint64, seed uint64, stream uint32, call uint64, k uint32) {
+	if uint64(k)+uint64(len(dst)) > 1<<32 {
+		panic(fmt.Sprintf("philox: internal error: Fill of %d draws from k=%d passes 2^32", len(dst), k))
+	}
 	s0, s1, c0, c1 := uint32(seed), uint32(seed>>32), uint32(call), uint32(call>>32)
 	i := 0
 	if k&1 != 0 && len(dst) > 0 {
