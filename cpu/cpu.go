@@ -253,7 +253,9 @@ func ringHolds(col *kernels.Column, size int64, top uint64, n int64) bool {
 // scatterColumn moves step i of src (s bytes each) to ring step idx[i],
 // r bytes apart in ring (from the column's offset); steps of 4 aligned
 // bytes (the built-in columns) move as one typed store instead of a copy
-// call. The caller has checked every index.
+// call. Large steps of several rows going to a ring larger than the
+// last-level cache move with non-temporal stores (ntScatter), which need
+// not read the lines they overwrite. The caller has checked every index.
 func scatterColumn(ring, src []byte, idx []int64, s, r int64) {
 	if s == 4 && r%4 == 0 && aligned4(ring) && aligned4(src) {
 		for i, ix := range idx {
@@ -264,9 +266,47 @@ func scatterColumn(ring, src []byte, idx []int64, s, r int64) {
 		}
 		return
 	}
+	if ntScatter(ring, s, r, len(idx)) {
+		for i, ix := range idx {
+			_ = ring[ix*r+s-1]
+			_ = src[int64(i)*s+s-1]
+			ntCopy(unsafe.Pointer(&ring[ix*r]), unsafe.Pointer(&src[int64(i)*s]), s)
+		}
+		sfence() // before any later store, such as the unlock that publishes the steps
+		return
+	}
 	for i, ix := range idx {
 		copy(ring[ix*r:ix*r+s], src[int64(i)*s:])
 	}
+}
+
+// Non-temporal scatters: steps of at least ntMinStep bytes (a multiple of
+// 64, 32-byte aligned in the ring), at least ntMinRows of them in one
+// call, into a ring of at least ntMinRing bytes. Such steps are not read
+// again before the cache has evicted them, and a store that need not
+// first read its line halves the memory traffic; a single row's steps
+// written call after call form one stream that the hardware prefetcher
+// already follows, where the fence after non-temporal stores costs more
+// than it saves.
+const (
+	ntMinStep = 256
+	ntMinRows = 4
+)
+
+// ntMinRing is the smallest ring written with non-temporal stores, bytes
+// from the column's offset: twice a 32 MiB last-level cache (a variable
+// for tests).
+var ntMinRing int64 = 64 << 20
+
+// scatterNT switches non-temporal scatters where the CPU has them (tests
+// and benchmarks switch it through internal/impl as "cpu"/"scatter-nt").
+var scatterNT bool
+
+// ntScatter reports whether scatterColumn moves n steps of s bytes, r
+// apart in ring, with non-temporal stores.
+func ntScatter(ring []byte, s, r int64, n int) bool {
+	return scatterNT && n >= ntMinRows && s >= ntMinStep && s%64 == 0 && r%32 == 0 &&
+		int64(len(ring)) >= ntMinRing && uintptr(unsafe.Pointer(unsafe.SliceData(ring)))%32 == 0
 }
 
 // aligned4 reports whether b starts at a multiple of 4 bytes.
