@@ -3,8 +3,11 @@ package bench
 import (
 	"fmt"
 	"os"
+	"runtime"
+	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/trajring/trajring/tensorbuf"
 )
@@ -49,6 +52,132 @@ func BenchmarkAddSmall(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkAddSmallPaired times BenchmarkAddSmall's two adds in
+// alternating rounds of $PAIRK calls (default 256) in one process, and
+// reports the median over rounds of peer time over ours (above 1: ours is
+// faster), in wall time and in the thread's CPU time, which the load of
+// other processes on a shared machine disturbs less than wall time:
+//
+//	go test -run '^$' -bench AddSmallPaired -benchtime 200x ./bench
+//
+// Each iteration is one round of both.
+func BenchmarkAddSmallPaired(b *testing.B) {
+	l := Pixels()
+	k := envInt("PAIRK", 256)
+	for _, w := range []int{1, 16, 128} {
+		b.Run(fmt.Sprintf("W=%d", w), func(b *testing.B) {
+			capacity := max(1, smallCap/w)
+			buf, err := Filled(l, w, capacity, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer buf.Close()
+			wr, err := buf.NewWriter()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer wr.Close()
+			st := newStepper(l, wr.Rows())
+			t := buf.Cursor(0)
+			p := newGoPeer(l, w, capacity)
+			defer p.release()
+			cur := 0
+			ours := func() {
+				for range k {
+					if err := wr.Add(st.at(t)); err != nil {
+						b.Fatal(err)
+					}
+					t++
+				}
+			}
+			peer := func() {
+				for range k {
+					p.addRows(w, cur)
+					cur++
+				}
+			}
+			pairedRounds(b, k, ours, peer)
+		})
+	}
+}
+
+// BenchmarkSampleLowDimL4Paired is BenchmarkAddSmallPaired for
+// BenchmarkSampleLowDimL4's two samples, in rounds of $PAIRK/16 calls.
+func BenchmarkSampleLowDimL4Paired(b *testing.B) {
+	const n, seq = 256, 4
+	k := max(1, envInt("PAIRK", 256)/16)
+	buf, err := Filled(LowDim(), 16, 62500, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer buf.Close()
+	var bt tensorbuf.Batch
+	defer bt.Release()
+	p := newGoPeer(LowDim(), 16, 62500)
+	defer p.release()
+	ours := func() {
+		for range k {
+			if err := buf.SampleSequencesInto(&bt, n, seq, tensorbuf.SequenceOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	peer := func() {
+		for range k {
+			p.sampleIntN(n, seq)
+		}
+	}
+	pairedRounds(b, k, ours, peer)
+}
+
+// pairedRounds runs ours and peer (k calls each) once per iteration, in
+// alternating order, on one locked thread, and reports the medians of
+// their per-call times and of peer over ours per round.
+func pairedRounds(b *testing.B, k int, ours, peer func()) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ours()
+	peer()
+	var wo, wp, co, cp, rw, rc []float64
+	timed := func(f func()) (wall, cpu float64) {
+		w0, c0 := time.Now(), threadCPU()
+		f()
+		return float64(time.Since(w0).Nanoseconds()) / float64(k), float64((threadCPU() - c0).Nanoseconds()) / float64(k)
+	}
+	i := 0
+	for b.Loop() {
+		var ow, oc, pw, pc float64
+		if i%2 == 0 {
+			ow, oc = timed(ours)
+			pw, pc = timed(peer)
+		} else {
+			pw, pc = timed(peer)
+			ow, oc = timed(ours)
+		}
+		i++
+		wo, wp, co, cp = append(wo, ow), append(wp, pw), append(co, oc), append(cp, pc)
+		rw = append(rw, pw/ow)
+		if oc > 0 {
+			rc = append(rc, pc/oc)
+		}
+	}
+	b.ReportMetric(median(wo), "ours-ns/call")
+	b.ReportMetric(median(wp), "peer-ns/call")
+	b.ReportMetric(median(co), "ours-cpu-ns/call")
+	b.ReportMetric(median(cp), "peer-cpu-ns/call")
+	b.ReportMetric(median(rw), "peer/ours-wall")
+	b.ReportMetric(median(rc), "peer/ours-cpu")
+}
+
+// median returns the median of v (0 for none); it sorts v.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
 }
 
 // BenchmarkSampleLowDimL4 samples B=256 windows of 4 steps from a
