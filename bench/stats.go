@@ -117,18 +117,21 @@ type recorder struct {
 // brackets the timed loop, so allocations are exact counts per op (as
 // testing.B reports them), and the loop itself allocates nothing.
 func (r *recorder) run(op func() error, bud Budget) error {
-	w0 := time.Now()
+	// The group size comes from the fastest warm-up call: the first
+	// calls of a contestant run from cold caches and can take many times
+	// the steady cost, which made every sample a single call.
+	per := time.Duration(math.MaxInt64)
 	for range bud.Warmup {
+		w0 := time.Now()
 		if err := op(); err != nil {
 			return err
 		}
+		per = min(per, time.Since(w0))
 	}
 	if r.inner == 0 {
 		r.inner = 1
-		if bud.Warmup > 0 {
-			if per := time.Since(w0) / time.Duration(bud.Warmup); per < minSample {
-				r.inner = int(minSample/max(per, 1)) + 1
-			}
+		if bud.Warmup > 0 && per < minSample {
+			r.inner = int(minSample/max(per, 1)) + 1
 		}
 	}
 	if cap(r.ns)-len(r.ns) < bud.MaxOps {

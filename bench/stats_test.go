@@ -219,3 +219,42 @@ func TestDrawCount(t *testing.T) {
 		}
 	}
 }
+
+// TestRecorderGroupSize: the calls per latency sample come from the
+// fastest warm-up call, so a cold first call of a fast operation does
+// not make every sample a single call (which times the clock with it);
+// operations slower than minSample, or run without warm-up, are timed
+// one call per sample.
+func TestRecorderGroupSize(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		warmup  int
+		slowAll bool // every call sleeps, not only the first
+		grouped bool
+	}{
+		{"cold first call", 3, false, true},
+		{"every call slow", 3, true, false},
+		{"no warm-up", 0, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			op := func() error {
+				calls++
+				if calls == 1 || tc.slowAll {
+					time.Sleep(2 * minSample)
+				}
+				return nil
+			}
+			var r recorder
+			if err := r.run(op, Budget{MinOps: 1, MaxOps: 1, Warmup: tc.warmup}); err != nil {
+				t.Fatal(err)
+			}
+			if tc.grouped && (r.inner < 2 || r.inner > int(minSample)+1) {
+				t.Fatalf("%d calls per sample, want 2..%d", r.inner, int(minSample)+1)
+			}
+			if !tc.grouped && r.inner != 1 {
+				t.Fatalf("%d calls per sample, want 1", r.inner)
+			}
+		})
+	}
+}
