@@ -44,11 +44,13 @@ var (
 	NormFinish  = Kernel{ID: 18, Module: "norm_finish", Entry: "trajring_norm_finish", Args: 5}
 	Adam        = Kernel{ID: 19, Module: "adam", Entry: "trajring_adam", Args: 14}
 	Argmax      = Kernel{ID: 20, Module: "argmax", Entry: "trajring_argmax", Args: 4}
+	// The n-step check of device-selected table transitions (host/nstep_check.h).
+	NStepCheck = Kernel{ID: 21, Module: "nstep_check", Entry: "trajring_nstep_check", Args: 15}
 )
 
 // All lists every kernel.
 var All = []Kernel{Scatter, GatherRows, Concat, GatherWindows, NStepReward, PatchItems, DrawUniform, TreePull, TreeRepair, DrawPrio, UpdateClaim, UpdateApply,
-	Gemm, BiasReLU, ReLUGrad, ColSum, TDLoss, NormPartial, NormFinish, Adam, Argmax}
+	Gemm, BiasReLU, ReLUGrad, ColSum, TDLoss, NormPartial, NormFinish, Adam, Argmax, NStepCheck}
 
 // PTX returns the PTX text of the kernel's module, compiled by `make
 // kernels` for compute_80 and embedded in the binary. It is safe for

@@ -31,6 +31,7 @@
 
 #include "testkernels.h"
 #include "learner_host.h"
+#include "nstep_check_host.h"
 
 static void tr_host_scatter(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
 {
@@ -257,6 +258,7 @@ static tr_host_fn tr_host_lookup(const char *name, int *nargs)
 		{"trajring_draw_prioritized", tr_host_draw_prioritized, 14},
 		{"trajring_update_claim", tr_host_update_claim, 6},
 		{"trajring_update_apply", tr_host_update_apply, 10},
+		{"trajring_nstep_check", tr_host_nstep_check, 15},
 		TR_LEARNER_KERNELS
 		TR_TEST_KERNELS
 	};
