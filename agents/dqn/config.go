@@ -56,6 +56,14 @@ type TrainConfig struct {
 	// only lose a policy that already holds the pole for every evaluation
 	// episode, and DQN on CartPole often does. Zero or negative: never.
 	StopOnReturn float64
+	// Backend chooses the learner and the replay buffer's backend:
+	// BackendCPU ("cpu"; "" and BackendDefault are the same) trains Agent
+	// on the host from a buffer on the cpu backend; BackendGPU ("gpu",
+	// trajring_cuda builds only) trains DeviceLearner on a gpu backend
+	// that the buffer shares, so that sampled transitions are read in
+	// place (RunCartPole fails with gpu.ErrNoDevice's error when no GPU
+	// is usable). Both write networks and checkpoints in one format.
+	Backend string
 	// Seed seeds the environments, exploration, table and weights (the
 	// weights from Agent.Seed instead when that is not 0).
 	Seed uint64
@@ -178,6 +186,9 @@ func (c TrainConfig) Validate() error {
 		return fieldErr("CheckpointEvery", c.CheckpointEvery, "at least 0")
 	case (c.CheckpointEvery > 0 || c.Resume) && c.CheckpointDir == "":
 		return fmt.Errorf("%w: checkpoints and resume need a CheckpointDir", ErrConfig)
+	}
+	if err := checkBackend(c.Backend); err != nil {
+		return err
 	}
 	if err := c.Agent.validate("Agent.", false); err != nil {
 		return err

@@ -31,6 +31,20 @@ type Progress struct {
 	TrainSeconds  float64  `json:"train_s"`        // learner time in the gradient steps
 	CollectSecs   float64  `json:"collect_s"`      // time collecting env steps
 	ValidFraction float64  `json:"valid_fraction"` // of sampled transitions
+	// GradStepsPerSec is the last round's gradient steps over its
+	// learner time (sampling, training, priority updates, and on the gpu
+	// backend the wait for the device at the round's end).
+	GradStepsPerSec float64 `json:"grad_steps_per_s"`
+	// D2HPerGradStep is the bytes the learner's backend copied from
+	// device to host during the last round's gradient steps, per step
+	// (the loss and evaluations are copied after them and not counted):
+	// always 0 on the cpu backend, 0 on the gpu backend with uniform
+	// replay, and the priorities (4 bytes a transition) with prioritized
+	// replay, whose table selects on the host. D2HBytes is the backend's
+	// device-to-host bytes since the run (or its resume) started, all
+	// included: acting, losses, evaluations, checkpoints.
+	D2HPerGradStep float64 `json:"d2h_bytes_per_grad_step"`
+	D2HBytes       int64   `json:"d2h_bytes"`
 }
 
 // Result is what RunCartPole returns. As RL Zoo's EvalCallback does, a
@@ -38,9 +52,12 @@ type Progress struct {
 // on CartPole can lose a solved policy within a few thousand steps, and
 // the network a user is handed should be the best one found.
 type Result struct {
-	// Agent holds the last network; Last is the last round's Progress.
-	Agent *Agent
-	Last  Progress
+	// Agent holds the last network of the cpu backend's learner (nil on
+	// the gpu backend); Network is a host copy of the last network, on
+	// either backend. Last is the last round's Progress.
+	Agent   *Agent
+	Network *Network
+	Last    Progress
 	// Best is a copy of the network of the evaluation during training
 	// with the highest mean return (the first of equals), found at
 	// BestEnvSteps with that mean BestEvalReturn; nil, and -1, when no
@@ -88,7 +105,9 @@ func RunCartPole(ctx context.Context, cfg TrainConfig) (*Result, error) {
 			return nil, err
 		}
 		if t.p.EnvSteps/int64(t.cfg.TargetUpdateInterval) != lastTarget/int64(t.cfg.TargetUpdateInterval) {
-			t.agent.UpdateTarget()
+			if err := t.l.updateTarget(); err != nil {
+				return nil, err
+			}
 		}
 		lastTarget = t.p.EnvSteps
 		if err := t.learn(ctx); err != nil {
@@ -104,14 +123,15 @@ func RunCartPole(ctx context.Context, cfg TrainConfig) (*Result, error) {
 	return t.finish()
 }
 
-// trainer is one RunCartPole run: its environment, learner, replay
-// buffer and table, and the state a checkpoint saves. Not safe for
-// concurrent use.
+// trainer is one RunCartPole run: its environment, learner (Agent, or
+// DeviceLearner on the gpu backend: see learner), replay buffer and
+// table, and the state a checkpoint saves. Not safe for concurrent use.
 type trainer struct {
 	cfg              TrainConfig
 	start            time.Time // shifted back by a resumed run's elapsed time
 	obsName, actName string
-	agent            *Agent
+	l                learner
+	be               tensorbuf.Backend // the buffer's, the learner's on a device
 	buf              *tensorbuf.Buffer
 	table            *tensorbuf.Table
 	obs              *observer.AddTrajectory
@@ -128,9 +148,8 @@ type trainer struct {
 	ts    *driver.TimeStep
 	state any
 	tr    *tensorbuf.TableTransitions
-	batch *Batch
-	prio  []float32
 	nopt  tensorbuf.NStepOptions
+	d2h0  int64 // the backend's device-to-host bytes at the start
 }
 
 // newTrainer builds a run's parts, from cfg.CheckpointDir's newest
@@ -152,14 +171,15 @@ func newTrainer(cfg TrainConfig) (_ *trainer, err error) {
 	if t.cfg.Agent.Seed == 0 {
 		t.cfg.Agent.Seed = cfg.Seed
 	}
-	if t.agent, err = New(t.cfg.Agent); err != nil {
+	if t.l, t.be, err = newLearner(t.cfg); err != nil {
 		return nil, err
 	}
+	t.d2h0 = t.l.bytesToHost()
 	fields := append(append([]tensorbuf.Field(nil), env.ObservationSpec()...), env.ActionSpec()...)
 	capacity := cfg.BufferSize + cfg.NStep + 1
 	var st *loopState // the checkpoint resumed from
 	if cfg.Resume {
-		if st, t.buf, t.table, t.gen, err = resume(&t.cfg, t.agent, fields, capacity); err != nil {
+		if st, t.buf, t.table, t.gen, err = resume(&t.cfg, t.l, t.be, fields, capacity); err != nil {
 			return nil, err
 		}
 		// A fresh start for the environment (see TrainConfig.Resume).
@@ -178,10 +198,10 @@ func newTrainer(cfg TrainConfig) (_ *trainer, err error) {
 	}
 	t.rets = newReturnWindow(1, 100)
 	sched := driver.LinearSchedule{Start: 1, End: cfg.ExplorationFinalEps, Steps: int64(cfg.ExplorationFraction * float64(cfg.Steps))}
-	if t.pol, err = driver.NewEpsilonGreedyPolicy(t.actName, env.ActionSpec()[0].DType, cfg.Agent.NumActions, t.agent.QFunc(t.obsName), sched, cfg.Seed); err != nil {
+	if t.pol, err = driver.NewEpsilonGreedyPolicy(t.actName, env.ActionSpec()[0].DType, cfg.Agent.NumActions, t.l.QFunc(t.obsName), sched, cfg.Seed); err != nil {
 		return nil, err
 	}
-	t.res = &Result{Agent: t.agent, FirstSolved: -1, BestEnvSteps: -1}
+	t.res = &Result{Agent: t.l.agent(), FirstSolved: -1, BestEnvSteps: -1}
 	if st != nil {
 		if err := t.restore(st); err != nil {
 			return nil, err
@@ -191,8 +211,6 @@ func newTrainer(cfg TrainConfig) (_ *trainer, err error) {
 		return nil, err
 	}
 	t.tr = new(tensorbuf.TableTransitions)
-	t.batch = t.agent.NewBatch()
-	t.prio = make([]float32, t.agent.cfg.BatchSize)
 	t.nopt = tensorbuf.NStepOptions{Horizon: cfg.NStep, DiscountFactor: cfg.Gamma}
 	return t, nil
 }
@@ -201,7 +219,7 @@ func newTrainer(cfg TrainConfig) (_ *trainer, err error) {
 func (t *trainer) newReplay(fields []tensorbuf.Field, capacity int) error {
 	cfg := t.cfg
 	var err error
-	if t.buf, err = tensorbuf.New(tensorbuf.Config{NumEnvs: 1, Capacity: capacity, Fields: fields, Seed: cfg.Seed}); err != nil {
+	if t.buf, err = tensorbuf.New(tensorbuf.Config{NumEnvs: 1, Capacity: capacity, Fields: fields, Seed: cfg.Seed, Backend: t.be}); err != nil {
 		return err
 	}
 	tc := tensorbuf.TableConfig{Name: "replay", Selector: tensorbuf.Uniform, MaxSize: cfg.BufferSize, Seed: cfg.Seed}
@@ -239,12 +257,13 @@ func (t *trainer) restore(st *loopState) error {
 		t.cfg.OnResume(slices.Clone(t.history))
 	}
 	if t.cfg.afterResume != nil {
-		t.cfg.afterResume(t.agent, t.buf)
+		t.cfg.afterResume(t.l.agent(), t.buf)
 	}
 	return nil
 }
 
-// close releases the run's transitions, observer and buffer.
+// close releases the run's transitions, observer and buffer, then the
+// learner (and the backend they share).
 func (t *trainer) close() {
 	if t.tr != nil {
 		t.tr.Release()
@@ -254,6 +273,9 @@ func (t *trainer) close() {
 	}
 	if t.buf != nil {
 		t.buf.Close()
+	}
+	if t.l != nil {
+		_ = t.l.close()
 	}
 }
 
@@ -275,17 +297,19 @@ func (t *trainer) collect(ctx context.Context) error {
 
 // learn sets this round's learning rate (and beta) and, once
 // LearningStarts env steps are stored, takes GradientSteps gradient
-// steps on sampled transitions, updating their priorities.
+// steps on sampled transitions, updating their priorities, and measures
+// the round's gradient steps/s and device-to-host bytes.
 func (t *trainer) learn(ctx context.Context) error {
-	cfg, p, agent := t.cfg, &t.p, t.agent
-	p.Loss = 0
+	cfg, p, l := t.cfg, &t.p, t.l
+	p.Loss, p.GradStepsPerSec, p.D2HPerGradStep = 0, 0, 0
 	// The learning rate of this round, linear in the env steps over the
 	// run (RL Zoo's lin_ schedules are linear in SB3's progress).
 	frac := min(float64(p.EnvSteps)/float64(cfg.Steps), 1)
-	if err := agent.SetLearningRate(cfg.Agent.LearningRate + (cfg.LearningRateEnd-cfg.Agent.LearningRate)*frac); err != nil {
+	lr := cfg.Agent.LearningRate + (cfg.LearningRateEnd-cfg.Agent.LearningRate)*frac
+	if err := l.SetLearningRate(lr); err != nil {
 		return err
 	}
-	p.LearningRate = agent.LearningRate()
+	p.LearningRate = lr
 	if p.EnvSteps <= int64(cfg.LearningStarts) || cfg.GradientSteps <= 0 {
 		return nil
 	}
@@ -295,24 +319,24 @@ func (t *trainer) learn(ctx context.Context) error {
 			return err
 		}
 	}
-	valid, total := 0, 0
+	valid, total, lossSum := 0, 0, 0.0
+	t0, d0 := time.Now(), l.bytesToHost()
 	for range cfg.GradientSteps {
 		t1 := time.Now()
-		if err := t.table.SampleTransitionsInto(ctx, t.tr, agent.cfg.BatchSize, t.nopt); err != nil {
+		if err := t.table.SampleTransitionsInto(ctx, t.tr, cfg.Agent.BatchSize, t.nopt); err != nil {
 			return err
 		}
-		if err := agent.FromTransitions(t.batch, t.tr, t.obsName, t.actName); err != nil {
+		if err := l.load(t.tr, t.obsName, t.actName); err != nil {
 			return err
 		}
 		t2 := time.Now()
-		loss, err := agent.Train(t.batch)
+		loss, err := l.train()
 		if err != nil {
 			return err
 		}
 		t3 := time.Now()
 		if cfg.Prioritized {
-			agent.Priorities(t.batch, t.prio)
-			if err := t.table.UpdatePriorities32(t.tr.Keys, t.prio); err != nil {
+			if err := l.updatePriorities(t.table, t.tr.Keys); err != nil {
 				return err
 			}
 		}
@@ -324,8 +348,18 @@ func (t *trainer) learn(ctx context.Context) error {
 		total += len(t.tr.Valid)
 		p.SampleSeconds += t2.Sub(t1).Seconds() + time.Since(t3).Seconds()
 		p.TrainSeconds += t3.Sub(t2).Seconds()
-		p.Loss += loss / float64(cfg.GradientSteps)
+		lossSum += loss
 	}
+	p.D2HPerGradStep = float64(l.bytesToHost()-d0) / float64(cfg.GradientSteps)
+	t4 := time.Now()
+	var err error
+	if p.Loss, err = l.roundEnd(lossSum, cfg.GradientSteps); err != nil {
+		return err
+	}
+	// The wait for the device counts as training time; the loss's copy
+	// (a metric) as neither.
+	p.TrainSeconds += time.Since(t4).Seconds()
+	p.GradStepsPerSec = float64(cfg.GradientSteps) / time.Since(t0).Seconds()
 	p.ValidFraction = float64(valid) / float64(total)
 	return nil
 }
@@ -358,12 +392,17 @@ func (t *trainer) evaluate(q driver.QFunc, seed uint64) (float64, error) {
 // cfg.Progress and the run's history.
 func (t *trainer) report() error {
 	cfg, p, res := t.cfg, &t.p, t.res
-	p.GradientSteps = t.agent.Steps()
+	p.GradientSteps = t.l.Steps()
+	p.D2HBytes = t.l.bytesToHost() - t.d2h0
 	p.TrainReturn = t.rets.Result()
 	p.Epsilon = t.pol.Epsilon()
 	p.EvalReturn = nil
 	if cfg.EvalEvery > 0 && p.EnvSteps/int64(cfg.EvalEvery) != (p.EnvSteps-int64(t.drv.Stats().Steps))/int64(cfg.EvalEvery) {
-		ret, err := t.evaluate(t.agent.QFunc(t.obsName), t.evalSeed())
+		q, err := t.l.evalQFunc(t.obsName)
+		if err != nil {
+			return err
+		}
+		ret, err := t.evaluate(q, t.evalSeed())
 		if err != nil {
 			return err
 		}
@@ -372,7 +411,10 @@ func (t *trainer) report() error {
 			res.FirstSolved = p.EnvSteps
 		}
 		if res.Best == nil || ret > res.BestEvalReturn {
-			res.Best, res.BestEnvSteps, res.BestEvalReturn = t.agent.Network(), p.EnvSteps, ret
+			if res.Best, err = t.l.network(); err != nil {
+				return err
+			}
+			res.BestEnvSteps, res.BestEvalReturn = p.EnvSteps, ret
 		}
 		res.Stopped = cfg.StopOnReturn > 0 && ret >= cfg.StopOnReturn
 	}
@@ -397,7 +439,7 @@ func (t *trainer) checkpoint() error {
 	ls := &loopState{Format: loopFormat, Config: saved, Progress: p, FirstSolved: res.FirstSolved, Evals: t.evals,
 		Returns: t.rets, History: t.history, BestEnvSteps: res.BestEnvSteps, BestEvalReturn: res.BestEvalReturn, Stopped: res.Stopped}
 	var ab bytes.Buffer
-	if err := t.agent.SaveState(&ab); err != nil {
+	if err := t.l.SaveState(&ab); err != nil {
 		return err
 	}
 	ls.Agent = ab.Bytes()
@@ -416,7 +458,7 @@ func (t *trainer) checkpoint() error {
 		return err
 	}
 	if cfg.afterCheckpoint != nil {
-		cfg.afterCheckpoint(t.gen, t.agent, t.buf)
+		cfg.afterCheckpoint(t.gen, t.l.agent(), t.buf)
 	}
 	t.gen++
 	return nil
@@ -427,8 +469,14 @@ func (t *trainer) checkpoint() error {
 func (t *trainer) finish() (*Result, error) {
 	res := t.res
 	seed := t.evalSeed()
-	var err error
-	if res.LastEvalReturn, err = t.evaluate(t.agent.QFunc(t.obsName), seed); err != nil {
+	q, err := t.l.evalQFunc(t.obsName)
+	if err != nil {
+		return nil, err
+	}
+	if res.LastEvalReturn, err = t.evaluate(q, seed); err != nil {
+		return nil, err
+	}
+	if res.Network, err = t.l.network(); err != nil {
 		return nil, err
 	}
 	if res.LastEvalReturn >= 475 && res.FirstSolved < 0 {
@@ -445,10 +493,10 @@ func (t *trainer) finish() (*Result, error) {
 }
 
 // resume loads cfg.CheckpointDir's newest checkpoint: the learner state
-// into agent, and the replay buffer (returned with its table), after
+// into l, and the replay buffer onto be (returned with its table), after
 // checking that the configuration and fields match. It returns the
 // generation of the next checkpoint.
-func resume(cfg *TrainConfig, agent *Agent, fields []tensorbuf.Field, capacity int) (*loopState, *tensorbuf.Buffer, *tensorbuf.Table, uint64, error) {
+func resume(cfg *TrainConfig, l learner, be tensorbuf.Backend, fields []tensorbuf.Field, capacity int) (*loopState, *tensorbuf.Buffer, *tensorbuf.Table, uint64, error) {
 	m, err := readManifest(cfg.CheckpointDir)
 	if err != nil {
 		return nil, nil, nil, 0, err
@@ -460,10 +508,10 @@ func resume(cfg *TrainConfig, agent *Agent, fields []tensorbuf.Field, capacity i
 	if err := checkResumeConfig(st.Config, *cfg); err != nil {
 		return nil, nil, nil, 0, err
 	}
-	if err := agent.LoadState(bytes.NewReader(st.Agent)); err != nil {
+	if err := l.LoadState(bytes.NewReader(st.Agent)); err != nil {
 		return nil, nil, nil, 0, fmt.Errorf("resume: %w", err)
 	}
-	buf, err := tensorbuf.LoadFile(filepath.Join(cfg.CheckpointDir, m.Replay), tensorbuf.LoadOptions{Capacity: capacity})
+	buf, err := tensorbuf.LoadFile(filepath.Join(cfg.CheckpointDir, m.Replay), tensorbuf.LoadOptions{Capacity: capacity, Backend: be})
 	if err != nil {
 		return nil, nil, nil, 0, fmt.Errorf("resume: %w", err)
 	}
