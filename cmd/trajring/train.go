@@ -41,7 +41,7 @@ func newTrainCmd() *cobra.Command {
 	d := dqn.DefaultTrainConfig()
 	cmd := &cobra.Command{
 		Use:   "train",
-		Short: "train DQN on CartPole-v1 from a prioritized table (gorgonia)",
+		Short: "train DQN on CartPole-v1 from a prioritized table (gorgonia, or -backend gpu)",
 		Long: `Trains DQN on CartPole-v1 from a prioritized trajring table; the defaults are RL
 Baselines3 Zoo's tuned DQN settings, with a learning rate falling linearly to
 -lr-end over the run. Every -eval-every env steps the network plays
@@ -63,7 +63,14 @@ at any moment leaves the previous checkpoint whole. -resume continues from
 -out's newest checkpoint with its configuration; flags given explicitly
 override it (-steps extends the run; flags that change the learner are
 refused). The environment is reset on resume: the episode in flight at the
-checkpoint is cut, and metrics.jsonl is rewritten up to the checkpoint.`,
+checkpoint is cut, and metrics.jsonl is rewritten up to the checkpoint.
+
+-backend gpu (a build with -tags trajring_cuda) keeps the replay buffer on
+the gpu backend and trains the device learner (dqn.DeviceLearner) on the
+sampled transitions in place, with the same flags and outputs; the progress
+and metrics.jsonl add the bytes copied device-to-host per gradient step
+(0 with -per=false) and gradient steps/s. default and cpu train the gorgonia
+learner from a buffer on the cpu backend.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.resume {
@@ -103,6 +110,7 @@ checkpoint is cut, and metrics.jsonl is rewritten up to the checkpoint.`,
 	fs.IntVar(&c.EvalEvery, "eval-every", d.EvalEvery, "env steps between greedy evaluations choosing the best network (0: none)")
 	fs.Float64Var(&c.StopOnReturn, "stop-return", d.StopOnReturn, "end the run at the first evaluation whose mean return reaches this (0: never)")
 	fs.Uint64Var(&c.Seed, "seed", d.Seed, "seed")
+	fs.StringVar(&c.Backend, "backend", dqn.BackendDefault, "learner and replay backend: default or cpu (gorgonia learner), gpu (device learner; needs a trajring_cuda build)")
 	fs.StringVar(&f.out, "out", "trajring-train", "directory for metrics.jsonl, curve.svg, curve.png, q.gob, best.gob and checkpoints")
 	c.Agent.PriorityEpsilon = d.Agent.PriorityEpsilon // no flag
 	fs.IntVar(&c.CheckpointEvery, "checkpoint-every", 10_000, "env steps between checkpoints into -out (0: none)")
@@ -167,7 +175,7 @@ var trainFlagOf = map[string]string{
 	"ExplorationFraction": "exploration-fraction", "ExplorationFinalEps": "exploration-final-eps",
 	"LearningRateEnd": "lr-end", "StopOnReturn": "stop-return", "Alpha": "alpha", "Beta": "beta", "EvalEpisodes": "eval-episodes", "EvalEvery": "eval-every",
 	"CheckpointEvery": "checkpoint-every", "Agent.BatchSize": "batch", "Agent.LearningRate": "lr",
-	"Agent.MaxGradNorm": "max-grad-norm", "Agent.Hidden": "hidden",
+	"Agent.MaxGradNorm": "max-grad-norm", "Agent.Hidden": "hidden", "Backend": "backend",
 }
 
 // resumableFlags may differ from the checkpoint's on -resume: they do not
@@ -256,7 +264,7 @@ func runTrain(f trainFlags, stdout, stderr io.Writer) error {
 	}
 	f.cfg.Progress = func(p dqn.Progress) {
 		record(p)
-		prog.set(p.EnvSteps, trainDetail(p))
+		prog.set(p.EnvSteps, trainDetail(p, f.cfg.Backend == dqn.BackendGPU))
 		if p.EvalReturn != nil && f.progress > 0 {
 			prog.println(fmt.Sprintf("train: greedy evaluation at %d env steps: %.1f", p.EnvSteps, *p.EvalReturn))
 		}
@@ -283,7 +291,7 @@ func runTrain(f trainFlags, stdout, stderr io.Writer) error {
 		return fmt.Errorf("writing metrics: %w", encErr)
 	}
 	wrote := []string{filepath.Join(f.out, "metrics.jsonl"), filepath.Join(f.out, "curve.svg"), filepath.Join(f.out, "curve.png")}
-	if err := writeNetwork(filepath.Join(f.out, "q.gob"), res.Agent.Save); err != nil {
+	if err := writeNetwork(filepath.Join(f.out, "q.gob"), res.Network.Save); err != nil {
 		return err
 	}
 	wrote = append(wrote, filepath.Join(f.out, "q.gob"))
@@ -308,6 +316,10 @@ func runTrain(f trainFlags, stdout, stderr io.Writer) error {
 	if learner > 0 {
 		fmt.Fprintf(stdout, "learner: %.0f gradient steps/s; sampling + priority updates %.2f%% of learner time; %.1f%% of sampled windows valid\n",
 			float64(l.GradientSteps)/learner, 100*l.SampleSeconds/learner, 100*l.ValidFraction)
+	}
+	if f.cfg.Backend == dqn.BackendGPU {
+		fmt.Fprintf(stdout, "device-to-host: %.0f bytes per gradient step in the last round; %d bytes in all (acting, losses, evaluations, checkpoints)\n",
+			l.D2HPerGradStep, l.D2HBytes)
 	}
 	if res.FirstSolved >= 0 {
 		fmt.Fprintf(stdout, "first greedy evaluation >= 475 at %d env steps\n", res.FirstSolved)
@@ -343,9 +355,17 @@ func writeNetwork(path string, save func(io.Writer) error) error {
 	return f.Close()
 }
 
-// trainDetail is the state of training shown next to the progress.
-func trainDetail(p dqn.Progress) string {
-	return fmt.Sprintf("eps %.3f, loss %.4f, return(100) %.1f", p.Epsilon, p.Loss, p.TrainReturn)
+// trainDetail is the state of training shown next to the progress, with
+// the device-to-host bytes per gradient step on a gpu backend.
+func trainDetail(p dqn.Progress, gpu bool) string {
+	s := fmt.Sprintf("eps %.3f, loss %.4f, return(100) %.1f", p.Epsilon, p.Loss, p.TrainReturn)
+	if p.GradStepsPerSec > 0 {
+		s += fmt.Sprintf(", %.0f grad/s", p.GradStepsPerSec)
+		if gpu {
+			s += fmt.Sprintf(", D2H %.0f B/grad", p.D2HPerGradStep)
+		}
+	}
+	return s
 }
 
 // plotCurve draws the training and evaluation curves, the last network's
