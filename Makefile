@@ -146,6 +146,23 @@ test-cuda: standin
 		sh -c '$(GO) vet -tags trajring_cuda ./... && $(GO) test -race -tags trajring_cuda -count=1 ./... && \
 		TRAJRING_STANDIN_THREADS=$(STANDIN_THREADS) $(GO) test -tags trajring_cuda -count=1 ./kernels/... ./gpu/'
 
+# train-gpu-standin trains DQN on CartPole-v1 with `trajring train -backend
+# gpu` and the default flags on the stand-in driver (the device learner's
+# kernels run on the host; about 10 minutes on 2 cores) into
+# TRAIN_GPU_OUT, then fails unless its result (best.gob, else q.gob) plays
+# a mean return of at least 475 over 100 greedy episodes (`trajring eval`).
+TRAIN_GPU_OUT ?= build/train-gpu-standin
+.PHONY: train-gpu-standin
+train-gpu-standin: standin
+	CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) build -tags trajring_cuda -o $(STANDIN_DIR)/trajring ./cmd/trajring
+	rm -rf $(TRAIN_GPU_OUT)
+	LD_LIBRARY_PATH=$(CURDIR)/$(STANDIN_DIR) $(STANDIN_DIR)/trajring train -backend gpu -out $(TRAIN_GPU_OUT)
+	@model=$(TRAIN_GPU_OUT)/best.gob; [ -e $$model ] || model=$(TRAIN_GPU_OUT)/q.gob; \
+	line=$$(LD_LIBRARY_PATH=$(CURDIR)/$(STANDIN_DIR) $(STANDIN_DIR)/trajring eval -episodes 100 $$model) || exit 1; \
+	echo "$$line"; \
+	echo "$$line" | awk '{ for (i = 1; i < NF; i++) if ($$i == "episodes:") r = $$(i + 1) } \
+		END { if (r + 0 >= 475) { print "train-gpu-standin: PASS (" r " >= 475)" } else { print "train-gpu-standin: FAIL (" r " < 475)"; exit 1 } }'
+
 # gpu-check-rehearsal runs the device check (bench/gpu-check.sh, one run on a
 # GPU machine) on the stand-in driver in its short mode: it builds the folder
 # a GPU run carries, checks that the step limits fit the deadline and that

@@ -8,8 +8,8 @@
 # a run killed from outside still returns what it did.
 #
 #   bench/gpu-check.sh prepare [DIR]   here (Go, CUDA toolkit): builds
-#       stripped, gzipped `go test -c -tags trajring_cuda` binaries of gpu
-#       and tensorbuf and the trajring binary into DIR (default
+#       stripped, gzipped `go test -c -tags trajring_cuda` binaries of gpu,
+#       tensorbuf and agents/dqn and the trajring binary into DIR (default
 #       build/gpu-check, ignored by git, the one path to carry); fails if
 #       DIR is over 40 MiB or DIR plus the working tree over 60 MiB.
 #   bench/gpu-check.sh run [DIR]       on the GPU machine, in the repository
@@ -48,6 +48,12 @@
 #                   (BenchmarkDeviceSelection at B=256), then TestHostTime
 #   benchmarks      BenchmarkOps, BenchmarkDevice, BenchmarkDeviceSelection
 #                   at B=65,536, fixed iteration counts (-test.benchtime=Nx)
+#   learner         a fixed number of DQN gradient steps (MLP 256x256,
+#                   batch 64): DeviceLearner queued back to back as
+#                   `train -backend gpu` runs them (BenchmarkDeviceTrainRound)
+#                   and synced after each (BenchmarkDeviceTrainStep), and the
+#                   CPU learner (BenchmarkTrainStep) in the same run:
+#                   gradient steps/s of each and host µs per step
 #   demo            a `trajring demo -backend gpu` smoke run
 set -uo pipefail
 export LC_ALL=C
@@ -58,11 +64,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 # --- the plan: names, limits and test lists, shared by run and rehearse.
 
 steps=(preflight nvidia-smi gpu-tests no-device fault-probe tensorbuf-tests memcheck synccheck racecheck
-	ptx-jit stream-order host-time benchmarks demo)
+	ptx-jit stream-order host-time benchmarks learner demo)
 declare -A limit=(
 	[preflight]=20 [nvidia-smi]=10 [gpu-tests]=40 [no-device]=15 [fault-probe]=20 [tensorbuf-tests]=75
 	[memcheck]=40 [synccheck]=20 [racecheck]=30 [ptx-jit]=30 [stream-order]=25 [host-time]=35
-	[benchmarks]=60 [demo]=15
+	[benchmarks]=60 [learner]=30 [demo]=15
 )
 deadline_default=480
 reserve=10 # seconds kept for the last summary and logs.tgz
@@ -98,10 +104,10 @@ prepare() {
 	mkdir -p "$dir/bin"
 	export CGO_LDFLAGS="${CGO_LDFLAGS:-} -L${CUDA_STUBS:-/usr/lib/x86_64-linux-gnu/stubs}"
 	rm -f "$dir"/bin/*
-	echo "gpu-check: go test -c -tags trajring_cuda ./gpu ./tensorbuf; go build -tags trajring_cuda ./cmd/trajring -> $dir/bin"
-	"${GO:-go}" test -c -tags trajring_cuda -ldflags='-s -w' -o "$dir/bin/" ./gpu ./tensorbuf
+	echo "gpu-check: go test -c -tags trajring_cuda ./gpu ./tensorbuf ./agents/dqn; go build -tags trajring_cuda ./cmd/trajring -> $dir/bin"
+	"${GO:-go}" test -c -tags trajring_cuda -ldflags='-s -w' -o "$dir/bin/" ./gpu ./tensorbuf ./agents/dqn
 	"${GO:-go}" build -tags trajring_cuda -ldflags='-s -w' -o "$dir/bin/trajring" ./cmd/trajring
-	gzip -6 -f "$dir/bin/gpu.test" "$dir/bin/tensorbuf.test" "$dir/bin/trajring"
+	gzip -6 -f "$dir/bin/gpu.test" "$dir/bin/tensorbuf.test" "$dir/bin/dqn.test" "$dir/bin/trajring"
 	{
 		echo "commit: $(git rev-parse HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo ' (uncommitted changes)')"
 		echo "built: $(date -u +%FT%TZ) with $("${GO:-go}" version)"
@@ -129,16 +135,17 @@ on_standin() {
 	[ -f "$lib" ] && grep -q trajring_standin_device_ns "$lib"
 }
 
-# gotest PKG ARGS...: runs PKG's test binary in the package's folder (its
+# gotest PKG ARGS...: runs PKG's test binary (named after the package's
+# last path element, as go test -c names it) in the package's folder (its
 # testdata) with -test.timeout a few seconds inside the step's limit, so a
 # hang ends with Go's goroutine dump.
 gotest() {
-	local pkg=$1
+	local pkg=$1 bin=${1##*/}
 	shift
 	local left=$((step_end - $(date +%s) - 3))
 	[ "$left" -lt 2 ] && left=2
-	echo "+ $pkg.test $*"
-	(cd "$root/$pkg" && exec "$work/bin/$pkg.test" -test.v -test.count=1 -test.timeout="${left}s" "$@")
+	echo "+ $bin.test $*"
+	(cd "$root/$pkg" && exec "$work/bin/$bin.test" -test.v -test.count=1 -test.timeout="${left}s" "$@")
 }
 
 body_preflight() {
@@ -297,6 +304,38 @@ body_benchmarks() {
 		gotest tensorbuf -test.run '^$' -test.bench '^BenchmarkDeviceSelection$/./^B65536$' -test.benchtime ${n}x || return
 	fi
 	gotest tensorbuf "${short[@]}" -test.run '^$' -test.bench '^BenchmarkDevice$' -test.benchtime ${n}x
+}
+
+# learner_benchmarks names the learner step's benchmarks.
+learner_benchmarks="BenchmarkDeviceTrainRound BenchmarkDeviceTrainStep BenchmarkTrainStep"
+
+body_learner() {
+	local n=1000 res rc
+	[ -n "$rehearsal" ] && n=5
+	if [ ! -x "$work/bin/dqn.test" ]; then
+		echo "GPU_CHECK_FAIL: no dqn.test in the carried folder (bench/gpu-check.sh prepare)"
+		return 1
+	fi
+	res=$work/learner-bench.txt
+	gotest agents/dqn -test.run '^$' -test.bench "$(re $learner_benchmarks)" -test.benchtime ${n}x | tee "$res"
+	rc=${PIPESTATUS[0]}
+	[ "$rc" -eq 0 ] || return "$rc"
+	# Benchmark lines: name, N, ns/op value, "ns/op", then value-unit pairs.
+	awk -v n="$n" '/^Benchmark/ && $4 == "ns/op" {
+		name = $1; sub(/-[0-9]+$/, "", name)
+		v["ns/op"] = $3; delete extra
+		for (i = 5; i + 1 <= NF; i += 2) extra[$(i + 1)] = $i
+		if (name == "BenchmarkDeviceTrainRound") {
+			printf "GPU_CHECK_FIG: device_steps_per_s=%.0f\n", extra["steps/s"]
+			printf "GPU_CHECK_FIG: device_steps_per_sync=%d\n", n
+			printf "GPU_CHECK_FIG: device_host_us_per_step=%.1f\n", extra["host-ns/step"] / 1000
+		} else if (name == "BenchmarkDeviceTrainStep/device") {
+			printf "GPU_CHECK_FIG: device_synced_steps_per_s=%.0f\n", 1e9 / $3
+		} else if (name == "BenchmarkTrainStep") {
+			printf "GPU_CHECK_FIG: cpu_steps_per_s=%.0f\n", 1e9 / $3
+			if ("cpu-ns/op" in extra) printf "GPU_CHECK_FIG: cpu_host_us_per_step=%.1f\n", extra["cpu-ns/op"] / 1000
+		}
+	}' "$res"
 }
 
 body_demo() {
@@ -561,7 +600,7 @@ rehearse() {
 	# Every named test exists, in the binaries the GPU run uses.
 	local tmp
 	tmp=$(mktemp -d) || exit 2
-	for p in gpu tensorbuf; do
+	for p in gpu tensorbuf dqn; do
 		gunzip -c "$dir/bin/$p.test.gz" >"$tmp/$p.test" && chmod +x "$tmp/$p.test"
 		LD_LIBRARY_PATH=$standin "$tmp/$p.test" -test.list '.*' >"$tmp/$p.list" || no "$p.test -test.list"
 	done
@@ -575,6 +614,7 @@ rehearse() {
 	done
 	for t in BenchmarkOps; do grep -qx "$t" "$tmp/gpu.list" || no "gpu has no $t"; done
 	for t in BenchmarkDevice BenchmarkDeviceSelection; do grep -qx "$t" "$tmp/tensorbuf.list" || no "tensorbuf has no $t"; done
+	for t in $learner_benchmarks; do grep -qx "$t" "$tmp/dqn.list" || no "agents/dqn has no $t"; done
 
 	# checkout OUT: OUT holds exactly the three files and the JSON parses.
 	checkout() {
