@@ -28,8 +28,9 @@
 #   nvidia-smi      GPU name, driver, memory, compute capability, clocks
 #   gpu-tests       the gpu package's tests (rehearsal: -short)
 #   no-device       CUDA_VISIBLE_DEVICES= (the stand-in: its no-device
-#                   switch): `trajring demo -backend gpu` fails with
-#                   gpu.ErrNoDevice's message and never gorgonia.org/cu's
+#                   switch): `trajring demo -backend gpu` and `trajring
+#                   train -backend gpu` fail with gpu.ErrNoDevice's message,
+#                   never gorgonia.org/cu's
 #                   "Error in initialization", -backend default falls back
 #                   to the cpu backend, and a test binary starts
 #   fault-probe     an illegal address in a real kernel is ErrDeviceLost and
@@ -211,6 +212,14 @@ body_no-device() {
 		return 1
 	fi
 	echo "GPU_CHECK_FIG: error=$(echo "$out" | grep -o 'gpu: no usable.*' | head -n 1)"
+	echo "+ CUDA_VISIBLE_DEVICES= trajring train -backend gpu"
+	out=$("$work/bin/trajring" train -backend gpu -steps 100 -progress 0 -out "$work/train-nodevice" 2>&1)
+	rc=$?
+	echo "$out (exit $rc)"
+	if [ $rc -eq 0 ] || [[ $out != *"gpu: no usable CUDA driver or device"* ]]; then
+		echo "GPU_CHECK_FAIL: train -backend gpu: want a failure with gpu.ErrNoDevice's message"
+		return 1
+	fi
 	echo "+ CUDA_VISIBLE_DEVICES= trajring demo -backend default"
 	out=$("$work/bin/trajring" demo -backend default -steps 1000 -envs 8 -capacity 256 -batch 32 -progress 0 2>&1)
 	rc=$?
