@@ -14,7 +14,8 @@ import (
 
 // TestSeededSamplesMatchAcrossBackends draws the same seeded samples
 // (sequences, transitions, n-step transitions, uniform and prioritized
-// table items, host- and device-selected) from a buffer on the default
+// table items and their one- and n-step transitions, host- and
+// device-selected) from a buffer on the default
 // backend (the gpu backend in cuda builds, on the stand-in in CI) and
 // from the same buffer on the cpu backend, and requires the same windows
 // and the same bytes: every sampler draws from Philox keyed by the seeds
@@ -94,6 +95,8 @@ func seededSamples(t *testing.T, be tensorbuf.Backend) string {
 		fmt.Fprintf(&sb, "n-step %v %v\n%s", tr.Rows, tr.Steps, hostTransitions(t, tr))
 	}
 	_, devSel := be.(tensorbuf.ItemSelector)
+	ttr := new(tensorbuf.TableTransitions)
+	defer ttr.Release()
 	for _, cfg := range []tensorbuf.TableConfig{
 		{Name: "u", Selector: tensorbuf.Uniform, Seed: 5},
 		{Name: "p", Selector: tensorbuf.Prioritized, Seed: 6},
@@ -121,6 +124,18 @@ func seededSamples(t *testing.T, be tensorbuf.Backend) string {
 			// Host- and device-selected tables of one seed draw the
 			// same items: print them under the selector's name alone.
 			fmt.Fprintf(&sb, "table %v keys %v probs %v\n%s", cfg.Selector, bt.Keys, bt.Probabilities, hostBatch(t, bt))
+		}
+		// Transitions of the table's items, n-step 1 and 3 (selected on
+		// the backend for the device-selecting tables).
+		for _, h := range []int{1, 3} {
+			if err := tbl.SampleTransitionsInto(context.Background(), ttr, 12, tensorbuf.NStepOptions{Horizon: h, DiscountFactor: 0.9}); err != nil {
+				t.Fatal(err)
+			}
+			if err := ttr.HostMeta(); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&sb, "table %v transitions n=%d keys %v probs %v weights %v valid %v rows %v steps %v\n%s", cfg.Selector, h,
+				ttr.Keys, ttr.Probabilities, ttr.Weights, ttr.Valid, ttr.Rows, ttr.Steps, hostTransitions(t, &ttr.Transitions))
 		}
 	}
 	return sb.String()

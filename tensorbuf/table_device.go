@@ -87,6 +87,7 @@ type devMirror struct {
 	lives    []int32
 	ip       []kernels.ItemPatch // scratch of flush
 	lp       []kernels.LivePatch
+	meta     metaMirror // the per-step metadata, for transitions (table_transitions_device.go)
 }
 
 var mirrorSpecs = []outSpec{
@@ -310,6 +311,8 @@ func (t *Table) learnLeavesLocked() error {
 func (m *devMirror) release() {
 	_ = m.arena.release()
 	m.slots = 0
+	_ = m.meta.arena.release()
+	m.meta.synced = m.meta.synced[:0]
 }
 
 // sampleDevLocked selects n items on the backend and gathers them into

@@ -3,6 +3,9 @@ package tensorbuf
 import (
 	"context"
 	"fmt"
+
+	"github.com/trajring/trajring/kernels"
+	"gorgonia.org/tensor"
 )
 
 // TableTransitions are transitions made from items sampled from a table:
@@ -34,7 +37,14 @@ import (
 //
 // Tensors are shaped [n, ...shape] as Buffer.SampleTransitionsInto shapes
 // them; see Transitions. Host returns the tensors only (a *Transitions).
-// Not safe for concurrent use.
+//
+// Transitions sampled from a DeviceSelection table on a backend that
+// builds them (a TransitionSelector: the cpu and gpu backends) are drawn,
+// checked and materialised in backend memory with no host copy and no
+// wait: their keys, probabilities, weights, validity and masked weights
+// are in KeyTensor & co., and Items, Keys, Probabilities, Weights, Valid,
+// Rows and Steps stay empty until HostMeta fills them (which waits for
+// the backend). Not safe for concurrent use.
 type TableTransitions struct {
 	Transitions
 	// Items are the sampled items, Keys their keys in the table (for
@@ -51,11 +61,26 @@ type TableTransitions struct {
 	Valid []bool
 	// TableSize is the number of items in the table when sampled.
 	TableSize int
+	// KeyTensor (uint64), ProbabilityTensor and WeightTensor (float64),
+	// ValidTensor (uint8, 0 or 1) and MaskedWeightTensor (float32:
+	// the weight where valid, else 0, as MaskedWeights32), each shaped
+	// [n], hold the sample's metadata in backend memory when it was
+	// selected on the backend (see above), freed with tr; nil for
+	// samples selected on the host.
+	KeyTensor, ProbabilityTensor, WeightTensor *tensor.Dense
+	ValidTensor, MaskedWeightTensor            *tensor.Dense
+
+	sel      outArena // the device selection: draws, checked windows, KeyTensor & co.
+	selN     int
+	selT     *Table // the table that selected into sel, for HostMeta
+	selWins  []kernels.WinDesc
+	nextCols []Column
 }
 
 // MaskedWeights32 returns the importance weights as float32, 0 where
 // Valid is false, in dst (grown when too short): the per-transition loss
-// weights of a learner.
+// weights of a learner. For a device-selected sample it needs HostMeta
+// first; MaskedWeightTensor holds the same values in backend memory.
 func (tr *TableTransitions) MaskedWeights32(dst []float32) []float32 {
 	n := len(tr.Weights)
 	if cap(dst) < n {
@@ -90,6 +115,11 @@ func (t *Table) SampleTransitions(ctx context.Context, n int, opt NStepOptions) 
 // transitions whose reward and discount are the stored ones (with stored
 // discounts 0 or 1). Items of Horizon+1 steps give full n-step
 // transitions.
+//
+// On a DeviceSelection table whose backend is a TransitionSelector the
+// whole call runs on the backend (see TableTransitions): the same items
+// and the same bytes as a host-selected table of the same seed, with the
+// host slices left for HostMeta; a call that fails there consumes no item.
 //
 // It fails with ErrInvalidArg (consuming nothing) for n below 1, a nil tr
 // or bad options, and as SampleInto fails otherwise. It is safe for
@@ -137,6 +167,12 @@ func (t *Table) sampleTransitionsOnce(tr *TableTransitions, n int, opt NStepOpti
 		t.mu.Unlock()
 		return false, nil
 	}
+	if t.dev != nil {
+		if ts, ok := b.be.(TransitionSelector); ok {
+			return true, t.sampleTransitionsDevLocked(ts, tr, n, opt)
+		}
+	}
+	tr.retireSel()
 	// Take the memory first: a failed allocation consumes no item.
 	if _, err := b.reserve(&tr.Transitions, int64(n)); err != nil {
 		t.mu.Unlock()

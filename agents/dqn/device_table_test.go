@@ -82,6 +82,10 @@ func TestDeviceLearnerTrainsOnTableTransitions(t *testing.T) {
 	if err := table.SampleTransitionsInto(ctx, tr, cfg.BatchSize, tensorbuf.NStepOptions{Horizon: 3, DiscountFactor: 0.99}); err != nil {
 		t.Fatal(err)
 	}
+	// Selected on the device: the host slices wait for HostMeta.
+	if err := tr.HostMeta(); err != nil {
+		t.Fatal(err)
+	}
 	if tr.Observation[obsName].IsNativelyAccessible() {
 		t.Fatal("the transitions are not in device memory")
 	}
