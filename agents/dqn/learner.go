@@ -33,9 +33,12 @@ type learner interface {
 	// train takes one gradient step on the loaded batch and returns its
 	// loss, or 0 when the loss stays on the device (see roundEnd).
 	train() (float64, error)
-	// updatePriorities sets the priorities of the batch's keys in table
-	// from the last step's TD errors.
-	updatePriorities(table *tensorbuf.Table, keys []uint64) error
+	// updatePriorities sets the priorities of tr's keys in table from
+	// the last step's TD errors.
+	updatePriorities(table *tensorbuf.Table, tr *tensorbuf.TableTransitions) error
+	// deviceSelection reports whether the replay table should select
+	// on its backend (TableConfig.DeviceSelection).
+	deviceSelection() bool
 	// roundEnd waits for the round's queued work and returns the round's
 	// loss given the sum of train's returns over steps gradient steps.
 	roundEnd(lossSum float64, steps int) (float64, error)
@@ -74,14 +77,15 @@ func (h *hostLearner) train() (float64, error)                    { return h.Tra
 func (h *hostLearner) bytesToHost() int64                         { return 0 }
 func (h *hostLearner) agent() *Agent                              { return h.Agent }
 func (h *hostLearner) close() error                               { return nil }
+func (h *hostLearner) deviceSelection() bool                      { return false }
 
 func (h *hostLearner) load(tr *tensorbuf.TableTransitions, obs, act string) error {
 	return h.FromTransitions(h.batch, tr, obs, act)
 }
 
-func (h *hostLearner) updatePriorities(table *tensorbuf.Table, keys []uint64) error {
+func (h *hostLearner) updatePriorities(table *tensorbuf.Table, tr *tensorbuf.TableTransitions) error {
 	h.Priorities(h.batch, h.prio)
-	return table.UpdatePriorities32(keys, h.prio)
+	return table.UpdatePriorities32(tr.Keys, h.prio)
 }
 
 func (h *hostLearner) roundEnd(lossSum float64, steps int) (float64, error) {

@@ -17,11 +17,15 @@ import (
 const gpuBuild = true
 
 // deviceTrainLearner is DeviceLearner as a trainer's learner, on a gpu
-// backend of its own that the replay buffer shares. A step's transitions
-// are the table's device tensors, read in place; their host-selected
-// validity mask and (prioritized) importance weights go up to the
-// device, and nothing comes back unless the table is prioritized and
-// host-selected, when the new priorities do (updatePriorities).
+// backend of its own that the replay buffer shares. Its table selects on
+// the device (DeviceSelection): a step's transitions, validity mask,
+// importance weights and keys are the sample's device tensors, read in
+// place, and the new priorities go back with UpdatePrioritiesDevice, all
+// in the backend's stream order, so nothing is copied to the host and
+// nothing waits. A table selected on the host (one restored from a
+// checkpoint written without DeviceSelection) still works: the mask and
+// weights go up, and the new priorities come back for
+// UpdatePriorities32.
 type deviceTrainLearner struct {
 	*DeviceLearner
 	be          *gpu.Backend
@@ -68,6 +72,7 @@ func (d *deviceTrainLearner) updateTarget() error        { return d.UpdateTarget
 func (d *deviceTrainLearner) network() (*Network, error) { return d.Network() }
 func (d *deviceTrainLearner) bytesToHost() int64         { return d.be.BytesToHost() }
 func (d *deviceTrainLearner) agent() *Agent              { return nil }
+func (d *deviceTrainLearner) deviceSelection() bool      { return true }
 
 // evalQFunc plays evaluations on a host copy of the network: one copy of
 // the weights instead of the Q-values of every evaluation step.
@@ -79,9 +84,19 @@ func (d *deviceTrainLearner) evalQFunc(obs string) (driver.QFunc, error) {
 	return n.QFunc(obs), nil
 }
 
-// load uploads the batch's validity mask and, prioritized, its
-// importance weights, and takes the transitions' device tensors.
+// load takes the transitions' device tensors and their validity mask
+// and (prioritized) importance weights: a device-selected sample's
+// tensors, or the host-selected sample's values uploaded.
 func (d *deviceTrainLearner) load(tr *tensorbuf.TableTransitions, obs, act string) error {
+	if tr.KeyTensor != nil {
+		var w *tensor.Dense
+		if d.prioritized {
+			w = tr.WeightTensor
+		}
+		var err error
+		d.batch, err = d.BatchFromTransitions(&tr.Transitions, obs, act, w, tr.ValidTensor)
+		return err
+	}
 	if len(tr.Valid) != len(d.validHost) || len(tr.Weights) != len(d.validHost) {
 		return fmt.Errorf("%w: %d transitions for a batch of %d", ErrConfig, len(tr.Valid), len(d.validHost))
 	}
@@ -108,13 +123,19 @@ func (d *deviceTrainLearner) load(tr *tensorbuf.TableTransitions, obs, act strin
 
 func (d *deviceTrainLearner) train() (float64, error) { return 0, d.TrainStep(d.batch) }
 
-// updatePriorities copies the step's priorities to the host (waiting for
-// the step) for the host-selected table: 4 bytes a transition.
-func (d *deviceTrainLearner) updatePriorities(table *tensorbuf.Table, keys []uint64) error {
+// updatePriorities queues the step's priorities into the table with
+// UpdatePrioritiesDevice for a device-selected sample (the update runs
+// after the step and before the next sample in stream order); for a
+// host-selected one it copies them to the host, waiting for the step (4
+// bytes a transition), for UpdatePriorities32.
+func (d *deviceTrainLearner) updatePriorities(table *tensorbuf.Table, tr *tensorbuf.TableTransitions) error {
+	if tr.KeyTensor != nil {
+		return table.UpdatePrioritiesDevice(tr.KeyTensor, d.Priorities())
+	}
 	if err := d.download(d.prio, d.Priorities()); err != nil {
 		return err
 	}
-	return table.UpdatePriorities32(keys, d.prio)
+	return table.UpdatePriorities32(tr.Keys, d.prio)
 }
 
 // roundEnd waits for the device and copies the last step's loss back (a

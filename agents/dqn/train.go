@@ -30,7 +30,7 @@ type Progress struct {
 	SampleSeconds float64  `json:"sample_s"`       // learner time sampling and updating priorities
 	TrainSeconds  float64  `json:"train_s"`        // learner time in the gradient steps
 	CollectSecs   float64  `json:"collect_s"`      // time collecting env steps
-	ValidFraction float64  `json:"valid_fraction"` // of sampled transitions
+	ValidFraction float64  `json:"valid_fraction"` // of sampled transitions (device-selected: the round's last batch)
 	// GradStepsPerSec is the last round's gradient steps over its
 	// learner time (sampling, training, priority updates, and on the gpu
 	// backend the wait for the device at the round's end).
@@ -38,9 +38,11 @@ type Progress struct {
 	// D2HPerGradStep is the bytes the learner's backend copied from
 	// device to host during the last round's gradient steps, per step
 	// (the loss and evaluations are copied after them and not counted):
-	// always 0 on the cpu backend, 0 on the gpu backend with uniform
-	// replay, and the priorities (4 bytes a transition) with prioritized
-	// replay, whose table selects on the host. D2HBytes is the backend's
+	// always 0 on the cpu backend; 0 on the gpu backend, whose table
+	// selects on the device, except in the few rounds in which a
+	// prioritized table's device mirror grows (the host then learns the
+	// device's priorities) and with a host-selected table restored from
+	// an older checkpoint (the priorities, 4 bytes a transition). D2HBytes is the backend's
 	// device-to-host bytes since the run (or its resume) started, all
 	// included: acting, losses, evaluations, checkpoints.
 	D2HPerGradStep float64 `json:"d2h_bytes_per_grad_step"`
@@ -222,7 +224,8 @@ func (t *trainer) newReplay(fields []tensorbuf.Field, capacity int) error {
 	if t.buf, err = tensorbuf.New(tensorbuf.Config{NumEnvs: 1, Capacity: capacity, Fields: fields, Seed: cfg.Seed, Backend: t.be}); err != nil {
 		return err
 	}
-	tc := tensorbuf.TableConfig{Name: "replay", Selector: tensorbuf.Uniform, MaxSize: cfg.BufferSize, Seed: cfg.Seed}
+	tc := tensorbuf.TableConfig{Name: "replay", Selector: tensorbuf.Uniform, MaxSize: cfg.BufferSize, Seed: cfg.Seed,
+		DeviceSelection: t.l.deviceSelection()}
 	if cfg.Prioritized {
 		tc.Selector, tc.PriorityExponent, tc.Beta = tensorbuf.Prioritized, cfg.Alpha, cfg.Beta
 	}
@@ -336,7 +339,7 @@ func (t *trainer) learn(ctx context.Context) error {
 		}
 		t3 := time.Now()
 		if cfg.Prioritized {
-			if err := l.updatePriorities(t.table, t.tr.Keys); err != nil {
+			if err := l.updatePriorities(t.table, t.tr); err != nil {
 				return err
 			}
 		}
@@ -356,10 +359,23 @@ func (t *trainer) learn(ctx context.Context) error {
 	if p.Loss, err = l.roundEnd(lossSum, cfg.GradientSteps); err != nil {
 		return err
 	}
-	// The wait for the device counts as training time; the loss's copy
-	// (a metric) as neither.
+	// The wait for the device counts as training time; the copies of
+	// the loss and the validity (metrics) as neither.
 	p.TrainSeconds += time.Since(t4).Seconds()
 	p.GradStepsPerSec = float64(cfg.GradientSteps) / time.Since(t0).Seconds()
+	if total == 0 {
+		// Selected on the device: the host learns the validity of the
+		// round's last batch only.
+		if err := t.tr.HostMeta(); err != nil {
+			return err
+		}
+		for _, v := range t.tr.Valid {
+			if v {
+				valid++
+			}
+		}
+		total = max(len(t.tr.Valid), 1)
+	}
 	p.ValidFraction = float64(valid) / float64(total)
 	return nil
 }

@@ -69,7 +69,8 @@ checkpoint is cut, and metrics.jsonl is rewritten up to the checkpoint.
 the gpu backend and trains the device learner (dqn.DeviceLearner) on the
 sampled transitions in place, with the same flags and outputs; the progress
 and metrics.jsonl add the bytes copied device-to-host per gradient step
-(0 with -per=false) and gradient steps/s. default and cpu train the gorgonia
+(0: the table selects and takes priorities on the device) and gradient
+steps/s. default and cpu train the gorgonia
 learner from a buffer on the cpu backend.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
