@@ -235,6 +235,12 @@ func configDiff(saved, now TrainConfig) []string {
 		if !f.IsExported() {
 			continue
 		}
+		if f.Name == "Backend" {
+			if a, b := LearnerBackend(saved.Backend), LearnerBackend(now.Backend); a != b {
+				diffs = append(diffs, fmt.Sprintf("Backend %s (now %s)", a, b))
+			}
+			continue
+		}
 		if f.Name == "Agent" {
 			a, b := saved.Agent, now.Agent
 			at := reflect.TypeOf(a)

@@ -210,6 +210,13 @@ func TestResumeRejects(t *testing.T) {
 	if err := resumeFrom(dir, nil); err != nil {
 		t.Fatalf("resume beside a torn save: %v", err)
 	}
+	// "", "default" and "cpu" name the same learner: a run saved with one
+	// resumes with another.
+	for _, be := range []string{BackendDefault, BackendCPU} {
+		if err := resumeFrom(dir, func(c *TrainConfig) { c.Backend = be }); err != nil {
+			t.Errorf("resume with -backend %s of a run saved with the default: %v", be, err)
+		}
+	}
 	if err := resumeFrom(t.TempDir(), nil); !errors.Is(err, ErrNoCheckpoint) {
 		t.Errorf("empty directory: %v, want ErrNoCheckpoint", err)
 	}

@@ -102,6 +102,16 @@ const (
 	BackendGPU     = "gpu"     // DeviceLearner, the replay buffer on the gpu backend
 )
 
+// LearnerBackend names the learner TrainConfig.Backend b chooses:
+// BackendCPU for "", BackendDefault and BackendCPU, which are the same
+// learner, and b itself otherwise. It is safe for concurrent use.
+func LearnerBackend(b string) string {
+	if b == "" || b == BackendDefault {
+		return BackendCPU
+	}
+	return b
+}
+
 // checkBackend checks TrainConfig.Backend.
 func checkBackend(b string) error {
 	switch b {

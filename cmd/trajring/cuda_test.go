@@ -2,5 +2,6 @@
 
 package main
 
-// cudaBuild: buffers live in device memory and train is unavailable.
+// cudaBuild: buffers live in device memory, and train -backend gpu runs the
+// device learner.
 const cudaBuild = true

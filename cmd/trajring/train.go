@@ -213,7 +213,11 @@ func (f *trainFlags) resumeConfig(cmd *cobra.Command) error {
 		if err := fs.Set(name, changed[name]); err != nil {
 			return usageErrorf("-%s: %v", name, err)
 		}
-		if now := fl.Value.String(); !resumableFlags[name] && now != saved {
+		now := fl.Value.String()
+		if name == "backend" { // default and cpu are the same learner
+			now, saved = dqn.LearnerBackend(now), dqn.LearnerBackend(saved)
+		}
+		if !resumableFlags[name] && now != saved {
 			return usageErrorf("-%s %s: the run in %s was trained with -%s %s, and a resumed run keeps its learner's settings "+
 				"(it may change -steps, -eval-episodes, -eval-every and -checkpoint-every)", name, now, f.out, name, saved)
 		}

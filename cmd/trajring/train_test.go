@@ -143,7 +143,9 @@ func TestTrainCheckpointAndResume(t *testing.T) {
 		t.Fatalf("inspect of the replay checkpoint: exit %d:\n%s%s", code, info.String(), e.String())
 	}
 	o.Reset()
-	if code := run([]string{"train", "-resume", "-out", out, "-steps", "4000", "-progress", "0"}, &o, &e); code != 0 {
+	// -backend cpu names the learner the run was trained with (-backend
+	// default): resumable.
+	if code := run([]string{"train", "-resume", "-out", out, "-steps", "4000", "-progress", "0", "-backend", "cpu"}, &o, &e); code != 0 {
 		t.Fatalf("resume: exit %d: %s", code, e.String())
 	}
 	if !strings.Contains(o.String(), "resumed from the checkpoint in "+out+" at 3000 env steps") ||
