@@ -16,6 +16,9 @@ import (
 	"github.com/trajring/trajring/tensorbuf"
 )
 
+// The gpu backend builds DeviceSelection tables' transitions on the device.
+var _ tensorbuf.TransitionSelector = (*gpu.Backend)(nil)
+
 // TestDeviceTransitionsHostTime measures the host time of
 // Table.SampleTransitionsInto at B=256 (n-step 1 and 3) on the gpu
 // backend with DeviceSelection (draw, check, gathers and reward sums
