@@ -15,6 +15,7 @@ import (
 // (the batch of a sample, with Exp and Log eight or four at a time) returns the
 // same.
 func TestImportanceMatchesPow(t *testing.T) {
+	t.Parallel() // touches no shared state; runs beside the other sweeps
 	betas := []float64{0, 1e-300, 0.1, 0.4, 0.4999999, 0.5, 0.5000001, 0.6, 0.9, 1, 1.2, 1.5, 2, 2.7, 3, 7.25, 64, 1000.5, 1 << 20, 1e300}
 	wMins := []float64{1e-308, 5e-324, 1e-10, 0.3, 1, 3.7, 1e300}
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -22,10 +23,10 @@ func TestImportanceMatchesPow(t *testing.T) {
 		for _, wMin := range wMins {
 			m := newImportance(beta, wMin)
 			ws := []float64{0, -0.0, wMin, math.Nextafter(wMin, math.Inf(1)), 2 * wMin, math.MaxFloat64, 1e308, 1}
-			for range 200 {
+			for range 200 / sweepStride {
 				ws = append(ws, wMin*math.Exp(rng.Float64()*700))
 			}
-			for range 200 {
+			for range 200 / sweepStride {
 				ws = append(ws, math.Float64frombits(rng.Uint64N(0x7FF0000000000000))) // any finite non-negative
 			}
 			wants := make([]float64, len(ws))
