@@ -33,7 +33,7 @@ train-seeds:
 .PHONY: test-sweeps
 test-sweeps:
 	$(GO) test -count=1 -run 'TestRandom' ./internal/explog/
-	$(GO) test -count=1 -run 'TestCheckpointCorruption|TestCheckpointStoredCorruption|TestImportanceMatchesPow' ./tensorbuf/
+	$(GO) test -count=1 -run 'TestCheckpointCorruption|TestCheckpointStoredCorruption|TestImportanceMatchesPow|TestCheckpointKill' ./tensorbuf/
 
 # fuzz runs every Go fuzz target for FUZZTIME each (the seed corpora already
 # run in `make test`): a count of executions by default, since a duration

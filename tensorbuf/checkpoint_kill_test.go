@@ -149,6 +149,9 @@ func TestCheckpointKill(t *testing.T) {
 		t.Skip("in the child")
 	}
 	kills := 20
+	if raceEnabled {
+		kills = 6 // crash consistency is not a race; make test-sweeps kills 20
+	}
 	if v, err := strconv.Atoi(os.Getenv("TRAJRING_CKPT_KILLS")); err == nil && v > 0 {
 		kills = v
 	}
