@@ -415,6 +415,27 @@ func (b *Backend) launch(k kernels.Kernel, st *slot, size, n, words, gy int64, a
 	return err
 }
 
+// launchGrid launches kernel k over n steps of up to words words in gy
+// columns, as launch does, with arguments that all travel as kernel
+// parameters (no staging slot). It runs with the backend entered
+// (enter or enterLaunch).
+func (b *Backend) launchGrid(k kernels.Kernel, n, words, gy int64, args ...uint64) error {
+	if len(args) != k.Args || len(args) > maxKernelArgs {
+		return fmt.Errorf("%w: %s takes %d arguments, got %d", ErrDriver, k.Entry, k.Args, len(args))
+	}
+	if k.ID < 0 || k.ID >= len(drv.fns) || kernels.All[k.ID].Entry != k.Entry {
+		return fmt.Errorf("%w: %s is not one of kernels.All", ErrDriver, k.Entry)
+	}
+	lanes := kernels.Lanes(max(1, words))
+	gx := min(max((n*lanes+blockSize-1)/blockSize, 1), int64(b.blocks))
+	copy(b.args[:], args)
+	if err := launchKernel(drv.fns[k.ID], int(gx), int(min(gy, 65535)), blockSize, b.stream, b.args, len(args), b.bound); err != nil {
+		return driverErr("cuLaunchKernel("+k.Entry+")", err)
+	}
+	b.launches.Add(1)
+	return nil
+}
+
 // checkGather validates the columns of a gather of n output steps (and of
 // their successor outputs when next is set; kernelargs.Checker.Gather)
 // and returns their arenas. It runs on the backend.
