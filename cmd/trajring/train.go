@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -226,9 +227,19 @@ func (f *trainFlags) resumeConfig(cmd *cobra.Command) error {
 }
 
 // runTrain trains, with progress on stderr, and writes the outputs.
-func runTrain(f trainFlags, stdout, stderr io.Writer) error {
+func runTrain(f trainFlags, stdout, stderr io.Writer) (err error) {
+	_, statErr := os.Stat(f.out)
 	if err := os.MkdirAll(f.out, 0o755); err != nil {
 		return err
+	}
+	if errors.Is(statErr, fs.ErrNotExist) {
+		// A run that fails before writing anything (no usable GPU, say)
+		// leaves no empty -out behind; os.Remove keeps a non-empty one.
+		defer func() {
+			if err != nil {
+				_ = os.Remove(f.out)
+			}
+		}()
 	}
 	// metrics.jsonl is (re)written from the first round, or on resume from
 	// the history up to the checkpoint: a resume that fails early leaves

@@ -329,3 +329,26 @@ func TestTrainCompress(t *testing.T) {
 		t.Errorf("compressed replay checkpoint %d bytes, raw %d: want the compressed one smaller", size["true"], size["false"])
 	}
 }
+
+// TestTrainFailureLeavesNoEmptyOut: a run that fails before writing
+// anything (here: -resume with no checkpoint, reaching RunCartPole) removes
+// the -out directory it created, and keeps one that existed before.
+func TestTrainFailureLeavesNoEmptyOut(t *testing.T) {
+	for _, existed := range []bool{false, true} {
+		out := filepath.Join(t.TempDir(), "run")
+		if existed {
+			if err := os.Mkdir(out, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f := trainFlags{cfg: dqn.DefaultTrainConfig(), out: out}
+		f.cfg.Resume, f.cfg.CheckpointDir = true, out
+		var o, e bytes.Buffer
+		if err := runTrain(f, &o, &e); !errors.Is(err, dqn.ErrNoCheckpoint) {
+			t.Fatalf("existed %v: %v, want ErrNoCheckpoint", existed, err)
+		}
+		if _, err := os.Stat(out); existed != (err == nil) {
+			t.Errorf("existed %v: after the failed run Stat(-out) = %v", existed, err)
+		}
+	}
+}
