@@ -106,7 +106,7 @@ const minSample = 5 * time.Microsecond
 // recorder accumulates the latencies of one contestant over several
 // interleaved rounds, and its allocations.
 type recorder struct {
-	inner   int // calls per latency sample, fixed at the first warm-up
+	inner   int // calls per latency sample, fixed by the first run's warm-up
 	ns      []float64
 	mallocs uint64
 	bytes   uint64
@@ -117,9 +117,9 @@ type recorder struct {
 // brackets the timed loop, so allocations are exact counts per op (as
 // testing.B reports them), and the loop itself allocates nothing.
 func (r *recorder) run(op func() error, bud Budget) error {
-	// The group size comes from the fastest warm-up call: the first
-	// calls of a contestant run from cold caches and can take many times
-	// the steady cost, which made every sample a single call.
+	// The group size comes from the fastest warm-up call, because the
+	// first calls of a contestant run from cold caches at many times the
+	// steady cost and must not size the groups.
 	per := time.Duration(math.MaxInt64)
 	for range bud.Warmup {
 		w0 := time.Now()
