@@ -486,33 +486,60 @@ func (bt *Batch) HostMeta() error {
 		return nil
 	}
 	o := &bt.meta
-	if err := o.be.Sync(); err != nil {
-		return fmt.Errorf("%w: sync: %w", ErrBackend, err)
-	}
 	n := bt.metaN
 	keys, probs, weights := grow(&bt.Keys, n), grow(&bt.Probabilities, n), grow(&bt.Weights, n)
-	for _, c := range [...]struct {
-		dst []byte
-		off int64
-	}{
+	if err := o.download([]hostPart{
 		{f64Bytes(keys), o.offs[metaKeys]},
 		{f64Bytes(probs), o.offs[metaProbs]},
 		{f64Bytes(weights), o.offs[metaWeights]},
-	} {
-		if err := o.be.Download(c.dst, o.arena, c.off); err != nil {
-			return fmt.Errorf("%w: download: %w", ErrBackend, err)
-		}
+	}); err != nil {
+		return err
 	}
 	items := grow(&bt.Items, n)
 	if t := bt.metaT; t != nil {
-		t.mu.Lock()
-		for i, k := range keys {
-			items[i] = Item{}
-			if s, ok := t.lookup(k); ok {
-				items[i] = t.items[s].Item
-			}
-		}
-		t.mu.Unlock()
+		t.itemsByKey(keys, items, nil)
 	}
 	return nil
+}
+
+// hostPart is one run of an outArena copied to the host: dst from byte
+// offset off.
+type hostPart struct {
+	dst []byte
+	off int64
+}
+
+// download waits for the backend, then copies each part of o to the
+// host: a device-selected sample's metadata for HostMeta.
+func (o *outArena) download(parts []hostPart) error {
+	if err := o.be.Sync(); err != nil {
+		return fmt.Errorf("%w: sync: %w", ErrBackend, err)
+	}
+	for _, p := range parts {
+		if err := o.be.Download(p.dst, o.arena, p.off); err != nil {
+			return fmt.Errorf("%w: download: %w", ErrBackend, err)
+		}
+	}
+	return nil
+}
+
+// itemsByKey sets items[i] to the item of keys[i] as the table holds it
+// now, or the zero Item when it has left the table, and (when steps is not
+// nil) steps[i] to the item's first step, or -1.
+func (t *Table) itemsByKey(keys []uint64, items []Item, steps []int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, k := range keys {
+		items[i] = Item{}
+		s, ok := t.lookup(k)
+		if ok {
+			items[i] = t.items[s].Item
+		}
+		if steps != nil {
+			steps[i] = -1
+			if ok {
+				steps[i] = items[i].Start
+			}
+		}
+	}
 }

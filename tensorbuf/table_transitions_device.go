@@ -129,10 +129,7 @@ func (t *Table) syncMetaLocked() error {
 		if cur == s0 && b.newestMeta(r) == mm.last[r] {
 			continue
 		}
-		lo := max(s0-1, cur-c, 0)
-		if cur < s0 {
-			lo = max(cur-c, 0) // cannot happen (cursors only grow); stay correct anyway
-		}
+		lo := max(s0-1, cur-c, 0) // cursors only grow
 		base := int64(r) * c
 		for p := lo; p < cur; p++ {
 			ix := base + p%c
@@ -321,38 +318,24 @@ func (tr *TableTransitions) HostMeta() error {
 		return nil
 	}
 	o := &tr.sel
-	if err := o.be.Sync(); err != nil {
-		return fmt.Errorf("%w: sync: %w", ErrBackend, err)
-	}
 	n := tr.selN
 	keys, probs, weights := grow(&tr.Keys, n), grow(&tr.Probabilities, n), grow(&tr.Weights, n)
 	valid := grow(&tr.Valid, n)
 	wins := grow(&tr.selWins, n)
-	for _, c := range [...]struct {
-		dst []byte
-		off int64
-	}{
+	if err := o.download([]hostPart{
 		{f64Bytes(keys), o.offs[selKeys]},
 		{f64Bytes(probs), o.offs[selProbs]},
 		{f64Bytes(weights), o.offs[selWeights]},
 		{unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(valid))), n), o.offs[selValid]},
 		{unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(wins))), n*kernels.WinDescSize), o.offs[selSteps]},
-	} {
-		if err := o.be.Download(c.dst, o.arena, c.off); err != nil {
-			return fmt.Errorf("%w: download: %w", ErrBackend, err)
-		}
+	}); err != nil {
+		return err
 	}
 	items, rows, steps := grow(&tr.Items, n), grow(&tr.Rows, n), grow(&tr.Steps, n)
-	t := tr.selT
-	t.mu.Lock()
-	for i, k := range keys {
-		items[i], rows[i], steps[i] = Item{}, int(wins[i].Row), -1
-		if s, ok := t.lookup(k); ok {
-			items[i] = t.items[s].Item
-			steps[i] = items[i].Start
-		}
+	tr.selT.itemsByKey(keys, items, steps)
+	for i := range keys {
+		rows[i] = int(wins[i].Row)
 	}
-	t.mu.Unlock()
 	return nil
 }
 
