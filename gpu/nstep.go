@@ -62,27 +62,14 @@ func (b *Backend) NStepRewardColumn(rew kernels.Column, out kernels.Arena, outOf
 }
 
 func (b *Backend) nstepReward(rew kernels.Column, out kernels.Arena, outOff int64, wins []kernels.Window, capacity int64, gamma float64) error {
-	r, err := b.arena(rew.Ring)
+	r, o, stride, rows, err := b.rewardArenas(rew, out, capacity, gamma)
 	if err != nil {
-		return fmt.Errorf("n-step reward ring: %w", err)
-	}
-	o, err := b.arena(out)
-	if err != nil {
-		return fmt.Errorf("n-step reward output: %w", err)
-	}
-	stride := rew.RingStride()
-	steps, ok := rew.RingSteps(r.size)
-	if !ok || rew.StepBytes != 4 || stride%4 != 0 || rew.Offset%4 != 0 || capacity <= 0 || r.size%stride != 0 || steps%capacity != 0 {
-		return fmt.Errorf("%w: reward ring of %d bytes (stride %d, offset %d, step %d), capacity %d", ErrBounds, r.size, stride, rew.Offset, rew.StepBytes, capacity)
-	}
-	if math.IsNaN(gamma) || gamma < 0 || gamma > 1 {
-		return fmt.Errorf("%w: gamma %v outside [0, 1]", ErrBounds, gamma)
+		return err
 	}
 	n := int64(len(wins))
 	if outOff%4 != 0 || !kernels.Fits(outOff, n, 4, o.size) {
 		return fmt.Errorf("%w: %d sums at %d into %d bytes", ErrBounds, n, outOff, o.size)
 	}
-	rows := steps / capacity
 	if i, bad := kernels.BadWindow(wins, rows, capacity); bad {
 		return fmt.Errorf("%w: window %d %+v (rows %d, capacity %d)", ErrBounds, i, wins[i], rows, capacity)
 	}
@@ -110,3 +97,25 @@ func (b *Backend) nstepReward(rew kernels.Column, out kernels.Arena, outOff int6
 // NStepReward that had work to do launches one kernel). It is safe for
 // concurrent use.
 func (b *Backend) Launches() int64 { return b.launches.Load() }
+
+// rewardArenas looks up the reward column's ring and the output of an
+// n-step reward sum and checks the ring's layout (float32 rewards, whole
+// rows of capacity steps) and gamma, for NStepRewardColumn and
+// NStepRewardAt. It returns the ring's stride and rows.
+func (b *Backend) rewardArenas(rew kernels.Column, out kernels.Arena, capacity int64, gamma float64) (r, o *Arena, stride, rows int64, err error) {
+	if r, err = b.arena(rew.Ring); err != nil {
+		return nil, nil, 0, 0, fmt.Errorf("n-step reward ring: %w", err)
+	}
+	if o, err = b.arena(out); err != nil {
+		return nil, nil, 0, 0, fmt.Errorf("n-step reward output: %w", err)
+	}
+	stride = rew.RingStride()
+	steps, ok := rew.RingSteps(r.size)
+	if !ok || rew.StepBytes != 4 || stride%4 != 0 || rew.Offset%4 != 0 || capacity <= 0 || r.size%stride != 0 || steps%capacity != 0 {
+		return nil, nil, 0, 0, fmt.Errorf("%w: reward ring of %d bytes (stride %d, offset %d, step %d), capacity %d", ErrBounds, r.size, stride, rew.Offset, rew.StepBytes, capacity)
+	}
+	if math.IsNaN(gamma) || gamma < 0 || gamma > 1 {
+		return nil, nil, 0, 0, fmt.Errorf("%w: gamma %v outside [0, 1]", ErrBounds, gamma)
+	}
+	return r, o, stride, steps / capacity, nil
+}

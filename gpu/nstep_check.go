@@ -91,25 +91,13 @@ func (b *Backend) NStepRewardAt(rew kernels.Column, out kernels.Arena, outOff in
 		return err
 	}
 	defer b.exit()
-	r, err := b.arena(rew.Ring)
+	r, o, stride, _, err := b.rewardArenas(rew, out, capacity, gamma)
 	if err != nil {
-		return fmt.Errorf("n-step reward ring: %w", err)
-	}
-	o, err := b.arena(out)
-	if err != nil {
-		return fmt.Errorf("n-step reward output: %w", err)
+		return err
 	}
 	w, err := b.arena(wins)
 	if err != nil {
 		return fmt.Errorf("n-step windows: %w", err)
-	}
-	stride := rew.RingStride()
-	steps, ok := rew.RingSteps(r.size)
-	if !ok || rew.StepBytes != 4 || stride%4 != 0 || rew.Offset%4 != 0 || capacity <= 0 || r.size%stride != 0 || steps%capacity != 0 {
-		return fmt.Errorf("%w: reward ring of %d bytes (stride %d, offset %d, step %d), capacity %d", ErrBounds, r.size, stride, rew.Offset, rew.StepBytes, capacity)
-	}
-	if math.IsNaN(gamma) || gamma < 0 || gamma > 1 {
-		return fmt.Errorf("%w: gamma %v outside [0, 1]", ErrBounds, gamma)
 	}
 	if n < 0 || winOff%8 != 0 || !kernels.Fits(winOff, n, kernels.WinDescSize, w.size) || outOff%4 != 0 || !kernels.Fits(outOff, n, 4, o.size) {
 		return fmt.Errorf("%w: %d windows at %d of %d bytes, sums at %d of %d bytes", ErrBounds, n, winOff, w.size, outOff, o.size)
