@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"testing"
 	"unsafe"
@@ -95,20 +94,7 @@ func TestUpdatePrioritiesDeviceAfterOrdersALearner(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			dev, err := cu.GetDevice(0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pctx, err := dev.RetainPrimaryCtx()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer dev.ReleasePrimaryCtx()
-			if err := cu.SetCurrentContext(pctx); err != nil {
-				t.Fatal(err)
-			}
+			usePrimaryContext(t)
 			ls, err := cu.MakeStream(cu.NonBlocking)
 			if err != nil {
 				t.Fatal(err)

@@ -364,20 +364,7 @@ func TestAddFromDeviceAllocatesNothing(t *testing.T) {
 // the wait stores stale bytes: the control shows that the wait matters.
 func TestAddFromDeviceWaitsForProducerStream(t *testing.T) {
 	const envs, capacity, rounds = 4, 4, 6
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	dev, err := cu.GetDevice(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pctx, err := dev.RetainPrimaryCtx()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.ReleasePrimaryCtx()
-	if err := cu.SetCurrentContext(pctx); err != nil {
-		t.Fatal(err)
-	}
+	usePrimaryContext(t)
 	_, standin := gpu.StandinDeviceTime()
 	for _, wait := range []bool{true, false} {
 		if !wait && !standin {
@@ -461,5 +448,27 @@ func TestAddFromDeviceWaitsForProducerStream(t *testing.T) {
 		_ = read.Close()
 		_ = cu.DestroyEvent(&written)
 		_ = cs.Destroy()
+	}
+}
+
+// usePrimaryContext locks the test's goroutine to its thread and makes the
+// device's primary context current there, as a consumer using the driver
+// API on its own thread does (cudart-based code is in it already); the
+// test's cleanup releases both.
+func usePrimaryContext(t *testing.T) {
+	t.Helper()
+	runtime.LockOSThread()
+	t.Cleanup(runtime.UnlockOSThread)
+	dev, err := cu.GetDevice(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, err := dev.RetainPrimaryCtx()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dev.ReleasePrimaryCtx() })
+	if err := cu.SetCurrentContext(pctx); err != nil {
+		t.Fatal(err)
 	}
 }
