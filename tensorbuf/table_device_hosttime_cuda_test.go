@@ -54,7 +54,10 @@ func TestDeviceSelectionHostTime(t *testing.T) {
 		modes := []string{"dev", "host", "cpu"}
 		setups := make([]*hostTimeSetup, len(modes))
 		for i, mode := range modes {
-			setups[i] = newHostTimeSetup(t, mode, c.sel, c.rows, c.envs, c.capacity, c.perRow)
+			setups[i] = newHostTimeSetup(t, mode, c.sel, c.rows, c.envs, c.capacity, c.perRow,
+				func(r int, s int64) tensorbuf.Item {
+					return tensorbuf.Item{Row: r, Start: s * int64(c.capacity/c.perRow), Len: 1}
+				})
 		}
 		runs := make([]hostRun, len(setups))
 		for i, su := range setups {
@@ -82,7 +85,7 @@ func TestDeviceSelectionHostTime(t *testing.T) {
 // hostTimeSetup is one table of TestDeviceSelectionHostTime: a buffer of
 // envs rows of capacity steps on the gpu backend with device selection
 // (mode "dev") or host selection ("host"), or on the cpu backend ("cpu"),
-// and perRow items of one step per row.
+// and perRow items per row, as item makes them (with priorities 1 to 9).
 type hostTimeSetup struct {
 	be  tensorbuf.Backend
 	g   *gpu.Backend
@@ -91,7 +94,7 @@ type hostTimeSetup struct {
 	bt  *tensorbuf.Batch
 }
 
-func newHostTimeSetup(t *testing.T, mode string, sel tensorbuf.Selector, rows string, envs, capacity, perRow int) *hostTimeSetup {
+func newHostTimeSetup(t *testing.T, mode string, sel tensorbuf.Selector, rows string, envs, capacity, perRow int, item func(r int, s int64) tensorbuf.Item) *hostTimeSetup {
 	t.Helper()
 	su := &hostTimeSetup{bt: new(tensorbuf.Batch)}
 	if mode == "cpu" {
@@ -123,7 +126,9 @@ func newHostTimeSetup(t *testing.T, mode string, sel tensorbuf.Selector, rows st
 	}
 	for r := range envs {
 		for s := range int64(perRow) {
-			if _, err := su.tbl.Insert(tensorbuf.Item{Row: r, Start: s * int64(capacity/perRow), Len: 1, Priority: float64(1 + (r+int(s))%9)}); err != nil {
+			it := item(r, s)
+			it.Priority = float64(1 + (r+int(s))%9)
+			if _, err := su.tbl.Insert(it); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trajring/trajring/cpu"
 	"github.com/trajring/trajring/gpu"
 	"github.com/trajring/trajring/tensorbuf"
 )
@@ -84,52 +83,19 @@ func TestDeviceTransitionsHostTime(t *testing.T) {
 // host selection ("host"), or on the cpu backend ("cpu"), and 32 items
 // of four steps per row.
 type transHostTimeSetup struct {
-	be  tensorbuf.Backend
-	g   *gpu.Backend
-	buf *tensorbuf.Buffer
-	tbl *tensorbuf.Table
-	tr  *tensorbuf.TableTransitions
+	*hostTimeSetup
+	tr *tensorbuf.TableTransitions
 }
 
 func newTransHostTimeSetup(t *testing.T, mode string, sel tensorbuf.Selector, rows string) *transHostTimeSetup {
 	t.Helper()
 	const envs, capacity, perRow = 256, 64, 32
-	su := &transHostTimeSetup{tr: new(tensorbuf.TableTransitions)}
-	if mode == "cpu" {
-		su.be = cpu.New()
-	} else {
-		var err error
-		if su.g, err = gpu.New(); err != nil {
-			t.Fatal(err)
-		}
-		su.be = su.g
+	return &transHostTimeSetup{
+		hostTimeSetup: newHostTimeSetup(t, mode, sel, rows, envs, capacity, perRow, func(r int, s int64) tensorbuf.Item {
+			return tensorbuf.Item{Row: r, Start: s * 60 / perRow, Len: 4}
+		}),
+		tr: new(tensorbuf.TableTransitions),
 	}
-	fields := hostTimeFields[rows]
-	var err error
-	if su.buf, err = tensorbuf.New(tensorbuf.Config{NumEnvs: envs, Capacity: capacity, Fields: fields, Seed: 1, Backend: su.be}); err != nil {
-		t.Fatal(err)
-	}
-	w, err := su.buf.NewWriter()
-	if err != nil {
-		t.Fatal(err)
-	}
-	step := fullStep(fields, envs)
-	for range capacity {
-		if err := w.Add(step); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if su.tbl, err = su.buf.NewTable(tensorbuf.TableConfig{Name: "t", Selector: sel, Beta: 0.4, Seed: 5, DeviceSelection: mode == "dev"}); err != nil {
-		t.Fatal(err)
-	}
-	for r := range envs {
-		for s := range int64(perRow) {
-			if _, err := su.tbl.Insert(tensorbuf.Item{Row: r, Start: s * 60 / perRow, Len: 4, Priority: float64(1 + (r+int(s))%9)}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	return su
 }
 
 // run samples n transitions k times.
@@ -145,8 +111,5 @@ func (su *transHostTimeSetup) run(t *testing.T, n, k int, opt tensorbuf.NStepOpt
 func (su *transHostTimeSetup) close() {
 	_ = su.be.Sync()
 	_ = su.tr.Release()
-	_ = su.buf.Close()
-	if su.g != nil {
-		_ = su.g.Close()
-	}
+	su.hostTimeSetup.close()
 }
