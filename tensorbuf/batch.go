@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/trajring/trajring/cpu"
+	"github.com/trajring/trajring/internal/rawbytes"
 	"gorgonia.org/tensor"
 )
 
@@ -489,9 +490,9 @@ func (bt *Batch) HostMeta() error {
 	n := bt.metaN
 	keys, probs, weights := grow(&bt.Keys, n), grow(&bt.Probabilities, n), grow(&bt.Weights, n)
 	if err := o.download([]hostPart{
-		{f64Bytes(keys), o.offs[metaKeys]},
-		{f64Bytes(probs), o.offs[metaProbs]},
-		{f64Bytes(weights), o.offs[metaWeights]},
+		{rawbytes.Of(keys), o.offs[metaKeys]},
+		{rawbytes.Of(probs), o.offs[metaProbs]},
+		{rawbytes.Of(weights), o.offs[metaWeights]},
 	}); err != nil {
 		return err
 	}

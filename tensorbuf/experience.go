@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/trajring/trajring/internal/rawbytes"
 	"gorgonia.org/tensor"
 )
 
@@ -360,7 +361,7 @@ func (ew *ExperienceWriter) fill(rows, sel []int, cur [][]byte, e *Experience) e
 		}
 	}
 	cols = append(cols, b.ring[b.nUser+colNextStepType], b.ring[b.nUser+colReward], b.ring[b.nUser+colDiscount])
-	src = append(src, int32Bytes(next), f32Bytes(rew), f32Bytes(disc))
+	src = append(src, rawbytes.Of(next), rawbytes.Of(rew), rawbytes.Of(disc))
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -413,7 +414,7 @@ func (ew *ExperienceWriter) cutPending(rows, sel []int) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if err := ew.scatterPendingLocked(rows, sel, []Column{b.ring[b.nUser+colNextStepType]}, [][]byte{int32Bytes(next)}); err != nil {
+	if err := ew.scatterPendingLocked(rows, sel, []Column{b.ring[b.nUser+colNextStepType]}, [][]byte{rawbytes.Of(next)}); err != nil {
 		return err
 	}
 	for _, ix := range ew.idx {

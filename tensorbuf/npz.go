@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"unsafe"
 
 	"github.com/trajring/trajring/internal/npy"
+	"github.com/trajring/trajring/internal/rawbytes"
 	"gorgonia.org/tensor"
 )
 
@@ -93,10 +93,10 @@ func (b *Buffer) ExportNPZ(w io.Writer, mode ExportMode) (int, error) {
 	for i, r := range tr.Rows {
 		rows[i] = int64(r)
 	}
-	if err := a.Add("row", npy.Int64, []int{n}, int64Bytes(rows)); err != nil {
+	if err := a.Add("row", npy.Int64, []int{n}, rawbytes.Of(rows)); err != nil {
 		return 0, err
 	}
-	if err := a.Add("step", npy.Int64, []int{n}, int64Bytes(tr.Steps)); err != nil {
+	if err := a.Add("step", npy.Int64, []int{n}, rawbytes.Of(tr.Steps)); err != nil {
 		return 0, err
 	}
 	return n, a.Close()
@@ -119,8 +119,4 @@ func npyKind(dt tensor.Dtype) (npy.Kind, bool) {
 		return npy.Bool, true
 	}
 	return 0, false
-}
-
-func int64Bytes(s []int64) []byte {
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), 8*len(s))
 }

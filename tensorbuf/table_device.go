@@ -2,9 +2,9 @@ package tensorbuf
 
 import (
 	"fmt"
-	"unsafe"
 
 	"github.com/trajring/trajring/cpu"
+	"github.com/trajring/trajring/internal/rawbytes"
 	"github.com/trajring/trajring/kernels"
 	"gorgonia.org/tensor"
 )
@@ -289,10 +289,10 @@ func (t *Table) learnLeavesLocked() error {
 	ws := grow(&m.leaves, int(m.treeN))
 	ps := grow(&m.prios, int(m.treeN))
 	st := m.arena.offs[3]
-	if err := be.Download(f64Bytes(ws), m.arena.arena, m.arena.offs[2]); err != nil {
+	if err := be.Download(rawbytes.Of(ws), m.arena.arena, m.arena.offs[2]); err != nil {
 		return fmt.Errorf("%w: download: %w", ErrBackend, err)
 	}
-	if err := be.Download(f32Bytes(ps), m.arena.arena, st+kernels.UpdateState(m.slots, m.treeN).Prios); err != nil {
+	if err := be.Download(rawbytes.Of(ps), m.arena.arena, st+kernels.UpdateState(m.slots, m.treeN).Prios); err != nil {
 		return fmt.Errorf("%w: download: %w", ErrBackend, err)
 	}
 	for s := range min(len(ws), len(t.items)) {
@@ -377,9 +377,4 @@ func (b *Buffer) gatherAt(bt *Batch, sel ItemSelector, n, l int, rebuild bool) e
 		return fmt.Errorf("%w: gather windows: %w", ErrBackend, err)
 	}
 	return b.views(bt, n, l, rebuild)
-}
-
-// f64Bytes views the memory of an 8-byte-word slice as bytes.
-func f64Bytes[T uint64 | float64](s []T) []byte {
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), 8*len(s))
 }

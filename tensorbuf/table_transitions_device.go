@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/trajring/trajring/cpu"
+	"github.com/trajring/trajring/internal/rawbytes"
 	"github.com/trajring/trajring/kernels"
 	"gorgonia.org/tensor"
 )
@@ -107,7 +108,7 @@ func (t *Table) syncMetaLocked() error {
 		if err := b.be.Upload(mm.arena.arena, mm.arena.offs[0], b.meta); err != nil {
 			return fmt.Errorf("%w: metadata mirror: %w", ErrBackend, err)
 		}
-		if err := b.be.Upload(mm.arena.arena, mm.arena.offs[1], int64Bytes(b.cursor)); err != nil {
+		if err := b.be.Upload(mm.arena.arena, mm.arena.offs[1], rawbytes.Of(b.cursor)); err != nil {
 			return fmt.Errorf("%w: cursor mirror: %w", ErrBackend, err)
 		}
 		mm.synced, mm.last = grow(&mm.synced, int(rows)), grow(&mm.last, int(rows))
@@ -149,7 +150,7 @@ func (t *Table) syncMetaLocked() error {
 		}
 	}
 	if moved {
-		if err := b.be.Upload(mm.arena.arena, mm.arena.offs[1], int64Bytes(b.cursor)); err != nil {
+		if err := b.be.Upload(mm.arena.arena, mm.arena.offs[1], rawbytes.Of(b.cursor)); err != nil {
 			mm.synced = mm.synced[:0]
 			return fmt.Errorf("%w: cursor mirror: %w", ErrBackend, err)
 		}
@@ -323,9 +324,9 @@ func (tr *TableTransitions) HostMeta() error {
 	valid := grow(&tr.Valid, n)
 	wins := grow(&tr.selWins, n)
 	if err := o.download([]hostPart{
-		{f64Bytes(keys), o.offs[selKeys]},
-		{f64Bytes(probs), o.offs[selProbs]},
-		{f64Bytes(weights), o.offs[selWeights]},
+		{rawbytes.Of(keys), o.offs[selKeys]},
+		{rawbytes.Of(probs), o.offs[selProbs]},
+		{rawbytes.Of(weights), o.offs[selWeights]},
 		{unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(valid))), n), o.offs[selValid]},
 		{unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(wins))), n*kernels.WinDescSize), o.offs[selSteps]},
 	}); err != nil {

@@ -3,6 +3,8 @@ package tensorbuf
 import (
 	"fmt"
 	"unsafe"
+
+	"github.com/trajring/trajring/internal/rawbytes"
 )
 
 // DeviceSelectionHost returns the masked weights and validity bytes of a
@@ -46,7 +48,7 @@ func CheckMetaMirror(t *Table) error {
 	if err := b.be.Download(meta, mm.arena.arena, mm.arena.offs[0]); err != nil {
 		return err
 	}
-	if err := b.be.Download(int64Bytes(cursors), mm.arena.arena, mm.arena.offs[1]); err != nil {
+	if err := b.be.Download(rawbytes.Of(cursors), mm.arena.arena, mm.arena.offs[1]); err != nil {
 		return err
 	}
 	for i := range meta {

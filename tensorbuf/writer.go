@@ -3,8 +3,8 @@ package tensorbuf
 import (
 	"fmt"
 	"math"
-	"unsafe"
 
+	"github.com/trajring/trajring/internal/rawbytes"
 	"gorgonia.org/tensor"
 )
 
@@ -258,10 +258,10 @@ func (w *Writer) stage(s *Step, k int) (rows []int, devices bool, err error) {
 		}
 		w.src[i], w.dev[i] = raw, nil
 	}
-	w.src[b.nUser+colStepType] = int32Bytes(s.StepType)
-	w.src[b.nUser+colNextStepType] = int32Bytes(s.NextStepType)
-	w.src[b.nUser+colReward] = f32Bytes(s.Reward)
-	w.src[b.nUser+colDiscount] = f32Bytes(s.Discount)
+	w.src[b.nUser+colStepType] = rawbytes.Of(s.StepType)
+	w.src[b.nUser+colNextStepType] = rawbytes.Of(s.NextStepType)
+	w.src[b.nUser+colReward] = rawbytes.Of(s.Reward)
+	w.src[b.nUser+colDiscount] = rawbytes.Of(s.Discount)
 	return rows, devices, nil
 }
 
@@ -453,18 +453,4 @@ func columnBytes(d *tensor.Dense, c *column, n int) ([]byte, error) {
 		return hostBytes(d, c.Field, n)
 	}
 	return raw[:want], nil
-}
-
-func int32Bytes(s []StepType) []byte {
-	if len(s) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), 4*len(s))
-}
-
-func f32Bytes(s []float32) []byte {
-	if len(s) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), 4*len(s))
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/trajring/trajring/driver"
+	"github.com/trajring/trajring/internal/rawbytes"
 	"github.com/trajring/trajring/kernels"
 	"gorgonia.org/tensor"
 )
@@ -109,7 +110,7 @@ func (l *DeviceLearner) ActHost(obs []float32, n int, actions []int64) error {
 	if err != nil {
 		return err
 	}
-	if err := l.be.Upload(s.mem, 0, f32Bytes(obs[:n*l.cfg.ObsDim])); err != nil {
+	if err := l.be.Upload(s.mem, 0, rawbytes.Of(obs[:n*l.cfg.ObsDim])); err != nil {
 		return fmt.Errorf("dqn: device learner: %w", err)
 	}
 	return l.act1(s, s.obs, n, actions)
@@ -127,7 +128,7 @@ func (l *DeviceLearner) QValuesHost(obs []float32, n int, q []float32) error {
 	if err != nil {
 		return err
 	}
-	if err := l.be.Upload(s.mem, 0, f32Bytes(obs[:n*l.cfg.ObsDim])); err != nil {
+	if err := l.be.Upload(s.mem, 0, rawbytes.Of(obs[:n*l.cfg.ObsDim])); err != nil {
 		return fmt.Errorf("dqn: device learner: %w", err)
 	}
 	if err := l.forwardN(s, s.obs, n); err != nil {
@@ -177,7 +178,7 @@ func (l *DeviceLearner) act1(s *actScratch, obs *tensor.Dense, n int, actions []
 	if err != nil {
 		return err
 	}
-	if err := l.be.Download(i64Bytes(actions[:n]), a, off); err != nil {
+	if err := l.be.Download(rawbytes.Of(actions[:n]), a, off); err != nil {
 		return fmt.Errorf("dqn: greedy actions: %w", err)
 	}
 	return nil

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"unsafe"
 
 	"github.com/trajring/trajring/gpu"
+	"github.com/trajring/trajring/internal/rawbytes"
 	"github.com/trajring/trajring/kernels"
 	"gorgonia.org/tensor"
 )
@@ -190,7 +190,7 @@ func (l *DeviceLearner) alloc() error {
 	for j := range ones {
 		ones[j] = 1
 	}
-	return l.be.Upload(s, offs[len(offs)-1], f64Bytes(ones))
+	return l.be.Upload(s, offs[len(offs)-1], rawbytes.Of(ones))
 }
 
 // upload writes m's weights into the online parameters.
@@ -199,19 +199,7 @@ func (l *DeviceLearner) upload(m *mlp) error {
 	for i := range m.w {
 		flat = append(append(flat, m.w[i]...), m.b[i]...)
 	}
-	return l.be.Upload(l.paramArena, 0, f32Bytes(flat))
-}
-
-func f32Bytes(v []float32) []byte {
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v))
-}
-
-func f64Bytes(v []float64) []byte {
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 8*len(v))
-}
-
-func i64Bytes(v []int64) []byte {
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 8*len(v))
+	return l.be.Upload(l.paramArena, 0, rawbytes.Of(flat))
 }
 
 // Close frees the learner's device memory. The learner is unusable

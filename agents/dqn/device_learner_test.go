@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/trajring/trajring/gpu"
+	"github.com/trajring/trajring/internal/rawbytes"
 	"gorgonia.org/tensor"
 )
 
@@ -83,7 +84,7 @@ func newLearnerPair(t testing.TB, cfg Config, seed uint64) *learnerPair {
 	for i := range targ.w {
 		flat = append(append(flat, targ.w[i]...), targ.b[i]...)
 	}
-	if err := be.Upload(l.targArena, 0, f32Bytes(flat)); err != nil {
+	if err := be.Upload(l.targArena, 0, rawbytes.Of(flat)); err != nil {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(seed, 28))
@@ -111,12 +112,12 @@ func newLearnerPair(t testing.TB, cfg Config, seed uint64) *learnerPair {
 		}
 	}
 	db := DeviceBatch{
-		Obs:      deviceTensor(t, be, tensor.Float32, f32Bytes(hb.Obs), B, d),
-		NextObs:  deviceTensor(t, be, tensor.Float32, f32Bytes(hb.NextObs), B, d),
-		Actions:  deviceTensor(t, be, tensor.Int64, i64Bytes(hb.Actions), B),
-		Reward:   deviceTensor(t, be, tensor.Float32, f32Bytes(hb.Reward), B),
-		Discount: deviceTensor(t, be, tensor.Float32, f32Bytes(hb.Discount), B),
-		Weights:  deviceTensor(t, be, tensor.Float64, f64Bytes(w), B),
+		Obs:      deviceTensor(t, be, tensor.Float32, rawbytes.Of(hb.Obs), B, d),
+		NextObs:  deviceTensor(t, be, tensor.Float32, rawbytes.Of(hb.NextObs), B, d),
+		Actions:  deviceTensor(t, be, tensor.Int64, rawbytes.Of(hb.Actions), B),
+		Reward:   deviceTensor(t, be, tensor.Float32, rawbytes.Of(hb.Reward), B),
+		Discount: deviceTensor(t, be, tensor.Float32, rawbytes.Of(hb.Discount), B),
+		Weights:  deviceTensor(t, be, tensor.Float64, rawbytes.Of(w), B),
 		Valid:    deviceTensor(t, be, tensor.Uint8, vb, B),
 	}
 	return &learnerPair{cpu: a, dev: l, be: be, hb: hb, db: db, valid: valid}
@@ -239,7 +240,7 @@ func TestDeviceLearnerMatchesAgent(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := p.be.Download(f64Bytes(nd), a, off); err != nil {
+				if err := p.be.Download(rawbytes.Of(nd), a, off); err != nil {
 					t.Fatal(err)
 				}
 				if math.Abs(nd[0]-math.Sqrt(sq)) > 1e-5*math.Sqrt(sq) {

@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/trajring/trajring/internal/rawbytes"
 	"gorgonia.org/tensor"
 )
 
@@ -86,7 +87,7 @@ func (l *DeviceLearner) LoadState(r io.Reader) error {
 	for i, t := range []*tensor.Dense{l.params, l.targ, l.m, l.v} {
 		a, off, err := l.locate(t)
 		if err == nil {
-			err = l.be.Upload(a, off, f32Bytes(flat[i]))
+			err = l.be.Upload(a, off, rawbytes.Of(flat[i]))
 		}
 		if err != nil {
 			return fmt.Errorf("dqn: loading the device learner's state: %w", err)

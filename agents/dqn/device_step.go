@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/trajring/trajring/gpu"
+	"github.com/trajring/trajring/internal/rawbytes"
 	"github.com/trajring/trajring/kernels"
 	"github.com/trajring/trajring/tensorbuf"
 	"gorgonia.org/tensor"
@@ -225,7 +226,7 @@ func (l *DeviceLearner) download(dst []float32, t *tensor.Dense) error {
 	if err != nil {
 		return err
 	}
-	if err := l.be.Download(f32Bytes(dst), a, off); err != nil {
+	if err := l.be.Download(rawbytes.Of(dst), a, off); err != nil {
 		return fmt.Errorf("dqn: device learner: %w", err)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"github.com/trajring/trajring/driver"
 	"github.com/trajring/trajring/driver/envs"
 	"github.com/trajring/trajring/gpu"
+	"github.com/trajring/trajring/internal/rawbytes"
 	"github.com/trajring/trajring/observer"
 	"github.com/trajring/trajring/tensorbuf"
 	"gorgonia.org/tensor"
@@ -95,7 +96,7 @@ func TestDeviceLearnerTrainsOnTableTransitions(t *testing.T) {
 			valid[i] = 1
 		}
 	}
-	w := deviceTensor(t, be, tensor.Float64, f64Bytes(tr.Weights), cfg.BatchSize)
+	w := deviceTensor(t, be, tensor.Float64, rawbytes.Of(tr.Weights), cfg.BatchSize)
 	vt := deviceTensor(t, be, tensor.Uint8, valid, cfg.BatchSize)
 	if err := l.TrainTransitions(&tr.Transitions, obsName, actName, w, vt); err != nil {
 		t.Fatal(err)
@@ -104,7 +105,7 @@ func TestDeviceLearnerTrainsOnTableTransitions(t *testing.T) {
 	for i, k := range tr.Keys {
 		keys[i] = math.Float64frombits(k)
 	}
-	kt := deviceTensor(t, be, tensor.Uint64, f64Bytes(keys), cfg.BatchSize)
+	kt := deviceTensor(t, be, tensor.Uint64, rawbytes.Of(keys), cfg.BatchSize)
 	if err := table.UpdatePrioritiesDevice(kt, l.Priorities()); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/trajring/trajring/driver"
 	"github.com/trajring/trajring/gpu"
+	"github.com/trajring/trajring/internal/rawbytes"
 	"github.com/trajring/trajring/kernels"
 	"github.com/trajring/trajring/tensorbuf"
 	"gorgonia.org/tensor"
@@ -111,7 +112,7 @@ func (d *deviceTrainLearner) load(tr *tensorbuf.TableTransitions, obs, act strin
 	}
 	var w *tensor.Dense
 	if d.prioritized {
-		if err := d.be.Upload(d.meta, d.wOff, f64Bytes(tr.Weights)); err != nil {
+		if err := d.be.Upload(d.meta, d.wOff, rawbytes.Of(tr.Weights)); err != nil {
 			return fmt.Errorf("dqn: device learner: %w", err)
 		}
 		w = d.w
