@@ -1,6 +1,13 @@
 # trajring build and test entry points. `make test` is what CI runs.
 GO ?= go
 
+# RACE runs go test under the race detector without its default one-second
+# sleep at exit (TSan's atexit_sleep_ms), which every test binary and every
+# child a kill test starts would pay; races are still reported, since each
+# test checks the detector's count when it ends. A GORACE of the caller's
+# own comes after and wins.
+RACE = GORACE="atexit_sleep_ms=0 $$GORACE" $(GO) test -race
+
 .PHONY: test test-go test-train vet
 
 test: vet test-go test-train test-sweeps
@@ -11,7 +18,7 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 
 test-go:
-	$(GO) test -race -count=1 ./...
+	$(RACE) -count=1 ./...
 
 # test-train runs the seeded DQN training test without the race detector
 # and its checkpoint-and-resume twin (about 4 s each; under -race they take
@@ -61,10 +68,10 @@ bench-remote:
 # test-cluster runs the 3-node JetStream cluster scenarios of remote/
 # (node restart, actor killed, learner restarted), opt-in: see TestCluster.
 test-cluster:
-	TRAJRING_CLUSTER=1 $(GO) test -race -count=1 -run TestCluster -v ./remote/
+	TRAJRING_CLUSTER=1 $(RACE) -count=1 -run TestCluster -v ./remote/
 
 soak:
-	TRAJRING_SOAK=$(SOAK) $(GO) test -race -count=1 -run TestSoakConcurrent -v ./tensorbuf/
+	TRAJRING_SOAK=$(SOAK) $(RACE) -count=1 -run TestSoakConcurrent -v ./tensorbuf/
 
 # --- CUDA build (issue 4). `make test` above needs neither nvcc nor a GPU;
 # the targets below need the CUDA toolkit (scripts/install-cuda.sh).
@@ -144,7 +151,7 @@ $(STANDIN): gpu/standin/standin.c gpu/standin/gen-stubs.sh $(KERNEL_HDRS)
 STANDIN_THREADS ?= 4
 test-cuda: standin
 	CGO_LDFLAGS="-L$(CUDA_STUBS)" LD_LIBRARY_PATH=$(CURDIR)/$(STANDIN_DIR) \
-		sh -c '$(GO) vet -tags trajring_cuda ./... && $(GO) test -race -tags trajring_cuda -count=1 ./... && \
+		sh -c '$(GO) vet -tags trajring_cuda ./... && $(RACE) -tags trajring_cuda -count=1 ./... && \
 		TRAJRING_STANDIN_THREADS=$(STANDIN_THREADS) $(GO) test -tags trajring_cuda -count=1 ./kernels/... ./gpu/'
 
 # train-gpu-standin trains DQN on CartPole-v1 with `trajring train -backend

@@ -9,6 +9,7 @@ import (
 // TestBadFramesDupsAndGaps publishes, by hand, frames that are malformed,
 // of a foreign schema, redelivered copies and a frame after a lost one.
 func TestBadFramesDupsAndGaps(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir(), -1)
 	defer srv.Shutdown()
 	_, js := connect(t, srv.ClientURL())

@@ -194,6 +194,7 @@ func checkpointFiles(t *testing.T, dir string) []string {
 // checkpoint"). TRAJRING_INGEST_KILLS sets the number of random kills
 // (10).
 func TestIngesterCheckpointKill(t *testing.T) {
+	t.Parallel()
 	if os.Getenv(ingestKillEnv) != "" {
 		t.Skip("in the child")
 	}

@@ -12,6 +12,7 @@ import (
 // dropped frames as a slow consumer and they came back only after
 // AckWait (30 s); bounded by bytes, all are ingested at once.
 func TestBigFramesNotDropped(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir(), -1)
 	defer srv.Shutdown()
 	_, js := connect(t, srv.ClientURL())
@@ -49,6 +50,7 @@ func TestBigFramesNotDropped(t *testing.T) {
 // TestPublisherInFlightBytes: the unacknowledged bytes never exceed
 // MaxInFlightBytes (one frame is always let through).
 func TestPublisherInFlightBytes(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir(), -1)
 	defer srv.Shutdown()
 	_, js := connect(t, srv.ClientURL())

@@ -125,6 +125,7 @@ func boolSchema(t testing.TB) *Schema {
 // R*K*stepBytes wraps 64 bits to the length of a tiny body: Decode
 // refuses them with ErrFrame before allocating anything.
 func TestDecodeOverflowingSizes(t *testing.T) {
+	t.Parallel()
 	s41, cp := boolSchema(t), cartPoleSchema(t)
 	if s41.StepBytes() != 41 || cp.StepBytes() != 40 {
 		t.Fatalf("step bytes %d and %d, want 41 and 40", s41.StepBytes(), cp.StepBytes())

@@ -19,6 +19,7 @@ import (
 // room for as many besides 4 x Prefetch: all 200 are held, none handed
 // back, and all 201 steps are written exactly once.
 func TestHeldFramesBoundedByReorderBytes(t *testing.T) {
+	t.Parallel()
 	const actor, n = 0x5, 201
 	srv := startServer(t, t.TempDir(), -1)
 	defer srv.Shutdown()

@@ -97,6 +97,7 @@ func newEpisodeBuffer(t testing.TB, rows, capacity int) *tensorbuf.Buffer {
 }
 
 func TestIngestExactCounts(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir(), -1)
 	defer srv.Shutdown()
 	_, js := connect(t, srv.ClientURL())

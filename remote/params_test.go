@@ -12,6 +12,7 @@ import (
 // refused and changes nothing, and Latest returns the newest only when it
 // is above what the actor has.
 func TestParamsRoundTrip(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir(), -1)
 	defer srv.Shutdown()
 	_, js := connect(t, srv.ClientURL())

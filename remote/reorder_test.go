@@ -37,6 +37,7 @@ func handFramesOf(s *Schema, actor uint64, n int) [][]byte {
 // the bye freed the rows before frame 1: gaps. Held in the ingester, they
 // are written in order once frame 1 comes, and the bye comes last.
 func TestReorderHoldsFramesBeforeTheirPredecessor(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir(), -1)
 	defer srv.Shutdown()
 	_, js := connect(t, srv.ClientURL())
@@ -87,6 +88,7 @@ func (s slowObserver) Observe(t *driver.Trajectory) error {
 // idle (it used to be freed between two frames by the wall clock, then
 // joined again with a gap).
 func TestActorIdleInStreamTime(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir(), -1)
 	defer srv.Shutdown()
 	_, js := connect(t, srv.ClientURL())

@@ -13,6 +13,7 @@ import (
 // and checks every stored frame's content: frame sequence, rows, first
 // steps and each step's observation (row, step) and action (step % 2).
 func TestPublisherReusesFrameMemory(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir(), -1)
 	defer srv.Shutdown()
 	_, js := connect(t, srv.ClientURL())

@@ -14,6 +14,7 @@ import (
 // error when its durable consumer is deleted, or when the client's
 // connection is closed, and nil when its context ends.
 func TestRunReturnsWhenConsumerGone(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		end  func(nc *nats.Conn, js jetstream.JetStream, cancel context.CancelFunc) error

@@ -23,6 +23,7 @@ import (
 // row); a predecessor handed back always comes again, so B4 now waits for
 // it. Every actor's steps are written exactly once.
 func TestScarceRowsLoseNothing(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir(), -1)
 	defer srv.Shutdown()
 	_, js := connect(t, srv.ClientURL())
@@ -97,6 +98,7 @@ func TestScarceRowsLoseNothing(t *testing.T) {
 // later). The wall-clock check of idle actors is kept out of the way
 // (GapDelay 1 min): stream time alone must do it.
 func TestWaitingActorIdleSinceItsFrames(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir(), -1)
 	defer srv.Shutdown()
 	_, js := connect(t, srv.ClientURL())
@@ -141,6 +143,7 @@ func TestWaitingActorIdleSinceItsFrames(t *testing.T) {
 // rows for good (ActorIdle 0). A bye is now dropped only when none of the
 // actor's frames is handed back; B leaves after B0 is written.
 func TestByeWaitsForHandedBackFrames(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir(), -1)
 	defer srv.Shutdown()
 	_, js := connect(t, srv.ClientURL())
@@ -178,6 +181,7 @@ func TestByeWaitsForHandedBackFrames(t *testing.T) {
 // come again for AckWait + GapTimeout is forgotten; B2 alone is given up
 // (one cut per row) and B3, B4 are written when they come.
 func TestHandedBackFrameDiscarded(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir(), -1)
 	defer srv.Shutdown()
 	_, js := connect(t, srv.ClientURL())
@@ -254,6 +258,7 @@ func TestHandedBackFrameDiscarded(t *testing.T) {
 // duplicate, and A2 makes it join again, written at once after a cut (no
 // wait for A0 and A1 on its new rows).
 func TestIdleActorLateCopy(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir(), -1)
 	defer srv.Shutdown()
 	_, js := connect(t, srv.ClientURL())

@@ -77,6 +77,7 @@ func actorOf(in *Ingester, id uint64) (ActorState, bool) {
 // frames are now refused at once (dead letters with the reason, counted
 // in Refused, the actor logged once) and B takes A's rows.
 func TestActorWiderThanLearnerRefused(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir(), -1)
 	defer srv.Shutdown()
 	_, js := connect(t, srv.ClientURL())
@@ -155,6 +156,7 @@ func TestActorWiderThanLearnerRefused(t *testing.T) {
 // does not fit there, S does. S used to wait behind W until B left too;
 // now S takes row 0 at once, and W takes rows 1 to 3 once B leaves.
 func TestWaitingActorDoesNotBlockSmaller(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir(), -1)
 	defer srv.Shutdown()
 	_, js := connect(t, srv.ClientURL())
@@ -214,6 +216,7 @@ func TestWaitingActorDoesNotBlockSmaller(t *testing.T) {
 // for a lack of rows: X's frames were held for good. They are now dead
 // letters with the factory's error, logged once, and B goes on.
 func TestActorWithoutObserverRefused(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t, t.TempDir(), -1)
 	defer srv.Shutdown()
 	_, js := connect(t, srv.ClientURL())
