@@ -83,6 +83,7 @@ type Buffer struct {
 	cols     []column
 	arenas   []ringArena // the ring arenas the columns live in (planLayout)
 	ring     []Column    // the rings as Scatter columns; immutable after New
+	hostRows []hostRow   // the rings as single-row adds write them, or nil (writer_host.go)
 	byName   map[string]int
 	nUser    int
 
@@ -210,6 +211,7 @@ func newBuffer(cfg Config, hostMem func() (int64, error)) (*Buffer, error) {
 	for i := range b.cols {
 		b.ring = append(b.ring, b.ringColumn(i))
 	}
+	b.planHostRows()
 	b.meta = make([]uint8, steps)
 	b.memBytes += steps
 	// A buffer dropped without Close gives its rings back when the garbage

@@ -357,15 +357,18 @@ func (w *Writer) recordLocked(s *Step, x, r int) {
 }
 
 // scatter writes the sources Add prepared to w.idx, from device tensors
-// in place when there are any, and lets go of the sources. It runs with
-// b.mu held.
+// in place when there are any, one step of one row to host rings itself
+// (scatterHostRow), and lets go of the sources. It runs with b.mu held.
 func (w *Writer) scatter(devices bool) error {
 	b := w.b
 	var err error
-	if devices {
+	switch {
+	case devices:
 		// deviceSource checked that the backend is a DeviceScatterer.
 		err = b.be.(DeviceScatterer).ScatterFrom(b.ring, w.src, w.dev, w.idx)
-	} else {
+	case len(w.idx) == 1 && b.hostRows != nil:
+		b.scatterHostRow(w.src, w.idx[0]) // writer_host.go
+	default:
 		err = b.be.Scatter(b.ring, w.src, w.idx)
 	}
 	clear(w.src)
