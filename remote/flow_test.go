@@ -41,7 +41,8 @@ func TestBigFramesNotDropped(t *testing.T) {
 		t.Fatalf("published %d bytes; the test needs more than 64 MiB", b)
 	}
 	in, _ := runIngester(t, IngesterConfig{JetStream: js, Buffer: buf})
-	waitFor(t, 15*time.Second, "every big frame ingested", func() bool { return in.Stats().Steps == 8*steps })
+	// Under AckWait (30 s): a dropped frame would come back only after it.
+	waitFor(t, 25*time.Second, "every big frame ingested", func() bool { return in.Stats().Steps == 8*steps })
 	if st := in.Stats(); st.Duplicates != 0 || st.Frames != steps/16 {
 		t.Fatalf("stats %+v", st)
 	}
