@@ -103,10 +103,10 @@ type runner struct {
 	total  int // scenarios planned
 }
 
-// Run measures every scenario of the mode and returns the report; it
-// uses the whole machine, so run one at a time (it is not meant for
-// concurrent use, though nothing breaks if two run). The
-// Python peers run after the Go measurements, in one subprocess.
+// Run measures every scenario of the mode and returns the report. It is
+// not meant for concurrent use: two runs would time each other. The
+// Python peers run in one subprocess, in the same rounds as the Go
+// contestants.
 func Run(ctx context.Context, opt Options) (*Report, error) {
 	if !opt.Mode.valid() {
 		return nil, fmt.Errorf("%w: %q (want quick or full)", ErrMode, opt.Mode)

@@ -97,10 +97,9 @@ type Budget struct {
 	Warmup int
 }
 
-// minSample is the shortest time one latency sample may cover: faster
-// operations are timed in groups of several calls (each sample is the
-// group's time over its size), so that reading the clock (tens of ns on
-// a VM) does not count as the operation's cost.
+// minSample is the shortest time one latency sample covers: faster
+// operations are timed in groups of calls (a sample is the group's time
+// over its size), so that reading the clock does not count as their cost.
 const minSample = 5 * time.Microsecond
 
 // recorder accumulates the latencies of one contestant over several
@@ -117,9 +116,8 @@ type recorder struct {
 // brackets the timed loop, so allocations are exact counts per op (as
 // testing.B reports them), and the loop itself allocates nothing.
 func (r *recorder) run(op func() error, bud Budget) error {
-	// The group size comes from the fastest warm-up call, because the
-	// first calls of a contestant run from cold caches at many times the
-	// steady cost and must not size the groups.
+	// Groups are sized from the fastest warm-up call: a contestant's
+	// first calls run from cold caches.
 	per := time.Duration(math.MaxInt64)
 	for range bud.Warmup {
 		w0 := time.Now()
