@@ -12,45 +12,61 @@ import (
 	"github.com/trajring/trajring/tensorbuf"
 )
 
+// addOurs returns one add of W rows to a filled pixels buffer of
+// capacity steps, each call the next step; the buffer is closed when b
+// ends.
+func addOurs(b *testing.B, w, capacity int) func() {
+	l := Pixels()
+	buf, err := Filled(l, w, capacity, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = buf.Close() })
+	wr, err := buf.NewWriter()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = wr.Close() })
+	st := newStepper(l, wr.Rows())
+	t := buf.Cursor(0)
+	return func() {
+		if err := wr.Add(st.at(t)); err != nil {
+			b.Fatal(err)
+		}
+		t++
+	}
+}
+
+// addPeer is addOurs for the slice-of-structs peer.
+func addPeer(b *testing.B, w, capacity int) func() {
+	p := newGoPeer(Pixels(), w, capacity)
+	b.Cleanup(p.release)
+	cur := 0
+	return func() {
+		p.addRows(w, cur)
+		cur++
+	}
+}
+
 // BenchmarkAddSmall adds batched steps of W rows to a pixels buffer of
 // smallCap steps, next to the slice-of-structs peer's add of the same
 // rows: the per-call cost of the add rows (a small SMALLCAP, such as 128,
 // keeps the ring in the cache and leaves the per-call work).
 func BenchmarkAddSmall(b *testing.B) {
-	l := Pixels()
 	for _, w := range []int{1, 16, 128} {
 		capacity := max(1, smallCap/w)
-		b.Run(fmt.Sprintf("W=%d/ours", w), func(b *testing.B) {
-			buf, err := Filled(l, w, capacity, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer buf.Close()
-			wr, err := buf.NewWriter()
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer wr.Close()
-			st := newStepper(l, wr.Rows())
-			t := buf.Cursor(0)
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := wr.Add(st.at(t)); err != nil {
-					b.Fatal(err)
+		for _, c := range []struct {
+			name string
+			mk   func(*testing.B, int, int) func()
+		}{{"ours", addOurs}, {"go-structs", addPeer}} {
+			b.Run(fmt.Sprintf("W=%d/%s", w, c.name), func(b *testing.B) {
+				add := c.mk(b, w, capacity)
+				b.ReportAllocs()
+				for b.Loop() {
+					add()
 				}
-				t++
-			}
-		})
-		b.Run(fmt.Sprintf("W=%d/go-structs", w), func(b *testing.B) {
-			p := newGoPeer(l, w, capacity)
-			defer p.release()
-			cur := 0
-			b.ReportAllocs()
-			for b.Loop() {
-				p.addRows(w, cur)
-				cur++
-			}
-		})
+			})
+		}
 	}
 }
 
@@ -64,41 +80,19 @@ func BenchmarkAddSmall(b *testing.B) {
 //
 // Each iteration is one round of both.
 func BenchmarkAddSmallPaired(b *testing.B) {
-	l := Pixels()
 	k := envInt("PAIRK", 256)
 	for _, w := range []int{1, 16, 128} {
 		b.Run(fmt.Sprintf("W=%d", w), func(b *testing.B) {
 			capacity := max(1, smallCap/w)
-			buf, err := Filled(l, w, capacity, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer buf.Close()
-			wr, err := buf.NewWriter()
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer wr.Close()
-			st := newStepper(l, wr.Rows())
-			t := buf.Cursor(0)
-			p := newGoPeer(l, w, capacity)
-			defer p.release()
-			cur := 0
-			ours := func() {
-				for range k {
-					if err := wr.Add(st.at(t)); err != nil {
-						b.Fatal(err)
+			ours, peer := addOurs(b, w, capacity), addPeer(b, w, capacity)
+			times := func(f func()) func() {
+				return func() {
+					for range k {
+						f()
 					}
-					t++
 				}
 			}
-			peer := func() {
-				for range k {
-					p.addRows(w, cur)
-					cur++
-				}
-			}
-			pairedRounds(b, k, ours, peer)
+			pairedRounds(b, k, times(ours), times(peer))
 		})
 	}
 }
