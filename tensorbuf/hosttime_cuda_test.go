@@ -209,6 +209,32 @@ func bestHostTimes(t *testing.T, runs []hostRun, calls, rounds int) []time.Durat
 	return best
 }
 
+// hostTimeRow times runs (device selection, host selection, cpu, in
+// that order) with bestHostTimes and formats one row of a host-time
+// table with format: name, each run's µs per call, the first over the
+// third, and g's launches per call (warm-up and timed calls).
+func hostTimeRow(t *testing.T, g *gpu.Backend, runs []hostRun, calls, rounds int, format, name string) string {
+	t.Helper()
+	l0 := g.Launches()
+	best := bestHostTimes(t, runs, calls, rounds)
+	launched := g.Launches() - l0
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+	return fmt.Sprintf(format, name, us(best[0]), us(best[1]), us(best[2]),
+		float64(best[0])/float64(best[2]), float64(launched)/(2*float64(calls)))
+}
+
+// reportHostTimes logs a host-time table and writes it to
+// $TRAJRING_HOSTTIME_OUT when that is set.
+func reportHostTimes(t *testing.T, table string) {
+	t.Helper()
+	t.Log("\n" + table)
+	if out := os.Getenv("TRAJRING_HOSTTIME_OUT"); out != "" {
+		if err := os.WriteFile(out, []byte(table), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // threadCPU returns the CPU time of the calling thread, to the
 // nanosecond (clock_gettime(CLOCK_THREAD_CPUTIME_ID); getrusage's
 // RUSAGE_THREAD moves in scheduler ticks of milliseconds here, as coarse

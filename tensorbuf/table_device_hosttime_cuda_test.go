@@ -63,23 +63,12 @@ func TestDeviceSelectionHostTime(t *testing.T) {
 		for i, su := range setups {
 			runs[i] = hostRun{be: su.be, run: func(k int) { su.run(t, B, k) }}
 		}
-		g := setups[0].g
-		l0 := g.Launches()
-		best := bestHostTimes(t, runs, calls, rounds)
-		launched := g.Launches() - l0
+		sb.WriteString(hostTimeRow(t, setups[0].g, runs, calls, rounds, "%-38s %14.2f %14.1f %14.1f %8.3fx %9.1f\n", name))
 		for _, su := range setups {
 			su.close()
 		}
-		us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
-		fmt.Fprintf(&sb, "%-38s %14.2f %14.1f %14.1f %8.3fx %9.1f\n", name, us(best[0]), us(best[1]), us(best[2]),
-			float64(best[0])/float64(best[2]), float64(launched)/(2*calls)) // warm-up and timed calls
 	}
-	t.Log("\n" + sb.String())
-	if out := os.Getenv("TRAJRING_HOSTTIME_OUT"); out != "" {
-		if err := os.WriteFile(out, []byte(sb.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	reportHostTimes(t, sb.String())
 }
 
 // hostTimeSetup is one table of TestDeviceSelectionHostTime: a buffer of
