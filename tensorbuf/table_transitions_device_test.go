@@ -250,17 +250,7 @@ func TestDeviceTransitionsFailureConsumesNothing(t *testing.T) {
 	}
 	ctx := context.Background()
 	opt := tensorbuf.NStepOptions{Horizon: 2, DiscountFactor: 0.5}
-	dump := func(tbl *tensorbuf.Table) string {
-		tr := new(tensorbuf.TableTransitions)
-		defer tr.Release()
-		if err := tbl.SampleTransitionsInto(ctx, tr, 8, opt); err != nil {
-			t.Fatal(err)
-		}
-		if err := tr.HostMeta(); err != nil {
-			t.Fatal(err)
-		}
-		return fmt.Sprintf("keys %v valid %v\n%s", tr.Keys, tr.Valid, hostTransitions(t, &tr.Transitions))
-	}
+	dump := func(tbl *tensorbuf.Table) string { return sampledTransitions(t, tbl, 8, opt) }
 	for _, tc := range []struct {
 		name string
 		set  func(bool)
@@ -329,19 +319,8 @@ func TestDeviceTransitionsAfterLoad(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		ctx := context.Background()
 		opt := tensorbuf.NStepOptions{Horizon: 2, DiscountFactor: 0.5}
-		dump := func(tbl *tensorbuf.Table) string {
-			tr := new(tensorbuf.TableTransitions)
-			defer tr.Release()
-			if err := tbl.SampleTransitionsInto(ctx, tr, 10, opt); err != nil {
-				t.Fatal(err)
-			}
-			if err := tr.HostMeta(); err != nil {
-				t.Fatal(err)
-			}
-			return fmt.Sprintf("keys %v valid %v steps %v\n%s", tr.Keys, tr.Valid, tr.Steps, hostTransitions(t, &tr.Transitions))
-		}
+		dump := func(tbl *tensorbuf.Table) string { return sampledTransitions(t, tbl, 10, opt) }
 		dump(tbl)
 		var ckpt bytes.Buffer
 		if err := buf.Save(&ckpt, tensorbuf.SaveOptions{}); err != nil {
@@ -366,4 +345,19 @@ func TestDeviceTransitionsAfterLoad(t *testing.T) {
 		_ = lb.Close()
 		_ = buf.Close()
 	}
+}
+
+// sampledTransitions samples n transitions of tbl and prints their keys,
+// validity, steps and host copies, for comparing two tables' draws.
+func sampledTransitions(t *testing.T, tbl *tensorbuf.Table, n int, opt tensorbuf.NStepOptions) string {
+	t.Helper()
+	tr := new(tensorbuf.TableTransitions)
+	defer tr.Release()
+	if err := tbl.SampleTransitionsInto(context.Background(), tr, n, opt); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.HostMeta(); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("keys %v valid %v steps %v\n%s", tr.Keys, tr.Valid, tr.Steps, hostTransitions(t, &tr.Transitions))
 }
