@@ -82,20 +82,22 @@ func stepTypeAt(r int, t int64) (st, next tensorbuf.StepType) {
 // stepper builds batched steps of a layout for a set of rows, reusing
 // its memory.
 type stepper struct {
-	step tensorbuf.Step
-	rows []int
+	step  tensorbuf.Step
+	rows  []int
+	phase []int64 // each row's episode phase at time next (see EpisodeLen)
+	next  int64
 }
 
 func newStepper(l Layout, rows []int) *stepper {
 	n := len(rows)
-	s := &stepper{rows: rows}
+	s := &stepper{rows: rows, phase: make([]int64, n), next: -1}
 	s.step = tensorbuf.Step{
 		Rows:         rows,
 		StepType:     make([]tensorbuf.StepType, n),
 		NextStepType: make([]tensorbuf.StepType, n),
 		Reward:       make([]float32, n),
 		Discount:     make([]float32, n),
-		Values:       make(map[string]*tensor.Dense, len(l.Fields)),
+		Fields:       make([]*tensor.Dense, len(l.Fields)),
 	}
 	for fi, f := range l.Fields {
 		shape := append([]int{n}, f.Shape...)
@@ -104,21 +106,41 @@ func newStepper(l Layout, rows []int) *stepper {
 		for i := range raw {
 			raw[i] = byte(i*31 + fi*7 + 1)
 		}
-		s.step.Values[f.Name] = d
+		s.step.Fields[fi] = d
 	}
 	return s
 }
 
 // at fills the step types of the step written at time t of each row
-// (all rows of one writer advance together in the filled buffers).
+// (all rows of one writer advance together in the filled buffers), as
+// stepTypeAt gives them; calls for consecutive times advance each row's
+// phase instead of dividing.
 func (s *stepper) at(t int64) *tensorbuf.Step {
-	for i, r := range s.rows {
-		st, next := stepTypeAt(r, t)
+	if t != s.next {
+		for i, r := range s.rows {
+			s.phase[i] = (t + 7*int64(r)) % EpisodeLen
+		}
+	}
+	s.next = t + 1
+	for i, p := range s.phase {
+		st, next := tensorbuf.Mid, tensorbuf.Mid
+		switch p {
+		case 0:
+			st = tensorbuf.First
+		case EpisodeLen - 2:
+			next = tensorbuf.Last
+		case EpisodeLen - 1:
+			st, next = tensorbuf.Last, tensorbuf.First
+		}
 		s.step.StepType[i], s.step.NextStepType[i] = st, next
 		s.step.Reward[i], s.step.Discount[i] = 1, 1
 		if next == tensorbuf.Last {
 			s.step.Discount[i] = 0
 		}
+		if p++; p == EpisodeLen {
+			p = 0
+		}
+		s.phase[i] = p
 	}
 	return &s.step
 }

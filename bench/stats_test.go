@@ -201,6 +201,32 @@ func TestStepTypes(t *testing.T) {
 	}
 }
 
+// TestStepperMatchesStepTypes: the stepper's steps, for consecutive times
+// (its phase counters) and after jumps (its divisions), have stepTypeAt's
+// step types, reward 1 and discount 0 exactly before a Last step.
+func TestStepperMatchesStepTypes(t *testing.T) {
+	rows := []int{0, 3, 5}
+	st := newStepper(Pixels(), rows)
+	times := []int64{0, 1, 2, 250, 251, 97, 98, 99, 100, 101, 7}
+	for k := int64(300); k < 520; k++ {
+		times = append(times, k)
+	}
+	for _, tt := range times {
+		s := st.at(tt)
+		for i, r := range rows {
+			want, wantNext := stepTypeAt(r, tt)
+			disc := float32(1)
+			if wantNext == tensorbuf.Last {
+				disc = 0
+			}
+			if s.StepType[i] != want || s.NextStepType[i] != wantNext || s.Reward[i] != 1 || s.Discount[i] != disc {
+				t.Fatalf("at(%d) row %d: %v %v %v %v, want %v %v 1 %v", tt, r,
+					s.StepType[i], s.NextStepType[i], s.Reward[i], s.Discount[i], want, wantNext, disc)
+			}
+		}
+	}
+}
+
 func TestDrawCount(t *testing.T) {
 	for _, tc := range []struct {
 		perOp int

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/trajring/trajring/cpu"
+	"gorgonia.org/tensor"
 )
 
 // Config configures a Buffer. It is a plain value; New copies what it keeps.
@@ -33,10 +34,11 @@ type Config struct {
 type column struct {
 	Field
 	stepBytes int64
-	ar        int    // index of the column's arena in Buffer.arenas
-	off       int64  // byte offset of the column in a step of its arena
-	stride    int64  // bytes per step of the column's arena
-	pad       []byte // pad step pattern; nil = zeros
+	tdt       tensor.Dtype // DType.Tensor(), for the checks of every add
+	ar        int          // index of the column's arena in Buffer.arenas
+	off       int64        // byte offset of the column in a step of its arena
+	stride    int64        // bytes per step of the column's arena
+	pad       []byte       // pad step pattern; nil = zeros
 	builtin   bool
 }
 
@@ -83,7 +85,7 @@ type Buffer struct {
 	cols     []column
 	arenas   []ringArena // the ring arenas the columns live in (planLayout)
 	ring     []Column    // the rings as Scatter columns; immutable after New
-	hostRows []hostRow   // the rings as single-row adds write them, or nil (writer_host.go)
+	hostRows *hostRows   // the rings as single-row adds write them, or nil (writer_host.go)
 	byName   map[string]int
 	nUser    int
 
@@ -162,7 +164,7 @@ func newBuffer(cfg Config, hostMem func() (int64, error)) (*Buffer, error) {
 		}
 		b.byName[f.Name] = len(b.cols)
 		f.Shape = slices.Clone(f.Shape)
-		b.cols = append(b.cols, column{Field: f, stepBytes: int64(f.StepBytes())})
+		b.cols = append(b.cols, column{Field: f, stepBytes: int64(f.StepBytes()), tdt: f.DType.Tensor()})
 	}
 	last, first := int32(Last), int32(First)
 	for _, c := range []column{
@@ -173,6 +175,7 @@ func newBuffer(cfg Config, hostMem func() (int64, error)) (*Buffer, error) {
 	} {
 		c.builtin = true
 		c.stepBytes = int64(c.DType.Size())
+		c.tdt = c.DType.Tensor()
 		if c.pad != nil {
 			c.pad = slices.Clone(c.pad)
 		}

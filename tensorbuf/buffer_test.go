@@ -3,6 +3,7 @@ package tensorbuf_test
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -43,54 +44,124 @@ func mids(n int, r0 float32) []rawStep {
 	return out
 }
 
+// TestAddRejectsBadInputAndChangesNothing refuses each bad step with its
+// error and writes nothing, for adds of two rows and of one row (the
+// single-row path, which hands what it does not take to the general
+// one), with fields by name (Values) and by position (Fields).
 func TestAddRejectsBadInputAndChangesNothing(t *testing.T) {
-	good := func() *tensorbuf.Step { return makeStep(t, []int{0, 1}, []int64{0, 0}, mids(2, 0)) }
+	type form struct {
+		rows   []int
+		byPos  bool
+		single bool
+	}
+	forms := map[string]form{
+		"two rows":              {rows: []int{0, 1}},
+		"two rows, by position": {rows: []int{0, 1}, byPos: true},
+		"one row":               {rows: []int{1}, single: true},
+		"one row, by position":  {rows: []int{1}, byPos: true, single: true},
+	}
+	fieldIndex := func(name string) int {
+		return slices.IndexFunc(testFields, func(f tensorbuf.Field) bool { return f.Name == name })
+	}
+	// set replaces (or, with d nil, removes) a field in either form.
+	set := func(s *tensorbuf.Step, name string, d *tensor.Dense) {
+		switch {
+		case s.Fields != nil:
+			s.Fields[fieldIndex(name)] = d
+		case d == nil:
+			delete(s.Values, name)
+		default:
+			s.Values[name] = d
+		}
+	}
+	f32 := func(shape ...int) *tensor.Dense { return tensor.New(tensor.WithShape(shape...), tensor.Of(tensor.Float32)) }
 	for _, tc := range []struct {
-		name   string
-		mutate func(s *tensorbuf.Step)
-		want   error
+		name     string
+		mutate   func(s *tensorbuf.Step, n int)
+		want     error
+		twoRows  bool // only for adds of two rows
+		byName   bool // only for fields by name
+		position bool // only for fields by position
 	}{
-		{"unknown field", func(s *tensorbuf.Step) { s.Values["nope"] = s.Values["obs"] }, tensorbuf.ErrUnknownField},
-		{"missing field", func(s *tensorbuf.Step) { delete(s.Values, "pix") }, tensorbuf.ErrMissingField},
-		{"dtype", func(s *tensorbuf.Step) {
-			s.Values["obs"] = tensor.New(tensor.WithShape(2, 3), tensor.Of(tensor.Float64))
-		}, tensorbuf.ErrDType},
-		{"shape", func(s *tensorbuf.Step) {
-			s.Values["obs"] = tensor.New(tensor.WithShape(2, 4), tensor.Of(tensor.Float32))
-		}, tensorbuf.ErrShape},
-		{"rank", func(s *tensorbuf.Step) {
-			s.Values["pix"] = tensor.New(tensor.WithShape(2, 4), tensor.Of(tensor.Uint8))
-		}, tensorbuf.ErrShape},
-		{"field row count", func(s *tensorbuf.Step) {
-			s.Values["obs"] = tensor.New(tensor.WithShape(3, 3), tensor.Of(tensor.Float32))
-		}, tensorbuf.ErrShape},
-		{"reward count", func(s *tensorbuf.Step) { s.Reward = s.Reward[:1] }, tensorbuf.ErrRows},
-		{"foreign row", func(s *tensorbuf.Step) { s.Rows = []int{0, 2} }, tensorbuf.ErrRows},
-		{"row out of range", func(s *tensorbuf.Step) { s.Rows = []int{0, 9} }, tensorbuf.ErrRows},
-		{"row twice", func(s *tensorbuf.Step) { s.Rows = []int{1, 1} }, tensorbuf.ErrRows},
-		{"step type", func(s *tensorbuf.Step) { s.StepType[1] = 5 }, tensorbuf.ErrInvalidArg},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			b := newBuffer(t, 3, 4)
-			w, err := b.NewWriter(0, 1)
-			if err != nil {
+		{name: "unknown field", byName: true, mutate: func(s *tensorbuf.Step, n int) { s.Values["nope"] = s.Values["obs"] }, want: tensorbuf.ErrUnknownField},
+		{name: "a field too many", position: true, mutate: func(s *tensorbuf.Step, n int) { s.Fields = append(s.Fields, s.Fields[0]) }, want: tensorbuf.ErrUnknownField},
+		{name: "missing field", mutate: func(s *tensorbuf.Step, n int) { set(s, "pix", nil) }, want: tensorbuf.ErrMissingField},
+		{name: "fields cut short", position: true, mutate: func(s *tensorbuf.Step, n int) { s.Fields = s.Fields[:2] }, want: tensorbuf.ErrMissingField},
+		{name: "Values and Fields", position: true, mutate: func(s *tensorbuf.Step, n int) {
+			s.Values = map[string]*tensor.Dense{"obs": s.Fields[0]}
+		}, want: tensorbuf.ErrInvalidArg},
+		{name: "dtype", mutate: func(s *tensorbuf.Step, n int) {
+			set(s, "obs", tensor.New(tensor.WithShape(n, 3), tensor.Of(tensor.Float64)))
+		}, want: tensorbuf.ErrDType},
+		{name: "shape", mutate: func(s *tensorbuf.Step, n int) { set(s, "obs", f32(n, 4)) }, want: tensorbuf.ErrShape},
+		{name: "rank", mutate: func(s *tensorbuf.Step, n int) {
+			set(s, "pix", tensor.New(tensor.WithShape(n, 4), tensor.Of(tensor.Uint8)))
+		}, want: tensorbuf.ErrShape},
+		{name: "field row count", mutate: func(s *tensorbuf.Step, n int) { set(s, "obs", f32(n+1, 3)) }, want: tensorbuf.ErrShape},
+		{name: "masked field", mutate: func(s *tensorbuf.Step, n int) {
+			d := f32(n, 3)
+			d.ResetMask(false)
+			set(s, "obs", d)
+		}, want: tensorbuf.ErrShape},
+		{name: "transposed field", mutate: func(s *tensorbuf.Step, n int) {
+			d := f32(3, n)
+			if err := d.T(); err != nil {
 				t.Fatal(err)
 			}
-			s := good()
-			tc.mutate(s)
-			if err := w.Add(s); !errors.Is(err, tc.want) {
-				t.Fatalf("err = %v, want %v", err, tc.want)
+			set(s, "obs", d)
+		}, want: tensorbuf.ErrShape},
+		{name: "reward count", mutate: func(s *tensorbuf.Step, n int) { s.Reward = s.Reward[:n-1] }, want: tensorbuf.ErrRows},
+		{name: "foreign row", mutate: func(s *tensorbuf.Step, n int) { s.Rows[n-1] = 2 }, want: tensorbuf.ErrRows},
+		{name: "row out of range", mutate: func(s *tensorbuf.Step, n int) { s.Rows[n-1] = 9 }, want: tensorbuf.ErrRows},
+		{name: "row twice", twoRows: true, mutate: func(s *tensorbuf.Step, n int) { s.Rows = []int{1, 1} }, want: tensorbuf.ErrRows},
+		{name: "step type", mutate: func(s *tensorbuf.Step, n int) { s.StepType[n-1] = 5 }, want: tensorbuf.ErrInvalidArg},
+		{name: "next step type", mutate: func(s *tensorbuf.Step, n int) { s.NextStepType[0] = -1 }, want: tensorbuf.ErrInvalidArg},
+		{name: "NaN reward", mutate: func(s *tensorbuf.Step, n int) { s.Reward[0] = float32(math.NaN()) }, want: tensorbuf.ErrInvalidArg},
+	} {
+		for fname, fm := range forms {
+			if tc.twoRows && fm.single || tc.byName && fm.byPos || tc.position && !fm.byPos {
+				continue
 			}
-			if b.Size() != 0 || b.Cursor(0) != 0 || b.Cursor(1) != 0 {
-				t.Fatalf("rejected add wrote: size %d", b.Size())
-			}
-			if err := w.Add(good()); err != nil {
-				t.Fatalf("good add after a rejected one: %v", err)
-			}
-			if b.Cursor(0) != 1 || b.Cursor(1) != 1 || b.Cursor(2) != 0 {
-				t.Fatalf("cursors %d %d %d", b.Cursor(0), b.Cursor(1), b.Cursor(2))
-			}
-		})
+			t.Run(tc.name+"/"+fname, func(t *testing.T) {
+				good := func() *tensorbuf.Step {
+					pos := make([]int64, len(fm.rows))
+					s := makeStep(t, slices.Clone(fm.rows), pos, mids(len(fm.rows), 0))
+					if fm.byPos {
+						s.Fields = make([]*tensor.Dense, len(testFields))
+						for i, f := range testFields {
+							s.Fields[i] = s.Values[f.Name]
+						}
+						s.Values = nil
+					}
+					return s
+				}
+				b := newBuffer(t, 3, 4)
+				w, err := b.NewWriter(0, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := good()
+				tc.mutate(s, len(fm.rows))
+				if err := w.Add(s); !errors.Is(err, tc.want) {
+					t.Fatalf("err = %v, want %v", err, tc.want)
+				}
+				if b.Size() != 0 || b.Cursor(0) != 0 || b.Cursor(1) != 0 || b.Stats() != (tensorbuf.Stats{}) {
+					t.Fatalf("rejected add wrote: size %d, stats %+v", b.Size(), b.Stats())
+				}
+				if err := w.Add(good()); err != nil {
+					t.Fatalf("good add after a rejected one: %v", err)
+				}
+				for r := range 3 {
+					want := int64(0)
+					if slices.Contains(fm.rows, r) {
+						want = 1
+					}
+					if got := b.Cursor(r); got != want {
+						t.Fatalf("cursor of row %d is %d, want %d", r, got, want)
+					}
+				}
+			})
+		}
 	}
 }
 

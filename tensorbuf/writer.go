@@ -32,6 +32,11 @@ type Step struct {
 	// contiguous: host tensors, or device tensors of the buffer's backend
 	// (see Writer.Add), in any mix.
 	Values map[string]*tensor.Dense
+	// Fields, when not nil, holds the user fields instead of Values, by
+	// position: Fields[i] is field i of Buffer.Fields, shaped as in Values.
+	// It spares an add the lookups by name, as a collector that reuses one
+	// Step does not need them; a step may not set both (ErrInvalidArg).
+	Fields []*tensor.Dense
 }
 
 // Writer adds steps to the env rows it owns. Rows are never shared by
@@ -165,7 +170,14 @@ func (w *Writer) Close() error {
 // Streamer.WaitHandle), and must not overwrite the sources until the
 // scatter has run (Streamer.Record an event after Add and make its stream
 // wait on it).
-func (w *Writer) Add(s *Step) error { return w.add(s, 1) }
+func (w *Writer) Add(s *Step) error {
+	if w.b.hostRows != nil && s != nil {
+		if done, err := w.addHostRow(s); done { // writer_host.go
+			return err
+		}
+	}
+	return w.add(s, 1)
+}
 
 // AddSteps writes k consecutive batched steps of the same rows in one
 // backend call, exactly as k successive Adds would (cuts, evictions,
@@ -231,7 +243,12 @@ func (w *Writer) stage(s *Step, k int) (rows []int, devices bool, err error) {
 			return nil, false, fmt.Errorf("%w: row %d: reward %v and discount %v must be finite", ErrInvalidArg, rows[x%n], s.Reward[x], s.Discount[x])
 		}
 	}
-	if len(s.Values) != b.nUser {
+	switch {
+	case s.Fields != nil && s.Values != nil:
+		return nil, false, fmt.Errorf("%w: step sets both Values and Fields", ErrInvalidArg)
+	case len(s.Fields) > b.nUser:
+		return nil, false, fmt.Errorf("%w: %d fields, the buffer has %d", ErrUnknownField, len(s.Fields), b.nUser)
+	case len(s.Values) != b.nUser:
 		for name := range s.Values {
 			if i, ok := b.byName[name]; !ok || b.cols[i].builtin {
 				return nil, false, fmt.Errorf("%w: %q", ErrUnknownField, name)
@@ -240,8 +257,15 @@ func (w *Writer) stage(s *Step, k int) (rows []int, devices bool, err error) {
 	}
 	for i := range b.nUser {
 		c := &b.cols[i]
-		d, ok := s.Values[c.Name]
-		if !ok || d == nil {
+		var d *tensor.Dense
+		if s.Fields != nil {
+			if i < len(s.Fields) {
+				d = s.Fields[i]
+			}
+		} else {
+			d = s.Values[c.Name]
+		}
+		if d == nil {
 			return nil, false, fmt.Errorf("%w: step lacks field %q", ErrMissingField, c.Name)
 		}
 		if !d.IsNativelyAccessible() {
@@ -357,8 +381,8 @@ func (w *Writer) recordLocked(s *Step, x, r int) {
 }
 
 // scatter writes the sources Add prepared to w.idx, from device tensors
-// in place when there are any, one step of one row to host rings itself
-// (scatterHostRow), and lets go of the sources. It runs with b.mu held.
+// in place when there are any, and lets go of the sources. It runs with
+// b.mu held.
 func (w *Writer) scatter(devices bool) error {
 	b := w.b
 	var err error
@@ -366,8 +390,6 @@ func (w *Writer) scatter(devices bool) error {
 	case devices:
 		// deviceSource checked that the backend is a DeviceScatterer.
 		err = b.be.(DeviceScatterer).ScatterFrom(b.ring, w.src, w.dev, w.idx)
-	case len(w.idx) == 1 && b.hostRows != nil:
-		b.scatterHostRow(w.src, w.idx[0]) // writer_host.go
 	default:
 		err = b.be.Scatter(b.ring, w.src, w.idx)
 	}
@@ -437,23 +459,11 @@ func hostBytes(d *tensor.Dense, f Field, n int) ([]byte, error) {
 // columnBytes is hostBytes for a column of the buffer, with the same
 // checks in the same order: Writer.add calls it per field and add, where
 // copying the column's Field (hostBytes, checkShape and StepBytes take it
-// by value) cost more than the checks; only a failing check copies it.
+// by value) cost more than the checks; only a tensor hostColumnBytes
+// does not take copies it.
 func columnBytes(d *tensor.Dense, c *column, n int) ([]byte, error) {
-	if !d.IsNativelyAccessible() || d.Dtype() != c.DType.Tensor() {
-		return hostBytes(d, c.Field, n)
+	if raw, ok := hostColumnBytes(d, c, n); ok {
+		return raw, nil
 	}
-	got := d.Shape()
-	ok := len(got) == len(c.Shape)+1 && got[0] == n
-	for i := 0; ok && i < len(c.Shape); i++ {
-		ok = got[i+1] == c.Shape[i]
-	}
-	if !ok || d.RequiresIterator() {
-		return hostBytes(d, c.Field, n)
-	}
-	want := int64(n) * c.stepBytes
-	raw := d.Header.Raw
-	if int64(len(raw)) < want {
-		return hostBytes(d, c.Field, n)
-	}
-	return raw[:want], nil
+	return hostBytes(d, c.Field, n)
 }

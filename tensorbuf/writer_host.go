@@ -1,18 +1,28 @@
 package tensorbuf
 
-import "unsafe"
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"unsafe"
+
+	"gorgonia.org/tensor"
+)
 
 // Single-row adds to host rings.
 //
 // An Add of one step of one row (one env per actor, the common case) is
 // mostly per-call work around a copy of one step. When every ring arena
-// is host memory (hostArena, as the cpu backend's are), the writer copies
-// that step itself from a plan made at New, instead of handing the
-// columns to Backend.Scatter, which validates each column's layout and
-// every index again on every call: here the buffer made the layout and
-// the slot, and stage checked every source's length. Adds of several
-// rows or steps, and device sources, go through the backend as before
-// (its non-temporal stores serve large multi-row scatters).
+// is host memory (hostArena, as the cpu backend's are), Add takes
+// addHostRow: it checks what that one step needs and copies it itself
+// from a plan made at New, instead of staging every column for
+// Backend.Scatter, which validates each column's layout and every index
+// again on every call: here the buffer made the layout and the slot.
+// Whatever addHostRow does not accept (a failed check, a device tensor,
+// a view that needs hostBytes' exact checks) goes to the general add,
+// which validates again and returns the error, so both paths refuse the
+// same steps with the same errors. Adds of several rows or steps go
+// through the backend (its non-temporal stores serve large scatters).
 
 // hostRow is one column's ring as the single-row path writes it: step
 // slot k's bytes are ring[k*stride+off : k*stride+off+size].
@@ -21,13 +31,25 @@ type hostRow struct {
 	stride int64
 	off    int64
 	size   int64
-	word   bool // size 4 with every slot's bytes 4-byte aligned: one typed store
 }
 
-// planHostRows sets b.hostRows from b.ring when every column's arena is
-// host memory; otherwise it leaves it nil and every add uses the backend.
+// hostRows is the plan of the single-row path: each user column's ring,
+// and the four built-in columns as one 16-byte run of the record arena
+// (planLayout packs them in order, all four bytes wide).
+type hostRows struct {
+	user    []hostRow
+	builtin hostRow
+}
+
+// maxHostRowFields bounds the user fields addHostRow keeps on its stack;
+// buffers with more take the general add.
+const maxHostRowFields = 8
+
+// planHostRows sets b.hostRows when every column's arena is host memory
+// and the built-in columns lie in one 16-byte run; otherwise it leaves
+// it nil and every add uses the backend.
 func (b *Buffer) planHostRows() {
-	if noHostRows {
+	if noHostRows || b.nUser > maxHostRowFields {
 		return
 	}
 	rows := make([]hostRow, len(b.ring))
@@ -38,35 +60,139 @@ func (b *Buffer) planHostRows() {
 			return
 		}
 		ring := a.Bytes()
-		st := col.RingStride()
 		if steps, ok := col.RingSteps(int64(len(ring))); !ok || steps < int64(b.numEnvs)*b.capacity {
 			return // not a layout this path can trust: let the backend refuse it
 		}
-		base := uintptr(unsafe.Pointer(unsafe.SliceData(ring))) + uintptr(col.Offset)
-		rows[c] = hostRow{ring: ring, stride: st, off: col.Offset, size: col.StepBytes,
-			word: col.StepBytes == 4 && st%4 == 0 && base%4 == 0}
+		rows[c] = hostRow{ring: ring, stride: col.RingStride(), off: col.Offset, size: col.StepBytes}
 	}
-	b.hostRows = rows
+	bi := rows[b.nUser:]
+	for k := range bi {
+		if bi[k].size != 4 || bi[k].off != bi[0].off+4*int64(k) || bi[k].stride != bi[0].stride ||
+			unsafe.SliceData(bi[k].ring) != unsafe.SliceData(bi[0].ring) {
+			return
+		}
+	}
+	run := bi[0]
+	run.size = 4 * numBuiltin
+	b.hostRows = &hostRows{user: rows[:b.nUser], builtin: run}
 }
 
 // noHostRows, set by tests, makes new buffers write every add through the
 // backend, the reference the single-row path is checked against.
 var noHostRows bool
 
-// scatterHostRow writes src[c], one step of column c, to ring slot ix of
-// every column. The caller holds b.mu; ix is a slot of the buffer and each
-// src[c] holds exactly the column's step bytes (stage checked them).
-func (b *Buffer) scatterHostRow(src [][]byte, ix int64) {
-	for c := range b.hostRows {
-		h := &b.hostRows[c]
+// addHostRow is Add of a step of one row to a buffer with b.hostRows. It
+// reports false, having changed nothing, for a step it does not take;
+// Add then gives the step to the general add. Otherwise its error is
+// Add's (a closed buffer, a strict writer's step type, a checkpoint's
+// copy-on-write).
+func (w *Writer) addHostRow(s *Step) (bool, error) {
+	b := w.b
+	rows := s.Rows
+	if rows == nil {
+		rows = w.rows
+	}
+	if len(rows) != 1 || len(s.StepType) != 1 || len(s.NextStepType) != 1 || len(s.Reward) != 1 || len(s.Discount) != 1 {
+		return false, nil
+	}
+	r := rows[0]
+	if r < 0 || r >= len(w.own) || !w.own[r] ||
+		!validStepType(s.StepType[0]) || !validStepType(s.NextStepType[0]) || !finite(s.Reward[0]) || !finite(s.Discount[0]) {
+		return false, nil
+	}
+	// The user fields' bytes, on the stack: nothing to clear afterwards.
+	var src [maxHostRowFields][]byte
+	switch {
+	case s.Fields != nil:
+		if s.Values != nil || len(s.Fields) != b.nUser {
+			return false, nil
+		}
+		for i, d := range s.Fields {
+			raw, ok := hostColumnBytes(d, &b.cols[i], 1)
+			if !ok {
+				return false, nil
+			}
+			src[i] = raw
+		}
+	default:
+		if len(s.Values) != b.nUser {
+			return false, nil
+		}
+		for i := range b.nUser {
+			c := &b.cols[i]
+			raw, ok := hostColumnBytes(s.Values[c.Name], c, 1)
+			if !ok {
+				return false, nil
+			}
+			src[i] = raw
+		}
+	}
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || w.closed {
+		return true, fmt.Errorf("%w: Add", ErrClosed)
+	}
+	if w.strict {
+		if err := w.checkStepTypesLocked(s, rows); err != nil {
+			return true, err
+		}
+	}
+	ix := b.slot(r, b.cursor[r])
+	w.idx = append(w.idx[:0], ix)
+	if err := b.beforeRingWrite(w.idx); err != nil {
+		return true, err
+	}
+	for i := range b.nUser {
+		h := &b.hostRows.user[i]
 		o := ix*h.stride + h.off
-		s := src[c]
-		if h.word && uintptr(unsafe.Pointer(unsafe.SliceData(s)))%4 == 0 {
-			_ = h.ring[o+3]
-			_ = s[3]
-			*(*uint32)(unsafe.Pointer(&h.ring[o])) = *(*uint32)(unsafe.Pointer(&s[0]))
+		if h.size == 4 {
+			binary.NativeEndian.PutUint32(h.ring[o:o+4], binary.NativeEndian.Uint32(src[i]))
 			continue
 		}
-		copy(h.ring[o:o+h.size], s[:h.size])
+		copy(h.ring[o:o+h.size], src[i])
 	}
+	h := &b.hostRows.builtin
+	o := ix*h.stride + h.off
+	bi := h.ring[o : o+4*numBuiltin]
+	binary.NativeEndian.PutUint32(bi[4*colStepType:], uint32(s.StepType[0]))
+	binary.NativeEndian.PutUint32(bi[4*colNextStepType:], uint32(s.NextStepType[0]))
+	binary.NativeEndian.PutUint32(bi[4*colReward:], math.Float32bits(s.Reward[0]))
+	binary.NativeEndian.PutUint32(bi[4*colDiscount:], math.Float32bits(s.Discount[0]))
+	for _, t := range b.tableList {
+		t.evictRows(rows, b.cursor)
+	}
+	w.recordLocked(s, 0, r)
+	b.stats.Steps++
+	return true, nil
+}
+
+// hostColumnBytes returns the bytes of n steps of column c in d when d is
+// a host tensor that passes columnBytes' checks without hostBytes: the
+// column's dtype and shape, contiguous, neither a view, lazily
+// transposed nor masked (RequiresIterator's conditions, without its two
+// divisions of the data length by the element size through reflect).
+// For anything else it reports false, and columnBytes decides exactly.
+func hostColumnBytes(d *tensor.Dense, c *column, n int) ([]byte, bool) {
+	if d == nil || !d.IsNativelyAccessible() || d.Dtype() != c.tdt {
+		return nil, false
+	}
+	got := d.Shape()
+	if len(got) != len(c.Shape)+1 || got[0] != n {
+		return nil, false
+	}
+	for i, v := range c.Shape {
+		if got[i+1] != v {
+			return nil, false
+		}
+	}
+	if d.IsMaterializable() || !d.DataOrder().IsContiguous() || d.Mask() != nil {
+		return nil, false
+	}
+	want := int64(n) * c.stepBytes
+	raw := d.Header.Raw
+	if int64(len(raw)) < want {
+		return nil, false
+	}
+	return raw[:want], true
 }

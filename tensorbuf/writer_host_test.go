@@ -1,6 +1,8 @@
 package tensorbuf
 
 import (
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -58,8 +60,11 @@ func randomHostStep(rng *rand.Rand, rows []int, odd bool) *Step {
 // TestSingleRowAddsMatchBackend requires buffers that write single-row
 // adds themselves (hostRows) to end byte for byte as buffers that hand
 // every add to the cpu backend: arenas, metadata, cursors, Stats and
-// tables, over ring wrap-around, cuts, multi-row adds in between and
-// sources of every alignment, with capacities of 1 and more.
+// tables (items inserted as steps arrive, evicted as the ring wraps),
+// over ring wrap-around, cuts, multi-row adds in between, rows given or
+// left nil, fields by name or by position and sources of every
+// alignment, with capacities of 1 and more; a strict writer must refuse
+// the same adds with the same errors.
 func TestSingleRowAddsMatchBackend(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -75,7 +80,7 @@ func TestSingleRowAddsMatchBackend(t *testing.T) {
 				t.Helper()
 				noHostRows = viaBackend
 				defer func() { noHostRows = false }()
-				b, err := New(Config{NumEnvs: 3, Capacity: tc.capacity, Fields: hostRowFields, Backend: cpu.New(), Seed: 3})
+				b, err := New(Config{NumEnvs: 4, Capacity: tc.capacity, Fields: hostRowFields, Backend: cpu.New(), Seed: 3})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -98,33 +103,69 @@ func TestSingleRowAddsMatchBackend(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				return []*Writer{w0, w1}
+				w2, err := b.NewWriterOptions(WriterOptions{Strict: true}, 3)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return []*Writer{w0, w1, w2}
 			}
 			fw, rw := writers(fast), writers(ref)
 			rng := rand.New(rand.NewPCG(uint64(tc.capacity), 9))
+			refused := 0
 			for i := range tc.adds {
-				w := rng.IntN(2)
+				w := rng.IntN(3)
 				var rows []int
 				switch {
 				case w == 1:
 					rows = []int{1}
+				case w == 2:
+					rows = []int{3}
 				case rng.IntN(4) == 0:
 					rows = []int{2, 0} // two rows: the backend's scatter in both
 				default:
 					rows = []int{rng.IntN(2) * 2}
 				}
 				s := randomHostStep(rng, rows, i%3 == 0)
-				if err := fw[w].Add(s); err != nil {
-					t.Fatalf("add %d to the fast buffer: %v", i, err)
+				if w > 0 && rng.IntN(2) == 0 {
+					s.Rows = nil // the writer's one row
 				}
-				if err := rw[w].Add(s); err != nil {
-					t.Fatalf("add %d to the reference: %v", i, err)
+				if rng.IntN(2) == 0 {
+					s.Fields = make([]*tensor.Dense, len(hostRowFields))
+					for k, f := range hostRowFields {
+						s.Fields[k] = s.Values[f.Name]
+					}
+					s.Values = nil
+				}
+				errF, errR := fw[w].Add(s), rw[w].Add(s)
+				if fmt.Sprint(errF) != fmt.Sprint(errR) {
+					t.Fatalf("add %d: fast buffer: %v, reference: %v", i, errF, errR)
+				}
+				if errF != nil {
+					if w != 2 || !errors.Is(errF, ErrStepType) {
+						t.Fatalf("add %d: %v", i, errF)
+					}
+					refused++
+				}
+				if i%5 == 0 { // an item of the step just written in each buffer
+					r := rows[0]
+					for _, b := range []*Buffer{fast, ref} {
+						tb, err := b.Table("u")
+						if err != nil {
+							t.Fatal(err)
+						}
+						if _, err := tb.Insert(Item{Row: r, Start: b.Cursor(r) - 1, Len: 1, Priority: 1}); err != nil && errF == nil {
+							t.Fatalf("add %d: insert: %v", i, err)
+						}
+					}
 				}
 				if i%17 == 0 || i == tc.adds-1 {
 					if got, want := stateString(t, fast), stateString(t, ref); got != want {
 						t.Fatalf("after add %d:\n%s\nwant (backend):\n%s", i, got, want)
 					}
 				}
+			}
+			if refused == 0 || refused == tc.adds {
+				t.Fatalf("the strict writer refused %d of %d adds: the test exercises nothing", refused, tc.adds)
 			}
 		})
 	}
