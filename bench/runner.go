@@ -258,6 +258,37 @@ func (r *runner) syncOp(fn func() error) func() error {
 	}
 }
 
+// A round's budget is measured in turns: each Go contestant runs for at
+// most sliceTime or a sliceParts-th of its operations, then the next one
+// does. The machines these runs share have stretches of several
+// milliseconds in which some code runs up to twice as slow; measured in
+// one block each, one contestant could meet such a stretch and the next
+// not, and their ratio would be the machine's, not theirs.
+const (
+	sliceTime  = time.Millisecond
+	sliceParts = 8
+)
+
+// roundUse is what a contestant has used of a round's budget.
+type roundUse struct {
+	ops   int
+	spent time.Duration
+}
+
+// next returns the budget of a contestant's next turn in a round whose
+// budget is per, or false once it has used that budget: per.MaxOps
+// operations, or per.MinOps and per.Time.
+func (u roundUse) next(per Budget) (Budget, bool) {
+	if u.ops >= per.MaxOps || u.ops >= per.MinOps && u.spent >= per.Time {
+		return Budget{}, false
+	}
+	b := per
+	b.Time = max(0, min(sliceTime, per.Time-u.spent))
+	b.MaxOps = min(per.MaxOps-u.ops, max(1, (per.MaxOps+sliceParts-1)/sliceParts))
+	b.MinOps = 1
+	return b, true
+}
+
 // launchCounter is implemented by device backends that count kernel
 // launches.
 type launchCounter interface{ Launches() int64 }
@@ -304,23 +335,40 @@ func (r *runner) measure(sc *scenario) error {
 	var launches int64
 	releaseMemory()
 	for round := range r.rounds {
-		for i, c := range cs {
-			b := per
-			if round > 0 {
-				b.Warmup = 0
-			}
-			var l0 int64
-			if i == 0 && counts {
-				l0 = lc.Launches()
-			}
-			if err := c.rec.run(c.fn, b); err != nil {
-				if c.name != "" {
-					return fmt.Errorf("bench: %s: peer %s: %w", sc.row.Scenario, c.name, err)
+		// The Go contestants take turns in slices of a round's budget, so
+		// that each meets the shared machine's slow and fast stretches as
+		// the others do (see sliceTime).
+		done := make([]roundUse, len(cs))
+		for turn := 0; ; turn++ {
+			ran := false
+			for i, c := range cs {
+				b, ok := done[i].next(per)
+				if !ok {
+					continue
 				}
-				return fmt.Errorf("bench: %s: %w", sc.row.Scenario, err)
+				ran = true
+				if round > 0 || turn > 0 {
+					b.Warmup = 0
+				}
+				var l0 int64
+				if i == 0 && counts {
+					l0 = lc.Launches()
+				}
+				ops, spent, err := c.rec.run(c.fn, b)
+				if err != nil {
+					if c.name != "" {
+						return fmt.Errorf("bench: %s: peer %s: %w", sc.row.Scenario, c.name, err)
+					}
+					return fmt.Errorf("bench: %s: %w", sc.row.Scenario, err)
+				}
+				done[i].ops += ops
+				done[i].spent += spent
+				if i == 0 && counts {
+					launches += lc.Launches() - l0
+				}
 			}
-			if i == 0 && counts {
-				launches += lc.Launches() - l0
+			if !ran {
+				break
 			}
 		}
 		if py != nil {

@@ -112,17 +112,19 @@ type recorder struct {
 	ops     int
 }
 
-// run times op until the budget is used, appending to r. ReadMemStats
-// brackets the timed loop, so allocations are exact counts per op (as
-// testing.B reports them), and the loop itself allocates nothing.
-func (r *recorder) run(op func() error, bud Budget) error {
+// run times op until the budget is used, appending to r, and returns
+// the number of timed calls and the time they took (a turn of a round,
+// see roundUse). ReadMemStats brackets the timed loop, so allocations
+// are exact counts per op (as testing.B reports them), and the loop
+// itself allocates nothing.
+func (r *recorder) run(op func() error, bud Budget) (ops int, spent time.Duration, err error) {
 	// Groups are sized from the fastest warm-up call: a contestant's
 	// first calls run from cold caches.
 	per := time.Duration(math.MaxInt64)
 	for range bud.Warmup {
 		w0 := time.Now()
 		if err := op(); err != nil {
-			return err
+			return 0, 0, err
 		}
 		per = min(per, time.Since(w0))
 	}
@@ -141,20 +143,22 @@ func (r *recorder) run(op func() error, bud Budget) error {
 	start := time.Now()
 	n := 0
 	for n < bud.MaxOps && (n < bud.MinOps || time.Since(start) < bud.Time) {
+		k := min(r.inner, bud.MaxOps-n) // the last group may be short: no more than MaxOps
 		t0 := time.Now()
-		for range r.inner {
+		for range k {
 			if err := op(); err != nil {
-				return err
+				return 0, 0, err
 			}
 		}
-		r.ns = append(r.ns, float64(time.Since(t0).Nanoseconds())/float64(r.inner))
-		n += r.inner
+		r.ns = append(r.ns, float64(time.Since(t0).Nanoseconds())/float64(k))
+		n += k
 	}
+	spent = time.Since(start)
 	runtime.ReadMemStats(&ms)
 	r.mallocs += ms.Mallocs - m0
 	r.bytes += ms.TotalAlloc - b0
 	r.ops += n
-	return nil
+	return n, spent, nil
 }
 
 func (r *recorder) stats() (Stats, error) {

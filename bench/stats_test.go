@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/trajring/trajring/cpu"
 	"github.com/trajring/trajring/tensorbuf"
 )
 
@@ -272,7 +274,7 @@ func TestRecorderGroupSize(t *testing.T) {
 				return nil
 			}
 			var r recorder
-			if err := r.run(op, Budget{MinOps: 1, MaxOps: 1, Warmup: tc.warmup}); err != nil {
+			if _, _, err := r.run(op, Budget{MinOps: 1, MaxOps: 1, Warmup: tc.warmup}); err != nil {
 				t.Fatal(err)
 			}
 			if tc.grouped && (r.inner < 2 || r.inner > int(minSample)+1) {
@@ -282,5 +284,71 @@ func TestRecorderGroupSize(t *testing.T) {
 				t.Fatalf("%d calls per sample, want 1", r.inner)
 			}
 		})
+	}
+}
+
+// TestRoundUseTurns: a turn takes at most sliceTime and a sliceParts-th
+// of the round's operations, at least one, and a contestant is done once
+// it has run MaxOps operations, or MinOps and the round's time.
+func TestRoundUseTurns(t *testing.T) {
+	per := Budget{Time: 10 * time.Millisecond, MinOps: 3, MaxOps: 80, Warmup: 2}
+	for _, tc := range []struct {
+		name    string
+		use     roundUse
+		ok      bool
+		time    time.Duration
+		maxOps  int
+		warmups int
+	}{
+		{"first turn", roundUse{}, true, sliceTime, 10, 2},
+		{"late in the round", roundUse{ops: 75, spent: 9500 * time.Microsecond}, true, 500 * time.Microsecond, 5, 2},
+		{"time used, MinOps not", roundUse{ops: 2, spent: 20 * time.Millisecond}, true, 0, 10, 2},
+		{"time and MinOps used", roundUse{ops: 3, spent: 10 * time.Millisecond}, false, 0, 0, 0},
+		{"MaxOps used", roundUse{ops: 80, spent: time.Millisecond}, false, 0, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, ok := tc.use.next(per)
+			if ok != tc.ok {
+				t.Fatalf("ok = %v, want %v", ok, tc.ok)
+			}
+			if !ok {
+				return
+			}
+			if b.Time != tc.time || b.MaxOps != tc.maxOps || b.MinOps != 1 || b.Warmup != tc.warmups {
+				t.Fatalf("turn %+v, want time %v, %d ops at most, 1 at least, %d warm-up", b, tc.time, tc.maxOps, tc.warmups)
+			}
+		})
+	}
+}
+
+// TestMeasureTakesTurns: ours and a peer alternate within every round, in
+// turns of a sliceParts-th of the round's operations, and each runs its
+// budget.
+func TestMeasureTakesTurns(t *testing.T) {
+	var log []byte
+	r := &runner{opt: Options{Progress: io.Discard}, be: cpu.New(), rep: &Report{},
+		bud: Budget{Time: time.Second, MinOps: 3, MaxOps: 320, Warmup: 2}, rounds: 2}
+	sc := &scenario{row: Row{Scenario: "turns"},
+		ours:  func() error { log = append(log, 'o'); return nil },
+		peers: []op{{"peer", func() error { log = append(log, 'p'); return nil }}}}
+	if err := r.measure(sc); err != nil {
+		t.Fatal(err)
+	}
+	if o, p := bytes.Count(log, []byte("o")), bytes.Count(log, []byte("p")); o != 320+2 || p != 320+2 {
+		t.Fatalf("%d calls of ours and %d of the peer, want 322 each (320 timed, 2 warm-up)", o, p)
+	}
+	switches := 0
+	for i := 1; i < len(log); i++ {
+		if log[i] != log[i-1] {
+			switches++
+		}
+	}
+	// Two rounds of 160 operations each, in turns of 20: 8 turns each a
+	// round, 32 turns in all.
+	if switches != 31 {
+		t.Fatalf("%d switches between ours and the peer, want 31:\n%s", switches, log)
+	}
+	if row := r.rep.Rows[0]; row.Ours.Ops != 320 || row.Peers[0].Stats.Ops != 320 {
+		t.Fatalf("ops %d and %d, want 320", row.Ours.Ops, row.Peers[0].Stats.Ops)
 	}
 }
