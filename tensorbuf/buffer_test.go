@@ -74,7 +74,9 @@ func TestAddRejectsBadInputAndChangesNothing(t *testing.T) {
 			s.Values[name] = d
 		}
 	}
-	f32 := func(shape ...int) *tensor.Dense { return tensor.New(tensor.WithShape(shape...), tensor.Of(tensor.Float32)) }
+	f32 := func(shape ...int) *tensor.Dense {
+		return tensor.New(tensor.WithShape(shape...), tensor.Of(tensor.Float32))
+	}
 	for _, tc := range []struct {
 		name     string
 		mutate   func(s *tensorbuf.Step, n int)

@@ -43,7 +43,21 @@ func cowAdd(t testing.TB, b *Buffer, w *Writer, n int) {
 	}
 }
 
-func newCOWBuffer(t testing.TB) (*Buffer, *Writer, *Table) {
+// cowAddAll adds n steps to the rows of every writer, writer by writer
+// within each step.
+func cowAddAll(t testing.TB, b *Buffer, ws []*Writer, n int) {
+	t.Helper()
+	for range n {
+		for _, w := range ws {
+			cowAdd(t, b, w, 1)
+		}
+	}
+}
+
+// newCOWBuffer returns a buffer of two rows wrapped once, with items, and
+// its writers: one of both rows, or with single set one per row (whose
+// adds take the single-row path).
+func newCOWBuffer(t testing.TB, single bool) (*Buffer, []*Writer, *Table) {
 	b, err := New(Config{NumEnvs: 2, Capacity: 1024, Seed: 3, Backend: cpu.New(),
 		Fields: []Field{{Name: "pix", Role: Observation, DType: Uint8, Shape: []int{cowStepBytes}}}})
 	if err != nil {
@@ -54,12 +68,20 @@ func newCOWBuffer(t testing.TB) (*Buffer, *Writer, *Table) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := b.NewWriter()
-	if err != nil {
-		t.Fatal(err)
+	var ws []*Writer
+	groups := [][]int{{0, 1}}
+	if single {
+		groups = [][]int{{0}, {1}}
 	}
-	t.Cleanup(func() { _ = w.Close() })
-	cowAdd(t, b, w, 1500) // wrapped once
+	for _, rows := range groups {
+		w, err := b.NewWriter(rows...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = w.Close() })
+		ws = append(ws, w)
+	}
+	cowAddAll(t, b, ws, 1500) // wrapped once
 	for r := range 2 {
 		for p := int64(600); p < 1500; p += 50 {
 			if _, err := tb.Insert(Item{Row: r, Start: p, Len: 3, Priority: 1}); err != nil {
@@ -67,7 +89,7 @@ func newCOWBuffer(t testing.TB) (*Buffer, *Writer, *Table) {
 			}
 		}
 	}
-	return b, w, tb
+	return b, ws, tb
 }
 
 // TestCheckpointCopyOnWriteWrap lets a writer wrap the ring twice in the
@@ -76,14 +98,18 @@ func newCOWBuffer(t testing.TB) (*Buffer, *Writer, *Table) {
 // exactly the buffer at the cut, its tables included, and the writer
 // must have preserved the steps it overwrote.
 func TestCheckpointCopyOnWriteWrap(t *testing.T) {
-	for _, mode := range []SnapshotMode{SnapshotAuto, SnapshotCopyOnWrite} {
-		b, w, _ := newCOWBuffer(t)
+	for _, tc := range []struct {
+		mode   SnapshotMode
+		single bool
+	}{{SnapshotAuto, false}, {SnapshotCopyOnWrite, false}, {SnapshotCopyOnWrite, true}} {
+		mode := tc.mode
+		b, ws, _ := newCOWBuffer(t, tc.single)
 		want := stateString(t, b)
 		var rep SaveReport
 		ran := false
 		cowTestHook = func(c int, off int64) {
 			if c == b.cols[0].ar && off == ckptChunk { // the pixel arena
-				cowAdd(t, b, w, 2100)
+				cowAddAll(t, b, ws, 2100)
 				ran = true
 			}
 		}
@@ -105,14 +131,14 @@ func TestCheckpointCopyOnWriteWrap(t *testing.T) {
 		// the built-in columns, which streams first).
 		wantPres := int64(2*1024*cowStepBytes - ckptChunk)
 		if rep.Preserved != wantPres || rep.Copied {
-			t.Fatalf("%v: preserved %d bytes (copied %v), want %d", mode, rep.Preserved, rep.Copied, wantPres)
+			t.Fatalf("%v, single-row writers %v: preserved %d bytes (copied %v), want %d", mode, tc.single, rep.Preserved, rep.Copied, wantPres)
 		}
 		lb, err := Load(bytes.NewReader(out.Bytes()), LoadOptions{Backend: cpu.New()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := stateString(t, lb); got != want {
-			t.Fatalf("%v: checkpoint is not the cut: %s", mode, firstDiff(want, got))
+			t.Fatalf("%v, single-row writers %v: checkpoint is not the cut: %s", mode, tc.single, firstDiff(want, got))
 		}
 		_ = lb.Close()
 		if b.ckpt.cow != nil {
@@ -130,7 +156,13 @@ func TestCheckpointCopyOnWriteBudget(t *testing.T) {
 	old := cowLimit
 	cowLimit = 1
 	defer func() { cowLimit = old }()
-	b, w, _ := newCOWBuffer(t)
+	for _, single := range []bool{false, true} {
+		cowBudgetRun(t, single)
+	}
+}
+
+func cowBudgetRun(t *testing.T, single bool) {
+	b, ws, _ := newCOWBuffer(t, single)
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	wg.Add(1)
@@ -141,7 +173,7 @@ func TestCheckpointCopyOnWriteBudget(t *testing.T) {
 			case <-stop:
 				return
 			default:
-				cowAdd(t, b, w, 1)
+				cowAddAll(t, b, ws, 1)
 			}
 		}
 	}()

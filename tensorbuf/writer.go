@@ -46,6 +46,7 @@ type Step struct {
 type Writer struct {
 	b      *Buffer
 	rows   []int
+	one    int    // the writer's row when it owns one, else -1
 	own    []bool // own[row] for rows of the buffer
 	strict bool
 	closed bool
@@ -106,12 +107,16 @@ func (b *Buffer) NewWriterOptions(opts WriterOptions, rows ...int) (*Writer, err
 	w := &Writer{
 		b:      b,
 		rows:   append([]int(nil), rows...),
+		one:    -1,
 		own:    own,
 		strict: opts.Strict,
 		idx:    make([]int64, 0, len(rows)),
 		src:    make([][]byte, len(b.cols)),
 		dev:    make([]*tensor.Dense, len(b.cols)),
 		seen:   make([]int, b.numEnvs),
+	}
+	if len(rows) == 1 {
+		w.one = rows[0]
 	}
 	for _, r := range rows {
 		b.owner[r] = w
@@ -340,17 +345,17 @@ func (w *Writer) commitLocked(s *Step, rows []int, k int, devices bool) error {
 			t.evictRows(rows, b.cursor)
 		}
 		for i, r := range rows {
-			w.recordLocked(s, j*n+i, r)
+			w.recordLocked(s, j*n+i, r, w.idx[j*n+i])
 		}
 	}
 	b.stats.Steps += int64(n * k)
 	return nil
 }
 
-// recordLocked records step x of s (in row r, at slot w.idx[x]) as the
+// recordLocked records step x of s (in row r, at slot ix) as the
 // row's next step: its metadata byte, a cut where its step type is not
 // the next step type of the step before it, and the row's cursor.
-func (w *Writer) recordLocked(s *Step, x, r int) {
+func (w *Writer) recordLocked(s *Step, x, r int, ix int64) {
 	b := w.b
 	pos := b.cursor[r]
 	mt := uint8(s.StepType[x]) | uint8(s.NextStepType[x])<<metaNextShift
@@ -360,7 +365,7 @@ func (w *Writer) recordLocked(s *Step, x, r int) {
 	if pos > 0 {
 		// The slot of pos-1 without a division: the slot before pos's,
 		// or the row's last when pos's is the row's first.
-		ps := w.idx[x] - 1
+		ps := ix - 1
 		if ps < int64(r)*b.capacity {
 			ps += b.capacity
 		}
@@ -376,7 +381,7 @@ func (w *Writer) recordLocked(s *Step, x, r int) {
 			}
 		}
 	}
-	b.meta[w.idx[x]] = mt
+	b.meta[ix] = mt
 	b.cursor[r] = pos + 1
 }
 
@@ -459,11 +464,40 @@ func hostBytes(d *tensor.Dense, f Field, n int) ([]byte, error) {
 // columnBytes is hostBytes for a column of the buffer, with the same
 // checks in the same order: Writer.add calls it per field and add, where
 // copying the column's Field (hostBytes, checkShape and StepBytes take it
-// by value) cost more than the checks; only a tensor hostColumnBytes
-// does not take copies it.
+// by value) cost more than the checks; only a tensor denseBytes does not
+// take copies it.
 func columnBytes(d *tensor.Dense, c *column, n int) ([]byte, error) {
-	if raw, ok := hostColumnBytes(d, c, n); ok {
+	if raw, ok := denseBytes(d, c.tdt, c.Shape, n, int64(n)*c.stepBytes); ok {
 		return raw, nil
 	}
 	return hostBytes(d, c.Field, n)
+}
+
+// denseBytes returns the first want bytes of d when d is a host tensor
+// of dtype dt shaped [n, shape...] that passes hostBytes' checks without
+// its slow ones: contiguous, neither a view, lazily transposed nor masked
+// (RequiresIterator's conditions, without its two divisions of the data
+// length by the element size through reflect). For anything else it
+// reports false, and hostBytes decides exactly.
+func denseBytes(d *tensor.Dense, dt tensor.Dtype, shape []int, n int, want int64) ([]byte, bool) {
+	if d == nil || !d.IsNativelyAccessible() || d.Dtype() != dt {
+		return nil, false
+	}
+	got := d.Shape()
+	if len(got) != len(shape)+1 || got[0] != n {
+		return nil, false
+	}
+	for i, v := range shape {
+		if got[i+1] != v {
+			return nil, false
+		}
+	}
+	if d.IsMaterializable() || !d.DataOrder().IsContiguous() || d.Mask() != nil {
+		return nil, false
+	}
+	raw := d.Header.Raw
+	if int64(len(raw)) < want {
+		return nil, false
+	}
+	return raw[:want], true
 }

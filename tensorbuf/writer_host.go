@@ -24,26 +24,36 @@ import (
 // same steps with the same errors. Adds of several rows or steps go
 // through the backend (its non-temporal stores serve large scatters).
 
-// hostRow is one column's ring as the single-row path writes it: step
-// slot k's bytes are ring[k*stride+off : k*stride+off+size].
+// hostRow is a column's ring as the single-row path writes it: step slot
+// k's bytes are ring[k*stride+off : k*stride+off+size]. For a user
+// column it also holds what the path checks a field against, so that an
+// add reads one struct per field rather than the column, its shape and
+// its ring.
 type hostRow struct {
 	ring   []byte
 	stride int64
 	off    int64
 	size   int64
+	dt     tensor.Dtype
+	ndim   int
+	shape  [maxHostRowDims]int // a step's shape: shape[:ndim]
 }
 
-// hostRows is the plan of the single-row path: each user column's ring,
-// and the four built-in columns as one 16-byte run of the record arena
+// hostRows is the plan of the single-row path: each user column, and the
+// four built-in columns as one 16-byte run of the record arena
 // (planLayout packs them in order, all four bytes wide).
 type hostRows struct {
 	user    []hostRow
 	builtin hostRow
 }
 
-// maxHostRowFields bounds the user fields addHostRow keeps on its stack;
-// buffers with more take the general add.
-const maxHostRowFields = 8
+// Buffers with more user fields, or a field of more dimensions, take the
+// general add: addHostRow keeps its fields' bytes on its stack, and each
+// field's shape in its hostRow.
+const (
+	maxHostRowFields = 8
+	maxHostRowDims   = 4
+)
 
 // planHostRows sets b.hostRows when every column's arena is host memory
 // and the built-in columns lie in one 16-byte run; otherwise it leaves
@@ -56,14 +66,17 @@ func (b *Buffer) planHostRows() {
 	for c := range b.ring {
 		col := &b.ring[c]
 		a, ok := col.Ring.(hostArena)
-		if !ok {
+		if !ok || len(b.cols[c].Shape) > maxHostRowDims {
 			return
 		}
 		ring := a.Bytes()
 		if steps, ok := col.RingSteps(int64(len(ring))); !ok || steps < int64(b.numEnvs)*b.capacity {
 			return // not a layout this path can trust: let the backend refuse it
 		}
-		rows[c] = hostRow{ring: ring, stride: col.RingStride(), off: col.Offset, size: col.StepBytes}
+		h := hostRow{ring: ring, stride: col.RingStride(), off: col.Offset, size: col.StepBytes,
+			dt: b.cols[c].tdt, ndim: len(b.cols[c].Shape)}
+		copy(h.shape[:], b.cols[c].Shape)
+		rows[c] = h
 	}
 	bi := rows[b.nUser:]
 	for k := range bi {
@@ -88,39 +101,45 @@ var noHostRows bool
 // copy-on-write).
 func (w *Writer) addHostRow(s *Step) (bool, error) {
 	b := w.b
-	rows := s.Rows
-	if rows == nil {
-		rows = w.rows
-	}
-	if len(rows) != 1 || len(s.StepType) != 1 || len(s.NextStepType) != 1 || len(s.Reward) != 1 || len(s.Discount) != 1 {
+	if len(s.StepType) != 1 || len(s.NextStepType) != 1 || len(s.Reward) != 1 || len(s.Discount) != 1 ||
+		!validStepType(s.StepType[0]) || !validStepType(s.NextStepType[0]) || !finite(s.Reward[0]) || !finite(s.Discount[0]) {
 		return false, nil
 	}
-	r := rows[0]
-	if r < 0 || r >= len(w.own) || !w.own[r] ||
-		!validStepType(s.StepType[0]) || !validStepType(s.NextStepType[0]) || !finite(s.Reward[0]) || !finite(s.Discount[0]) {
+	r := w.one
+	if s.Rows != nil {
+		if len(s.Rows) != 1 {
+			return false, nil
+		}
+		r = s.Rows[0]
+		if r < 0 || r >= len(w.own) || !w.own[r] {
+			return false, nil
+		}
+	} else if r < 0 {
 		return false, nil
 	}
 	// The user fields' bytes, on the stack: nothing to clear afterwards.
 	var src [maxHostRowFields][]byte
+	user := b.hostRows.user
 	switch {
 	case s.Fields != nil:
-		if s.Values != nil || len(s.Fields) != b.nUser {
+		if s.Values != nil || len(s.Fields) != len(user) {
 			return false, nil
 		}
 		for i, d := range s.Fields {
-			raw, ok := hostColumnBytes(d, &b.cols[i], 1)
+			h := &user[i]
+			raw, ok := denseBytes(d, h.dt, h.shape[:h.ndim], 1, h.size)
 			if !ok {
 				return false, nil
 			}
 			src[i] = raw
 		}
 	default:
-		if len(s.Values) != b.nUser {
+		if len(s.Values) != len(user) {
 			return false, nil
 		}
-		for i := range b.nUser {
-			c := &b.cols[i]
-			raw, ok := hostColumnBytes(s.Values[c.Name], c, 1)
+		for i := range user {
+			h := &user[i]
+			raw, ok := denseBytes(s.Values[b.cols[i].Name], h.dt, h.shape[:h.ndim], 1, h.size)
 			if !ok {
 				return false, nil
 			}
@@ -133,18 +152,24 @@ func (w *Writer) addHostRow(s *Step) (bool, error) {
 	if b.closed || w.closed {
 		return true, fmt.Errorf("%w: Add", ErrClosed)
 	}
+	rows := s.Rows
+	if rows == nil {
+		rows = w.rows
+	}
 	if w.strict {
 		if err := w.checkStepTypesLocked(s, rows); err != nil {
 			return true, err
 		}
 	}
 	ix := b.slot(r, b.cursor[r])
-	w.idx = append(w.idx[:0], ix)
-	if err := b.beforeRingWrite(w.idx); err != nil {
-		return true, err
+	if b.ckpt.cow != nil {
+		w.idx = append(w.idx[:0], ix)
+		if err := b.beforeRingWrite(w.idx); err != nil {
+			return true, err
+		}
 	}
-	for i := range b.nUser {
-		h := &b.hostRows.user[i]
+	for i := range user {
+		h := &user[i]
 		o := ix*h.stride + h.off
 		if h.size == 4 {
 			binary.NativeEndian.PutUint32(h.ring[o:o+4], binary.NativeEndian.Uint32(src[i]))
@@ -162,37 +187,7 @@ func (w *Writer) addHostRow(s *Step) (bool, error) {
 	for _, t := range b.tableList {
 		t.evictRows(rows, b.cursor)
 	}
-	w.recordLocked(s, 0, r)
+	w.recordLocked(s, 0, r, ix)
 	b.stats.Steps++
 	return true, nil
-}
-
-// hostColumnBytes returns the bytes of n steps of column c in d when d is
-// a host tensor that passes columnBytes' checks without hostBytes: the
-// column's dtype and shape, contiguous, neither a view, lazily
-// transposed nor masked (RequiresIterator's conditions, without its two
-// divisions of the data length by the element size through reflect).
-// For anything else it reports false, and columnBytes decides exactly.
-func hostColumnBytes(d *tensor.Dense, c *column, n int) ([]byte, bool) {
-	if d == nil || !d.IsNativelyAccessible() || d.Dtype() != c.tdt {
-		return nil, false
-	}
-	got := d.Shape()
-	if len(got) != len(c.Shape)+1 || got[0] != n {
-		return nil, false
-	}
-	for i, v := range c.Shape {
-		if got[i+1] != v {
-			return nil, false
-		}
-	}
-	if d.IsMaterializable() || !d.DataOrder().IsContiguous() || d.Mask() != nil {
-		return nil, false
-	}
-	want := int64(n) * c.stepBytes
-	raw := d.Header.Raw
-	if int64(len(raw)) < want {
-		return nil, false
-	}
-	return raw[:want], true
 }
