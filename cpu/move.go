@@ -114,14 +114,22 @@ const maxPlan = 16
 // and the others hit.
 type prefetchPlan struct {
 	n     int
+	next  bool // only the columns with a NextOut
 	base  [maxPlan]unsafe.Pointer
 	r, sp [maxPlan]int64
 }
 
-func (p *prefetchPlan) build(cols []kernels.Column) {
+func (p *prefetchPlan) build(cols []kernels.Column) { p.buildOf(cols, false) }
+
+// buildOf is build, of the columns with a NextOut only when next is set.
+func (p *prefetchPlan) buildOf(cols []kernels.Column, next bool) {
 	p.n = 0
+	p.next = next
 	for c := range cols {
 		col := &cols[c]
+		if next && col.NextOut == nil {
+			continue
+		}
 		shared, seen := false, false
 		for d := range cols {
 			if d != c && cols[d].Ring == col.Ring {
@@ -150,6 +158,9 @@ func (p *prefetchPlan) build(cols []kernels.Column) {
 func (p *prefetchPlan) rows(cols []kernels.Column, idx []int64) {
 	if p.n < 0 {
 		for c := range cols {
+			if p.next && cols[c].NextOut == nil {
+				continue
+			}
 			prefetch.Rows(unsafe.Pointer(unsafe.SliceData(ringBytes(&cols[c]))), idx, cols[c].RingStride(), cols[c].StepBytes)
 		}
 		return
@@ -164,12 +175,6 @@ func (p *prefetchPlan) rows(cols []kernels.Column, idx []int64) {
 // packed record are moved while its cache lines are fresh), prefetching
 // the next chunk's rows first (see gatherPrefetch).
 func gatherRows(cols []kernels.Column, idx []int64, lo, hi int) {
-	gatherInto(cols, idx, false, lo, hi)
-}
-
-// gatherInto is gatherRows into the columns' Out, or, when next is set,
-// into the NextOut of the columns that have one.
-func gatherInto(cols []kernels.Column, idx []int64, next bool, lo, hi int) {
 	var plan prefetchPlan
 	if gatherPrefetch {
 		plan.build(cols)
@@ -181,22 +186,39 @@ func gatherInto(cols []kernels.Column, idx []int64, next bool, lo, hi int) {
 		}
 		for c := range cols {
 			col := &cols[c]
-			out := col.Out.(*Arena).b[col.OutOff:]
-			if next {
-				if col.NextOut == nil {
-					continue
-				}
-				out = col.NextOut.(*Arena).b[col.NextOff:]
-			}
-			gatherChunk(out, ringBytes(col), col.StepBytes, col.RingStride(), idx, c0, c1)
+			gatherChunk(col.Out.(*Arena).b[col.OutOff:], ringBytes(col), col.StepBytes, col.RingStride(), idx, c0, c1)
 		}
 	}
 }
 
-// concat moves the steps and, where asked, their successors.
+// concat moves the steps and, where asked, their successors, a chunk at
+// a time: a chunk's successors right after its steps (a step's successor
+// is usually the next slot of its row, in the same memory page), both
+// prefetched a chunk ahead.
 func concat(cols []kernels.Column, idx, next []int64, lo, hi int) {
-	gatherInto(cols, idx, false, lo, hi)
-	gatherInto(cols, next, true, lo, hi)
+	var plan, nplan prefetchPlan
+	if gatherPrefetch {
+		plan.build(cols)
+		nplan.buildOf(cols, true)
+	}
+	for c0 := lo; c0 < hi; c0 += prefetchChunk {
+		c1 := min(c0+prefetchChunk, hi)
+		if gatherPrefetch && c1 < hi {
+			e := min(c1+prefetchChunk, hi)
+			plan.rows(cols, idx[c1:e])
+			nplan.rows(cols, next[c1:e])
+		}
+		for c := range cols {
+			col := &cols[c]
+			gatherChunk(col.Out.(*Arena).b[col.OutOff:], ringBytes(col), col.StepBytes, col.RingStride(), idx, c0, c1)
+		}
+		for c := range cols {
+			col := &cols[c]
+			if col.NextOut != nil {
+				gatherChunk(col.NextOut.(*Arena).b[col.NextOff:], ringBytes(col), col.StepBytes, col.RingStride(), next, c0, c1)
+			}
+		}
+	}
 }
 
 // windowsTyped moves windows [lo, hi) of one column of 1-, 4- or 8-byte
