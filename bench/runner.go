@@ -294,7 +294,8 @@ func (u roundUse) next(per Budget) (Budget, bool) {
 type launchCounter interface{ Launches() int64 }
 
 // measure runs a scenario: ours, the yardsticks and every peer (Go and
-// Python) interleaved in the same rounds, and appends its row.
+// Python) in the same rounds, the Go ones taking turns within each
+// round (see sliceTime), and appends its row.
 func (r *runner) measure(sc *scenario) error {
 	if !r.want(sc.row.Scenario) {
 		return nil

@@ -10,12 +10,18 @@ import (
 	"time"
 
 	"github.com/trajring/trajring/tensorbuf"
+	"gorgonia.org/tensor"
 )
 
 // addOurs returns one add of W rows to a filled pixels buffer of
-// capacity steps, each call the next step; the buffer is closed when b
-// ends.
-func addOurs(b *testing.B, w, capacity int) func() {
+// capacity steps, each call the next step, its fields by position
+// (Step.Fields); the buffer is closed when b ends.
+func addOurs(b *testing.B, w, capacity int) func() { return addOursStep(b, w, capacity, false) }
+
+// addOursByName is addOurs with the step's fields by name (Step.Values).
+func addOursByName(b *testing.B, w, capacity int) func() { return addOursStep(b, w, capacity, true) }
+
+func addOursStep(b *testing.B, w, capacity int, byName bool) func() {
 	l := Pixels()
 	buf, err := Filled(l, w, capacity, nil)
 	if err != nil {
@@ -28,6 +34,13 @@ func addOurs(b *testing.B, w, capacity int) func() {
 	}
 	b.Cleanup(func() { _ = wr.Close() })
 	st := newStepper(l, wr.Rows())
+	if byName {
+		st.step.Values = make(map[string]*tensor.Dense, len(l.Fields))
+		for i, f := range l.Fields {
+			st.step.Values[f.Name] = st.step.Fields[i]
+		}
+		st.step.Fields = nil
+	}
 	t := buf.Cursor(0)
 	return func() {
 		if err := wr.Add(st.at(t)); err != nil {
@@ -49,16 +62,17 @@ func addPeer(b *testing.B, w, capacity int) func() {
 }
 
 // BenchmarkAddSmall adds batched steps of W rows to a pixels buffer of
-// smallCap steps, next to the slice-of-structs peer's add of the same
-// rows: the per-call cost of the add rows (a small SMALLCAP, such as 128,
-// keeps the ring in the cache and leaves the per-call work).
+// smallCap steps, with the fields by position and by name, next to the
+// slice-of-structs peer's add of the same rows: the per-call cost of the
+// add rows (a small SMALLCAP, such as 128, keeps the ring in the cache
+// and leaves the per-call work).
 func BenchmarkAddSmall(b *testing.B) {
 	for _, w := range []int{1, 16, 128} {
 		capacity := max(1, smallCap/w)
 		for _, c := range []struct {
 			name string
 			mk   func(*testing.B, int, int) func()
-		}{{"ours", addOurs}, {"go-structs", addPeer}} {
+		}{{"ours", addOurs}, {"ours-by-name", addOursByName}, {"go-structs", addPeer}} {
 			b.Run(fmt.Sprintf("W=%d/%s", w, c.name), func(b *testing.B) {
 				add := c.mk(b, w, capacity)
 				b.ReportAllocs()
