@@ -258,14 +258,10 @@ func (r *runner) syncOp(fn func() error) func() error {
 	}
 }
 
-// A round's budget is measured in turns: each Go contestant runs for at
-// most sliceTime or a sliceParts-th of its operations, then the next one
-// does. The machines these runs share have stretches of several
-// milliseconds in which some code runs up to twice as slow; measured in
-// one block each, one contestant could meet such a stretch and the next
-// not, and their ratio would be the machine's, not theirs. A turn is not
-// shorter: each starts from caches the others left, which cost the
-// 60-120 µs sample rows 8-10% at 1 ms turns.
+// Within a round the Go contestants take turns of at most sliceTime or a
+// sliceParts-th of the round's operations, so that each meets the shared
+// machine's slow stretches as the others do; a turn is no shorter, as
+// each starts from the caches the others left.
 const (
 	sliceTime  = 10 * time.Millisecond
 	sliceParts = 8

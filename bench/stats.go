@@ -102,8 +102,8 @@ type Budget struct {
 // over its size), so that reading the clock does not count as their cost.
 const minSample = 5 * time.Microsecond
 
-// recorder accumulates the latencies of one contestant over several
-// interleaved rounds, and its allocations.
+// recorder accumulates the latencies of one contestant over the turns of
+// several rounds, and its allocations.
 type recorder struct {
 	inner   int // calls per latency sample, fixed by the first run's warm-up
 	ns      []float64
