@@ -46,7 +46,6 @@ type Step struct {
 type Writer struct {
 	b      *Buffer
 	rows   []int
-	one    int    // the writer's row when it owns one, else -1
 	own    []bool // own[row] for rows of the buffer
 	strict bool
 	closed bool
@@ -107,16 +106,12 @@ func (b *Buffer) NewWriterOptions(opts WriterOptions, rows ...int) (*Writer, err
 	w := &Writer{
 		b:      b,
 		rows:   append([]int(nil), rows...),
-		one:    -1,
 		own:    own,
 		strict: opts.Strict,
 		idx:    make([]int64, 0, len(rows)),
 		src:    make([][]byte, len(b.cols)),
 		dev:    make([]*tensor.Dense, len(b.cols)),
 		seen:   make([]int, b.numEnvs),
-	}
-	if len(rows) == 1 {
-		w.one = rows[0]
 	}
 	for _, r := range rows {
 		b.owner[r] = w

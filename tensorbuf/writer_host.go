@@ -105,16 +105,15 @@ func (w *Writer) addHostRow(s *Step) (bool, error) {
 		!validStepType(s.StepType[0]) || !validStepType(s.NextStepType[0]) || !finite(s.Reward[0]) || !finite(s.Discount[0]) {
 		return false, nil
 	}
-	r := w.one
-	if s.Rows != nil {
-		if len(s.Rows) != 1 {
-			return false, nil
-		}
-		r = s.Rows[0]
-		if r < 0 || r >= len(w.own) || !w.own[r] {
-			return false, nil
-		}
-	} else if r < 0 {
+	rows := s.Rows
+	if rows == nil {
+		rows = w.rows
+	}
+	if len(rows) != 1 {
+		return false, nil
+	}
+	r := rows[0]
+	if r < 0 || r >= len(w.own) || !w.own[r] {
 		return false, nil
 	}
 	// The user fields' bytes, on the stack: nothing to clear afterwards.
@@ -151,10 +150,6 @@ func (w *Writer) addHostRow(s *Step) (bool, error) {
 	defer b.mu.Unlock()
 	if b.closed || w.closed {
 		return true, fmt.Errorf("%w: Add", ErrClosed)
-	}
-	rows := s.Rows
-	if rows == nil {
-		rows = w.rows
 	}
 	if w.strict {
 		if err := w.checkStepTypesLocked(s, rows); err != nil {
