@@ -174,43 +174,35 @@ func (p *prefetchPlan) rows(cols []kernels.Column, idx []int64) {
 // chunk of rows at a time (rows outer, columns inner: the columns of one
 // packed record are moved while its cache lines are fresh), prefetching
 // the next chunk's rows first (see gatherPrefetch).
-func gatherRows(cols []kernels.Column, idx []int64, lo, hi int) {
-	var plan prefetchPlan
-	if gatherPrefetch {
-		plan.build(cols)
-	}
-	for c0 := lo; c0 < hi; c0 += prefetchChunk {
-		c1 := min(c0+prefetchChunk, hi)
-		if gatherPrefetch && c1 < hi {
-			plan.rows(cols, idx[c1:min(c1+prefetchChunk, hi)])
-		}
-		for c := range cols {
-			col := &cols[c]
-			gatherChunk(col.Out.(*Arena).b[col.OutOff:], ringBytes(col), col.StepBytes, col.RingStride(), idx, c0, c1)
-		}
-	}
-}
+func gatherRows(cols []kernels.Column, idx []int64, lo, hi int) { concat(cols, idx, nil, lo, hi) }
 
-// concat moves the steps and, where asked, their successors, a chunk at
-// a time: a chunk's successors right after its steps (a step's successor
-// is usually the next slot of its row, in the same memory page), both
-// prefetched a chunk ahead.
+// concat is gatherRows that also moves, when next is not nil, the
+// successors next of the columns with a NextOut: a chunk's successors
+// right after its steps (a step's successor is usually the next slot of
+// its row, in the same memory page), both prefetched a chunk ahead.
 func concat(cols []kernels.Column, idx, next []int64, lo, hi int) {
 	var plan, nplan prefetchPlan
 	if gatherPrefetch {
 		plan.build(cols)
-		nplan.buildOf(cols, true)
+		if next != nil {
+			nplan.buildOf(cols, true)
+		}
 	}
 	for c0 := lo; c0 < hi; c0 += prefetchChunk {
 		c1 := min(c0+prefetchChunk, hi)
 		if gatherPrefetch && c1 < hi {
 			e := min(c1+prefetchChunk, hi)
 			plan.rows(cols, idx[c1:e])
-			nplan.rows(cols, next[c1:e])
+			if next != nil {
+				nplan.rows(cols, next[c1:e])
+			}
 		}
 		for c := range cols {
 			col := &cols[c]
 			gatherChunk(col.Out.(*Arena).b[col.OutOff:], ringBytes(col), col.StepBytes, col.RingStride(), idx, c0, c1)
+		}
+		if next == nil {
+			continue
 		}
 		for c := range cols {
 			col := &cols[c]
