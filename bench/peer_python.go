@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"time"
 )
 
 // peersScript drives the NumPy and PyTorch peers; see its docstring.
@@ -59,15 +60,15 @@ func newPyJob(l Layout, numEnvs, capacity int, kind string, b, seqLen int) *pyJo
 }
 
 // pyRequest is one line of peers.py's input: prepare a job (build its
-// arrays and operations, warm them up), run one round of the prepared
-// job, or drop the arrays.
+// arrays and operations, warm them up), run one turn of a peer of the
+// prepared job, or drop the arrays.
 type pyRequest struct {
 	BudgetS float64 `json:"budget_s,omitempty"`
 	MinOps  int     `json:"min_ops,omitempty"`
 	MaxOps  int     `json:"max_ops,omitempty"`
 	Warmup  int     `json:"warmup,omitempty"`
 	Prepare *pyJob  `json:"prepare,omitempty"`
-	Round   bool    `json:"round,omitempty"`
+	Turn    string  `json:"turn,omitempty"`
 	Drop    bool    `json:"drop,omitempty"`
 }
 
@@ -78,13 +79,37 @@ type pyHeader struct {
 	Env      map[string]string `json:"env"`
 }
 
-// pyReply is peers.py's answer to one job.
-type pyReply struct {
-	ID      string `json:"id"`
-	Results []struct {
-		Peer string    `json:"peer"`
-		NS   []float64 `json:"ns"`
-	} `json:"results"`
+// pyReady is peers.py's answer to a prepare request.
+type pyReady struct {
+	ID    string   `json:"id"`
+	Ready bool     `json:"ready"`
+	Peers []string `json:"peers"`
+}
+
+// pyTurn is peers.py's answer to a turn request.
+type pyTurn struct {
+	ID      string    `json:"id"`
+	Peer    string    `json:"peer"`
+	NS      []float64 `json:"ns"`
+	SpentNS int64     `json:"spent_ns"`
+	Error   string    `json:"error"`
+}
+
+// pyPeers runs the Python peers of one prepared job at a time, a turn at
+// a time, so that the runner can give their turns in between those of
+// its Go contestants. *pyWorker (peers.py) implements it; tests
+// substitute their own. It is not safe for concurrent use.
+type pyPeers interface {
+	// prepare builds and warms up the job and names its peers.
+	prepare(j *pyJob, warmup int) ([]string, error)
+	// turn times one peer of the prepared job within b (b.Warmup is
+	// ignored: prepare warmed it up) and returns its calls' latencies in
+	// nanoseconds and the time the turn took.
+	turn(peer string, b Budget) ([]float64, time.Duration, error)
+	// drop frees the prepared arrays.
+	drop()
+	// close stops the peers.
+	close()
 }
 
 // pyWorker is the running peers.py.
@@ -203,20 +228,60 @@ func (w *pyWorker) close() {
 	os.Remove(w.script)
 }
 
+func (w *pyWorker) prepare(j *pyJob, warmup int) ([]string, error) {
+	var ready pyReady
+	err := w.send(pyRequest{Prepare: j, Warmup: warmup})
+	if err == nil {
+		err = w.read(&ready)
+	}
+	if err == nil && (!ready.Ready || ready.ID != j.ID) {
+		err = fmt.Errorf("job %s: answer %+v is not its ready line", j.ID, ready)
+	}
+	return ready.Peers, err
+}
+
+func (w *pyWorker) turn(peer string, b Budget) ([]float64, time.Duration, error) {
+	var t pyTurn
+	err := w.send(pyRequest{Turn: peer, BudgetS: b.Time.Seconds(), MinOps: b.MinOps, MaxOps: b.MaxOps})
+	if err == nil {
+		err = w.read(&t)
+	}
+	switch {
+	case err != nil:
+	case t.Error != "":
+		err = fmt.Errorf("turn of %s: %s", peer, t.Error)
+	case t.Peer != peer || len(t.NS) == 0:
+		err = fmt.Errorf("turn of %s: answered for %q with %d calls", peer, t.Peer, len(t.NS))
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	return t.NS, time.Duration(t.SpentNS), nil
+}
+
+func (w *pyWorker) drop() {
+	var dropped map[string]any
+	if err := w.send(pyRequest{Drop: true}); err == nil {
+		w.read(&dropped)
+	}
+}
+
 // preparePython starts peers.py if needed and prepares the scenario's
-// job, with the scenario's draws written to files; it returns nil when
-// there is no Python job or the peers cannot run, and a cleanup that
-// removes the files.
-func (r *runner) preparePython(sc *scenario, per Budget) (*pyWorker, func()) {
+// job, with the scenario's draws written to files; it returns the job's
+// peers (none when there is no Python job or the peers cannot run) and a
+// cleanup that removes the files.
+func (r *runner) preparePython(sc *scenario, per Budget) ([]string, func()) {
 	nop := func() {}
 	if sc.py == nil || r.pyDead {
 		return nil, nop
 	}
 	if r.py == nil {
-		if r.py = r.startPython(context.Background()); r.py == nil {
+		w := r.startPython(context.Background())
+		if w == nil {
 			r.pyDead = true
 			return nil, nop
 		}
+		r.py = w
 	}
 	j := *sc.py
 	j.ID = fmt.Sprintf("%d", len(r.rep.Rows))
@@ -247,35 +312,22 @@ func (r *runner) preparePython(sc *scenario, per Budget) (*pyWorker, func()) {
 	if j.MinOps > 0 {
 		warm = 1
 	}
-	var ready map[string]any
-	err := r.py.send(pyRequest{Prepare: &j, Warmup: warm})
-	if err == nil {
-		err = r.py.read(&ready)
-	}
+	peers, err := r.py.prepare(&j, warm)
 	if err != nil {
 		cleanup()
 		r.pythonFailed(sc, err)
 		return nil, nop
 	}
-	return r.py, cleanup
+	return peers, cleanup
 }
 
-// pythonRound runs one round of the prepared job.
-func (r *runner) pythonRound(sc *scenario, per Budget) (*pyReply, error) {
-	minOps := per.MinOps
+// pythonBudget is a Python peer's budget for a round: per, with the
+// job's own minimum (slow jobs: export) split over the rounds.
+func (r *runner) pythonBudget(sc *scenario, per Budget) Budget {
 	if sc.py.MinOps > 0 {
-		minOps = max(1, sc.py.MinOps/r.rounds)
+		per.MinOps = max(1, sc.py.MinOps/r.rounds)
 	}
-	var rep pyReply
-	err := r.py.send(pyRequest{Round: true, BudgetS: per.Time.Seconds(), MinOps: minOps, MaxOps: per.MaxOps})
-	if err == nil {
-		err = r.py.read(&rep)
-	}
-	if err != nil {
-		r.pythonFailed(sc, err)
-		return nil, err
-	}
-	return &rep, nil
+	return per
 }
 
 func (r *runner) pythonFailed(sc *scenario, err error) {
@@ -286,12 +338,8 @@ func (r *runner) pythonFailed(sc *scenario, err error) {
 
 // dropPython lets peers.py free its arrays (at the end of a group).
 func (r *runner) dropPython() {
-	if r.py == nil {
-		return
-	}
-	var dropped map[string]any
-	if err := r.py.send(pyRequest{Drop: true}); err == nil {
-		r.py.read(&dropped)
+	if r.py != nil {
+		r.py.drop()
 	}
 }
 

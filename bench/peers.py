@@ -6,11 +6,12 @@ A long-lived worker: it first writes a header line {"versions": {...},
 "skipped": [{"what", "reason"}], "env": {...}} on stdout, then reads one
 JSON request per line on stdin and answers each with one line:
 {"prepare": job, "warmup"} builds the job's arrays (cached across jobs of
-the same layout) and operations, warms them up and answers {"ready"};
-{"round": true, "budget_s", "min_ops", "max_ops"} runs one round of each
-peer of the prepared job and answers {"id", "results": [{"peer", "ns":
-[...]}]} (the Go runner interleaves these rounds with its own);
-{"drop": true} frees the cached arrays. Progress goes to stderr. Each job says
+the same layout) and operations, warms them up and answers {"id",
+"ready", "peers": [names]}; {"turn": peer, "budget_s", "min_ops",
+"max_ops"} runs one turn of that peer of the prepared job and answers
+{"id", "peer", "ns": [...], "spent_ns"} (the Go runner gives these turns
+in between its own contestants' turns); {"drop": true} frees the cached
+arrays. Progress goes to stderr. Each job says
 the layout (fields with dtype and shape, plus the built-in columns), the
 number of rows and steps per row, the operation and its size. Arrays are
 laid out [rows * capacity, ...] per field, as trajring's rings are, and
@@ -209,14 +210,17 @@ def torch_op(np, torch, rng, job, cols):
     return None
 
 
-def measure_round(op, budget_s, min_ops, max_ops):
-    t_end = time.perf_counter() + budget_s
+def measure_turn(op, budget_s, min_ops, max_ops):
+    """Times op until max_ops calls, or min_ops calls and budget_s seconds;
+    returns each call's nanoseconds and the turn's."""
+    start = time.perf_counter_ns()
+    t_end = start + int(budget_s * 1e9)
     ns = []
-    while len(ns) < max_ops and (len(ns) < max(1, min_ops) or time.perf_counter() < t_end):
+    while len(ns) < max_ops and (len(ns) < max(1, min_ops) or time.perf_counter_ns() < t_end):
         t0 = time.perf_counter_ns()
         op()
         ns.append(time.perf_counter_ns() - t0)
-    return ns
+    return ns, time.perf_counter_ns() - start
 
 
 def main():
@@ -273,17 +277,19 @@ def main():
                     op()
             if torch is not None:
                 torch.set_num_threads(default_threads)
-            print(json.dumps({"id": job["id"], "ready": True}), flush=True)
+            print(json.dumps({"id": job["id"], "ready": True, "peers": [p[0] for p in peers]}), flush=True)
             continue
-        if req.get("round"):
-            res = {"id": job["id"] if job else "", "results": []}
-            for name, op, threads in peers:
-                if threads is not None:
-                    torch.set_num_threads(threads)
-                res["results"].append({"peer": name, "ns": measure_round(op, req["budget_s"], req.get("min_ops", 1), req.get("max_ops", 1 << 30))})
-            if torch is not None:
-                torch.set_num_threads(default_threads)
-            print(json.dumps(res), flush=True)
+        if req.get("turn"):
+            name = req["turn"]
+            found = [p for p in peers if p[0] == name]
+            if not found:
+                print(json.dumps({"id": job["id"] if job else "", "error": "no peer %r in the prepared job" % name}), flush=True)
+                continue
+            _, op, threads = found[0]
+            if threads is not None:
+                torch.set_num_threads(threads)
+            ns, spent = measure_turn(op, req.get("budget_s", 0), req.get("min_ops", 1), req.get("max_ops", 1 << 30))
+            print(json.dumps({"id": job["id"], "peer": name, "ns": ns, "spent_ns": spent}), flush=True)
 
 
 if __name__ == "__main__":

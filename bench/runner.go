@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -97,7 +98,7 @@ type runner struct {
 	rounds int
 	start  time.Time
 	done   int
-	py     *pyWorker
+	py     pyPeers
 	pyDead bool
 	tty    bool
 	total  int // scenarios planned
@@ -105,7 +106,7 @@ type runner struct {
 
 // Run measures every scenario of the mode and returns the report. It is
 // not meant for concurrent use: two runs would time each other. The
-// Python peers run in one subprocess, in the same rounds as the Go
+// Python peers run in one subprocess, taking turns with the Go
 // contestants.
 func Run(ctx context.Context, opt Options) (*Report, error) {
 	if !opt.Mode.valid() {
@@ -258,7 +259,7 @@ func (r *runner) syncOp(fn func() error) func() error {
 	}
 }
 
-// Within a round the Go contestants take turns of at most sliceTime or a
+// Within a round the contestants take turns of at most sliceTime or a
 // sliceParts-th of the round's operations, so that each meets the shared
 // machine's slow stretches as the others do; a turn is no shorter, as
 // each starts from the caches the others left.
@@ -292,8 +293,8 @@ func (u roundUse) next(per Budget) (Budget, bool) {
 type launchCounter interface{ Launches() int64 }
 
 // measure runs a scenario: ours, the yardsticks and every peer (Go and
-// Python) in the same rounds, the Go ones taking turns within each
-// round (see sliceTime), and appends its row.
+// Python) in the same rounds, taking turns within each round (see
+// sliceTime), and appends its row.
 func (r *runner) measure(sc *scenario) error {
 	if !r.want(sc.row.Scenario) {
 		return nil
@@ -312,42 +313,63 @@ func (r *runner) measure(sc *scenario) error {
 		fn   func() error
 		rec  recorder
 		dst  **Stats
+		per  Budget
+		py   bool      // a Python peer: its turns run in peers.py
+		ns   []float64 // a Python peer's latencies
 	}
 	sc.row.Backend = r.be.Name()
-	cs := []*contestant{{fn: sc.ours}}
+	cs := []*contestant{{fn: sc.ours, per: per}}
 	if sc.plain != nil {
-		cs = append(cs, &contestant{fn: sc.plain, dst: &sc.row.Plain})
+		cs = append(cs, &contestant{fn: sc.plain, dst: &sc.row.Plain, per: per})
 	}
 	if sc.gather != nil {
-		cs = append(cs, &contestant{fn: sc.gather, dst: &sc.row.Gather})
+		cs = append(cs, &contestant{fn: sc.gather, dst: &sc.row.Gather, per: per})
 	}
 	if sc.cold != nil {
-		cs = append(cs, &contestant{fn: sc.cold, dst: &sc.row.Cold})
+		cs = append(cs, &contestant{fn: sc.cold, dst: &sc.row.Cold, per: per})
 	}
 	for _, p := range sc.peers {
-		cs = append(cs, &contestant{name: p.name, fn: p.fn})
+		cs = append(cs, &contestant{name: p.name, fn: p.fn, per: per})
 	}
-	py, cleanup := r.preparePython(sc, per)
+	pyNames, cleanup := r.preparePython(sc, per)
 	defer cleanup()
-	pyNS := map[string][]float64{}
+	for _, name := range pyNames {
+		cs = append(cs, &contestant{name: name, py: true, per: r.pythonBudget(sc, per)})
+	}
 	lc, counts := r.be.(launchCounter)
 	var launches int64
 	releaseMemory()
 	for round := range r.rounds {
-		// The Go contestants take turns in slices of a round's budget, so
-		// that each meets the shared machine's slow and fast stretches as
-		// the others do (see sliceTime).
+		// Every contestant, the Python peers too, takes turns in slices
+		// of a round's budget, so that each meets the shared machine's
+		// slow and fast stretches as the others do (see sliceTime).
 		done := make([]roundUse, len(cs))
 		for turn := 0; ; turn++ {
 			ran := false
 			for i, c := range cs {
-				b, ok := done[i].next(per)
+				b, ok := done[i].next(c.per)
 				if !ok {
 					continue
 				}
 				ran = true
 				if round > 0 || turn > 0 {
 					b.Warmup = 0
+				}
+				if c.py {
+					ns, spent, err := r.py.turn(c.name, b)
+					if err != nil {
+						// Without its peers the row keeps no Python column:
+						// a peer measured for part of the row only would not
+						// have met the machine as ours did.
+						r.pythonFailed(sc, err)
+						cs = slices.DeleteFunc(cs, func(c *contestant) bool { return c.py })
+						done = done[:len(cs)]
+						break
+					}
+					c.ns = append(c.ns, ns...)
+					done[i].ops += len(ns)
+					done[i].spent += spent
+					continue
 				}
 				var l0 int64
 				if i == 0 && counts {
@@ -370,18 +392,17 @@ func (r *runner) measure(sc *scenario) error {
 				break
 			}
 		}
-		if py != nil {
-			res, err := r.pythonRound(sc, per)
-			if err != nil {
-				py = nil
-				continue
-			}
-			for _, x := range res.Results {
-				pyNS[x.Peer] = append(pyNS[x.Peer], x.NS...)
-			}
-		}
 	}
 	for i, c := range cs {
+		if c.py {
+			s, err := Summarise(c.ns)
+			if err != nil {
+				continue
+			}
+			s.AllocsPerOp = -1 // not measured in Python
+			sc.row.Peers = append(sc.row.Peers, PeerResult{Name: c.name, Stats: s})
+			continue
+		}
 		s, err := c.rec.stats()
 		if err != nil {
 			return fmt.Errorf("bench: %s: %w", sc.row.Scenario, err)
@@ -397,16 +418,6 @@ func (r *runner) measure(sc *scenario) error {
 			sc.row.Peers = append(sc.row.Peers, PeerResult{Name: c.name, Stats: s})
 		default:
 			*c.dst = &s
-		}
-	}
-	for _, name := range []string{PeerNumPy, PeerTorch1, PeerTorch} {
-		if ns := pyNS[name]; len(ns) > 0 {
-			s, err := Summarise(ns)
-			if err != nil {
-				continue
-			}
-			s.AllocsPerOp = -1 // not measured in Python
-			sc.row.Peers = append(sc.row.Peers, PeerResult{Name: name, Stats: s})
 		}
 	}
 	r.rep.Rows = append(r.rep.Rows, sc.row)
