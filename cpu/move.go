@@ -15,6 +15,8 @@ import (
 // while the current chunk is moved, so that up to 2*prefetchChunk rows'
 // cache misses are in flight instead of the few a copy loop overlaps
 // (TestGatherSpeed compares it with a per-column loop in the same run).
+// Records with a column of aheadMin bytes or more are prefetched whole,
+// a few rows ahead, by that column's row moves instead.
 const prefetchChunk = 16
 
 // gatherPrefetch switches the gathers' software prefetch (tests and the
@@ -108,6 +110,19 @@ func moveRows(out, ring []byte, idx []int64, r, s int64) {
 // on the stack; gathers over more rings prefetch column by column.
 const maxPlan = 16
 
+// aheadMin is the smallest step whose column a row gather moves with its
+// ring's records prefetched whole a few rows ahead (rowmove.RowsAhead)
+// rather than by their first and last line a chunk ahead: from a few
+// lines a row, the lines between are fetched late by the hardware.
+const aheadMin = 256
+
+// aheadBytes is about how many bytes of records such a gather keeps in
+// flight ahead of the row it moves, from minAhead to maxAhead records.
+const (
+	aheadBytes         = 8 << 10
+	minAhead, maxAhead = 2, 16
+)
+
 // prefetchPlan lists, once per distinct ring arena of a gather, what to
 // prefetch for a row: columns that share a ring (packed records) prefetch
 // the whole record once, so the first column's miss brings the record
@@ -117,6 +132,12 @@ type prefetchPlan struct {
 	next  bool // only the columns with a NextOut
 	base  [maxPlan]unsafe.Pointer
 	r, sp [maxPlan]int64
+	ring  [maxPlan]kernels.Arena
+	// lead[i] is the column whose row moves prefetch ring i's records
+	// dist[i] rows ahead (the first of its columns with steps of aheadMin
+	// bytes or more), or -1; rows leaves those rings to it.
+	lead [maxPlan]int
+	dist [maxPlan]int
 }
 
 func (p *prefetchPlan) build(cols []kernels.Column) { p.buildOf(cols, false) }
@@ -150,8 +171,58 @@ func (p *prefetchPlan) buildOf(cols []kernels.Column, next bool) {
 			base, span = unsafe.Pointer(unsafe.SliceData(ring[col.Offset:])), col.StepBytes
 		}
 		p.base[p.n], p.r[p.n], p.sp[p.n] = base, col.RingStride(), span
+		p.ring[p.n], p.lead[p.n] = col.Ring, -1
 		p.n++
 	}
+}
+
+// ahead gives each ring of the plan a lead column (see lead): the plan
+// of a row gather whose columns move with gatherAhead.
+func (p *prefetchPlan) ahead(cols []kernels.Column) {
+	for i := range max(p.n, 0) {
+		for c := range cols {
+			col := &cols[c]
+			if col.Ring == p.ring[i] && col.StepBytes >= aheadMin && (!p.next || col.NextOut != nil) {
+				p.lead[i] = c
+				p.dist[i] = min(max(int(aheadBytes/p.sp[i]), minAhead), maxAhead)
+				break
+			}
+		}
+	}
+}
+
+// leadOf returns the ring whose records column c's row moves prefetch
+// (see lead), or -1.
+func (p *prefetchPlan) leadOf(c int) int {
+	for i := range max(p.n, 0) {
+		if p.lead[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// start prefetches the records of the rows that the lead columns' first
+// moves do not prefetch: the first dist of idx.
+func (p *prefetchPlan) start(idx []int64) {
+	for i := range max(p.n, 0) {
+		if p.lead[i] >= 0 {
+			prefetch.Records(p.base[i], idx[:min(p.dist[i], len(idx))], p.r[i], p.sp[i])
+		}
+	}
+}
+
+// gatherAhead moves the steps idx of column col to the first len(idx)
+// steps of out, prefetching ring i's records pf (the rows dist places
+// on) as it goes (rowmove.RowsAhead).
+func (p *prefetchPlan) gatherAhead(i int, col *kernels.Column, out []byte, idx, pf []int64) {
+	if len(idx) == 0 {
+		return
+	}
+	s := col.StepBytes
+	_ = out[int64(len(idx))*s-1] // the output run lies within out
+	rowmove.RowsAhead(unsafe.Pointer(unsafe.SliceData(out)), unsafe.Pointer(unsafe.SliceData(ringBytes(col))),
+		idx, pf, col.RingStride(), s, rowmove.Ahead{Base: p.base[i], Stride: p.r[i], Span: p.sp[i]})
 }
 
 // rows prefetches ring steps idx in every column of the plan's gather.
@@ -166,7 +237,9 @@ func (p *prefetchPlan) rows(cols []kernels.Column, idx []int64) {
 		return
 	}
 	for i := range p.n {
-		prefetch.Rows(p.base[i], idx, p.r[i], p.sp[i])
+		if p.lead[i] < 0 {
+			prefetch.Rows(p.base[i], idx, p.r[i], p.sp[i])
+		}
 	}
 }
 
@@ -184,8 +257,12 @@ func concat(cols []kernels.Column, idx, next []int64, lo, hi int) {
 	var plan, nplan prefetchPlan
 	if gatherPrefetch {
 		plan.build(cols)
+		plan.ahead(cols)
+		plan.start(idx[lo:hi])
 		if next != nil {
 			nplan.buildOf(cols, true)
+			nplan.ahead(cols)
+			nplan.start(next[lo:hi])
 		}
 	}
 	for c0 := lo; c0 < hi; c0 += prefetchChunk {
@@ -199,6 +276,11 @@ func concat(cols []kernels.Column, idx, next []int64, lo, hi int) {
 		}
 		for c := range cols {
 			col := &cols[c]
+			if i := plan.leadOf(c); i >= 0 {
+				d := plan.dist[i]
+				plan.gatherAhead(i, col, col.Out.(*Arena).b[col.OutOff+int64(c0)*col.StepBytes:], idx[c0:c1], idx[min(c0+d, hi):min(c1+d, hi)])
+				continue
+			}
 			gatherChunk(col.Out.(*Arena).b[col.OutOff:], ringBytes(col), col.StepBytes, col.RingStride(), idx, c0, c1)
 		}
 		if next == nil {
@@ -206,9 +288,15 @@ func concat(cols []kernels.Column, idx, next []int64, lo, hi int) {
 		}
 		for c := range cols {
 			col := &cols[c]
-			if col.NextOut != nil {
-				gatherChunk(col.NextOut.(*Arena).b[col.NextOff:], ringBytes(col), col.StepBytes, col.RingStride(), next, c0, c1)
+			if col.NextOut == nil {
+				continue
 			}
+			if i := nplan.leadOf(c); i >= 0 {
+				d := nplan.dist[i]
+				nplan.gatherAhead(i, col, col.NextOut.(*Arena).b[col.NextOff+int64(c0)*col.StepBytes:], next[c0:c1], next[min(c0+d, hi):min(c1+d, hi)])
+				continue
+			}
+			gatherChunk(col.NextOut.(*Arena).b[col.NextOff:], ringBytes(col), col.StepBytes, col.RingStride(), next, c0, c1)
 		}
 	}
 }
@@ -327,6 +415,9 @@ func gatherWindows(cols []kernels.Column, wins []kernels.Window, seqLen, capacit
 	var plan prefetchPlan
 	if gatherPrefetch {
 		plan.build(cols)
+		if seqLen == 1 {
+			plan.ahead(cols)
+		}
 	}
 	// rows: the columns of one-step windows as rowmove columns, moved by
 	// one call per chunk rather than a call per column and chunk (nil when
@@ -349,7 +440,9 @@ func gatherWindows(cols []kernels.Column, wins []kernels.Window, seqLen, capacit
 		}
 	}
 	var steps [prefetchChunk * maxExpand]int64
+	var pf [prefetchChunk + maxAhead]int64
 	cur := firsts(&bases[0], lo, min(lo+prefetchChunk, hi))
+	plan.start(cur)
 	for c0 := lo; c0 < hi; c0 += prefetchChunk {
 		c1 := min(c0+prefetchChunk, hi)
 		var next []int64
@@ -367,7 +460,16 @@ func gatherWindows(cols []kernels.Column, wins []kernels.Window, seqLen, capacit
 			} else {
 				for c := range cols {
 					col := &cols[c]
-					moveRows(col.Out.(*Arena).b[col.OutOff+int64(c0)*col.StepBytes:], ringBytes(col), cur, col.RingStride(), col.StepBytes)
+					out := col.Out.(*Arena).b[col.OutOff+int64(c0)*col.StepBytes:]
+					if i := plan.leadOf(c); i >= 0 {
+						// The records dist rows on: the rest of this chunk's
+						// rows, then the next chunk's first.
+						d := plan.dist[i]
+						ahead := append(append(pf[:0], cur[min(d, len(cur)):]...), next[:min(d, len(next))]...)
+						plan.gatherAhead(i, col, out, cur, ahead)
+						continue
+					}
+					moveRows(out, ringBytes(col), cur, col.RingStride(), col.StepBytes)
 				}
 			}
 			cur = next

@@ -3,20 +3,23 @@ package cpu_test
 import (
 	"bytes"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/trajring/trajring/cpu"
 	"github.com/trajring/trajring/kernels"
 )
 
-// TestGathersMatchReference runs GatherWindows and GatherRows over random
-// packed records (fields of 1 to 150 bytes at any offset of a shared
-// ring, plus a column on its own ring), windows of 1 to 5 steps with any
-// number of real steps, and unaligned output offsets, against the loops
-// their doc comments spell out, with guard bytes before and after every
-// output run. Every fourth trial has only full windows of 2 to 5 steps and
-// fields of 4 to 128 bytes: the row gather of window steps (wrapping at a
-// row's end) that gatherWindows takes for them.
+// TestGathersMatchReference runs GatherWindows, GatherRows and Concat
+// over random packed records (fields of 1 to 150 bytes at any offset of a
+// shared ring, plus a column on its own ring), windows of 1 to 5 steps
+// with any number of real steps, and unaligned output offsets, against
+// the loops their doc comments spell out, with guard bytes before and
+// after every output run. Every fourth trial has only full windows of 2
+// to 5 steps and fields of 4 to 128 bytes: the row gather of window steps
+// (wrapping at a row's end) that gatherWindows takes for them. In every
+// third of the others one or two fields have 256 to 3,300 bytes: the row
+// gathers that prefetch whole records rows ahead (aheadMin).
 func TestGathersMatchReference(t *testing.T) {
 	be := cpu.New()
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -32,6 +35,8 @@ func TestGathersMatchReference(t *testing.T) {
 			}
 			if allFull {
 				sizes[i] = 4 + rng.Int64N(125)
+			} else if trial%3 == 2 && (i == 0 || rng.IntN(4) == 0) {
+				sizes[i] = 256 + rng.Int64N(3045)
 			}
 			stride += sizes[i]
 		}
@@ -82,8 +87,12 @@ func TestGathersMatchReference(t *testing.T) {
 			}
 			cols = append(cols, col)
 		}
+		next := make([]int64, n)
+		for i := range next {
+			next[i] = rng.Int64N(steps)
+		}
 		steps1 := int64(n) * seqLen
-		for which, name := range []string{"windows", "rows"} {
+		for which, name := range []string{"windows", "rows", "concat"} {
 			var got, want [][]byte
 			for c := range cols {
 				s := cols[c].StepBytes
@@ -93,24 +102,49 @@ func TestGathersMatchReference(t *testing.T) {
 				cols[c].Out, cols[c].OutOff = o, outOff
 				got = append(got, o.Bytes())
 				want = append(want, bytes.Clone(o.Bytes()))
+				cols[c].NextOut, cols[c].NextOff = nil, 0
+			}
+			var nextCols []kernels.Column // the columns with successors, Out = NextOut
+			if which == 2 {
+				for c := range cols {
+					if c%2 == 1 && c != len(cols)-1 {
+						continue // some columns need no successor
+					}
+					s := cols[c].StepBytes
+					outOff := guard + rng.Int64N(16)
+					o := arena(t, be, outOff+int64(n)*s+guard)
+					fillRandom(rng, o.Bytes())
+					cols[c].NextOut, cols[c].NextOff = o, outOff
+					nc := cols[c]
+					nc.Out, nc.OutOff = o, outOff
+					nextCols = append(nextCols, nc)
+					got = append(got, o.Bytes())
+					want = append(want, bytes.Clone(o.Bytes()))
+				}
 			}
 			mask := arena(t, be, 2*guard+steps1)
 			fillRandom(rng, mask.Bytes())
 			wantMask := bytes.Clone(mask.Bytes())
 			var err error
-			if which == 0 {
+			switch which {
+			case 0:
 				err = be.GatherWindows(cols, wins, seqLen, capacity, mask, guard)
 				refWindows(cols, want, wins, seqLen, capacity, wantMask, guard)
-			} else {
+			case 1:
 				err = be.GatherRows(cols, idx)
 				refRows(cols, want, idx)
+			case 2:
+				err = be.Concat(cols, idx, next)
+				refRows(cols, want, idx)
+				refRows(nextCols, want[len(cols):], next)
 			}
 			if err != nil {
 				t.Fatalf("trial %d %s: %v", trial, name, err)
 			}
-			for c := range cols {
+			for c := range got {
 				if !bytes.Equal(got[c], want[c]) {
-					t.Fatalf("trial %d %s: column %d (%d bytes, stride %d, offset %d) differs from the reference", trial, name, c, cols[c].StepBytes, cols[c].RingStride(), cols[c].Offset)
+					all := append(slices.Clone(cols), nextCols...)
+					t.Fatalf("trial %d %s: output %d (%d bytes, stride %d, offset %d) differs from the reference", trial, name, c, all[c].StepBytes, all[c].RingStride(), all[c].Offset)
 				}
 			}
 			if which == 0 && !bytes.Equal(mask.Bytes(), wantMask) {

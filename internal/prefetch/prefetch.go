@@ -14,8 +14,8 @@ const Enabled = enabled
 
 // Rows prefetches, for each i, the first and the last byte of the row
 // base + idx[i]*stride .. + span-1 (span >= 1): both cache lines of a row
-// that straddles a line, the first of a longer one (the hardware's
-// stream prefetcher follows the rest).
+// that straddles a line, the ends of a longer one (for records of more
+// than a few lines, Span or Records fetch every line).
 func Rows(base unsafe.Pointer, idx []int64, stride, span int64) {
 	if len(idx) == 0 || span < 1 {
 		return
@@ -29,4 +29,22 @@ func Rows32(base unsafe.Pointer, idx []int32, stride int64) {
 		return
 	}
 	rows32(base, idx, stride)
+}
+
+// Span prefetches every cache line of the n bytes from p (nothing for
+// n < 1): a record whose every line is read soon, where the first line's
+// miss would start the hardware's stream prefetcher too late to help.
+func Span(p unsafe.Pointer, n int64) {
+	if n < 1 {
+		return
+	}
+	span(p, n)
+}
+
+// Records prefetches, for each i, every cache line of the record base +
+// idx[i]*stride .. + span-1 (see Span).
+func Records(base unsafe.Pointer, idx []int64, stride, span int64) {
+	for _, ix := range idx {
+		Span(unsafe.Add(base, ix*stride), span)
+	}
 }

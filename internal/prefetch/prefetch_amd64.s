@@ -35,3 +35,15 @@ loop32:
 	DECQ CX
 	JNE loop32
 	RET
+
+// func span(p unsafe.Pointer, n int64)
+TEXT ·span(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), AX
+	MOVQ n+8(FP), CX
+	PREFETCHT0 -1(AX)(CX*1)
+sloop:
+	PREFETCHT0 (AX)
+	ADDQ $64, AX
+	SUBQ $64, CX
+	JGT sloop
+	RET

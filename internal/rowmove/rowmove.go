@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/trajring/trajring/internal/impl"
+	"github.com/trajring/trajring/internal/prefetch"
 )
 
 // MaxSize is the largest row Rows moves in its own loop; larger rows
@@ -37,6 +38,43 @@ func Rows(dst, src unsafe.Pointer, idx []int64, stride, size int64) {
 		return
 	}
 	rowsGo(dst, src, idx, stride, size)
+}
+
+// Ahead is the memory RowsAhead prefetches from: records Stride bytes
+// apart from Base, Span bytes each (at least 1).
+type Ahead struct {
+	Base         unsafe.Pointer
+	Stride, Span int64
+}
+
+// RowsAhead is Rows that, before moving row i, prefetches every cache
+// line of record pf[i] of a (a.Base + pf[i]*a.Stride, a.Span bytes) for
+// i < len(pf): given the rows a few places later, their lines arrive
+// while the rows before them move. Rows of a few hundred bytes and more
+// gathered from a ring past the caches need it: prefetching their first
+// line only leaves the rest to the hardware's stream prefetcher, which
+// starts too late for a row of a few dozen lines. The caller guarantees
+// the memory as for Rows; prefetches need no guarantee.
+func RowsAhead(dst, src unsafe.Pointer, idx, pf []int64, stride, size int64, a Ahead) {
+	if len(idx) == 0 || size <= 0 {
+		return
+	}
+	if size >= repMin && useRep && a.Span > 0 {
+		rowsRepAhead(dst, src, idx, pf, stride, size, a.Base, a.Stride, a.Span)
+		return
+	}
+	rowsAheadGo(dst, src, idx, pf, stride, size, a)
+}
+
+// rowsAheadGo is RowsAhead's portable loop.
+func rowsAheadGo(dst, src unsafe.Pointer, idx, pf []int64, stride, size int64, a Ahead) {
+	for i, ix := range idx {
+		if i < len(pf) {
+			prefetch.Span(unsafe.Add(a.Base, pf[i]*a.Stride), a.Span)
+		}
+		d := unsafe.Slice((*byte)(unsafe.Add(dst, int64(i)*size)), size)
+		copy(d, unsafe.Slice((*byte)(unsafe.Add(src, ix*stride)), size))
+	}
 }
 
 // rowsGo is Rows' portable loop.

@@ -53,3 +53,10 @@ const repMin = 256
 //
 //go:noescape
 func rowsRep(dst, src unsafe.Pointer, idx []int64, stride, size int64)
+
+// rowsRepAhead is RowsAhead for rows of repMin bytes or more: the
+// record's prefetches (PREFETCHT0 of every 64th byte and of the last),
+// then REP MOVSB a row.
+//
+//go:noescape
+func rowsRepAhead(dst, src unsafe.Pointer, idx, pf []int64, stride, size int64, pfBase unsafe.Pointer, pfStride, pfSpan int64)

@@ -188,3 +188,53 @@ rloop:
 
 rdone:
 	RET
+
+// func rowsRepAhead(dst, src unsafe.Pointer, idx, pf []int64, stride, size int64, pfBase unsafe.Pointer, pfStride, pfSpan int64)
+//
+// Row i: while i < len(pf), PREFETCHT0 of record pf[i] (pfBase +
+// pf[i]*pfStride: every 64th byte of its pfSpan and the last); then REP
+// MOVSB from src+idx[i]*stride to dst+i*size. R12 walks pf, R13 counts
+// what is left of it.
+TEXT ·rowsRepAhead(SB), NOSPLIT, $0-104
+	MOVQ dst+0(FP), R8
+	MOVQ src+8(FP), R9
+	MOVQ idx_base+16(FP), BX
+	MOVQ idx_len+24(FP), R10
+	MOVQ pf_base+40(FP), R12
+	MOVQ pf_len+48(FP), R13
+	MOVQ stride+64(FP), DX
+	MOVQ size+72(FP), R11
+	TESTQ R10, R10
+	JEQ adone
+
+aloop:
+	TESTQ R13, R13
+	JEQ acopy
+	MOVQ (R12), AX
+	IMULQ pfStride+88(FP), AX
+	ADDQ pfBase+80(FP), AX
+	MOVQ pfSpan+96(FP), CX
+	PREFETCHT0 -1(AX)(CX*1)
+
+alines:
+	PREFETCHT0 (AX)
+	ADDQ $64, AX
+	SUBQ $64, CX
+	JGT alines
+	ADDQ $8, R12
+	DECQ R13
+
+acopy:
+	MOVQ (BX), SI
+	IMULQ DX, SI
+	ADDQ R9, SI
+	MOVQ R8, DI
+	MOVQ R11, CX
+	REP; MOVSB
+	ADDQ R11, R8
+	ADDQ $8, BX
+	DECQ R10
+	JNE aloop
+
+adone:
+	RET

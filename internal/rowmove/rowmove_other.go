@@ -32,3 +32,7 @@ func cols(cs unsafe.Pointer, n int, idx []int64, first int64) {
 func rowsRep(dst, src unsafe.Pointer, idx []int64, stride, size int64) {
 	rowsGo(dst, src, idx, stride, size)
 }
+
+func rowsRepAhead(dst, src unsafe.Pointer, idx, pf []int64, stride, size int64, pfBase unsafe.Pointer, pfStride, pfSpan int64) {
+	rowsAheadGo(dst, src, idx, pf, stride, size, Ahead{Base: pfBase, Stride: pfStride, Span: pfSpan})
+}

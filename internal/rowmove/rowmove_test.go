@@ -3,6 +3,7 @@ package rowmove
 import (
 	"bytes"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"unsafe"
 )
@@ -83,6 +84,26 @@ func checkRows(t *testing.T, rng *rand.Rand, size, stride, steps, n int64) {
 	Rows(unsafe.Pointer(&got[guard+do]), s, nil, stride, size)
 	if !bytes.Equal(got, want) {
 		t.Fatalf("size %d stride %d: an empty move wrote", size, stride)
+	}
+	// RowsAhead moves the same rows whatever it prefetches: the rows two
+	// places on, fewer or more records than rows, records far outside
+	// the ring (a prefetch never faults), or none.
+	far := []int64{1 << 40, -1 << 20, 3}
+	for _, pf := range [][]int64{idx[min(2, n):], append(slices.Clone(idx), idx...), far, nil} {
+		for _, span := range []int64{1, size, stride} {
+			ahead := make([]byte, len(want))
+			for i := range ahead {
+				ahead[i] = byte(i * 7)
+			}
+			RowsAhead(unsafe.Pointer(&ahead[guard+do]), s, idx, pf, stride, size, Ahead{Base: s, Stride: stride, Span: span})
+			if !bytes.Equal(ahead, want) {
+				t.Fatalf("size %d stride %d (rep %v): RowsAhead (%d records of %d bytes ahead) differs from copy", size, stride, useRep, len(pf), span)
+			}
+			RowsAhead(unsafe.Pointer(&ahead[guard+do]), s, nil, pf, stride, size, Ahead{Base: s, Stride: stride, Span: span})
+			if !bytes.Equal(ahead, want) {
+				t.Fatalf("size %d stride %d: an empty RowsAhead wrote", size, stride)
+			}
+		}
 	}
 }
 
