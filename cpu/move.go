@@ -212,6 +212,29 @@ func (p *prefetchPlan) start(idx []int64) {
 	}
 }
 
+// windowMax is the longest window, in bytes from its first record's
+// first prefetched byte to its last's last, whose every line the window
+// gathers prefetch a chunk ahead (prefetchPlan.windows); longer windows
+// would have too many misses in flight at once.
+const windowMax = 4 << 10
+
+// windows prefetches, for windows of seqLen steps whose first steps are
+// idx, every line of each window where it spans at most windowMax bytes,
+// and as rows does otherwise.
+func (p *prefetchPlan) windows(cols []kernels.Column, idx []int64, seqLen int64) {
+	if seqLen == 1 || p.n < 0 {
+		p.rows(cols, idx)
+		return
+	}
+	for i := range p.n {
+		if w := (seqLen-1)*p.r[i] + p.sp[i]; w <= windowMax {
+			prefetch.Records(p.base[i], idx, p.r[i], w)
+		} else {
+			prefetch.Rows(p.base[i], idx, p.r[i], p.sp[i])
+		}
+	}
+}
+
 // gatherAhead moves the steps idx of column col to the first len(idx)
 // steps of out, prefetching ring i's records pf (the rows dist places
 // on) as it goes (rowmove.RowsAhead).
@@ -443,13 +466,16 @@ func gatherWindows(cols []kernels.Column, wins []kernels.Window, seqLen, capacit
 	var pf [prefetchChunk + maxAhead]int64
 	cur := firsts(&bases[0], lo, min(lo+prefetchChunk, hi))
 	plan.start(cur)
+	if gatherPrefetch && seqLen > 1 {
+		plan.windows(cols, cur, seqLen) // the first chunk's: their misses overlap
+	}
 	for c0 := lo; c0 < hi; c0 += prefetchChunk {
 		c1 := min(c0+prefetchChunk, hi)
 		var next []int64
 		if c1 < hi {
 			next = firsts(&bases[(c0-lo)/prefetchChunk%2^1], c1, min(c1+prefetchChunk, hi))
 			if gatherPrefetch {
-				plan.rows(cols, next)
+				plan.windows(cols, next, seqLen)
 			}
 		}
 		if seqLen == 1 && full(wins[c0:c1]) {
