@@ -54,7 +54,9 @@ type Ahead struct {
 // gathered from a ring past the caches need it: prefetching their first
 // line only leaves the rest to the hardware's stream prefetcher, which
 // starts too late for a row of a few dozen lines. The caller guarantees
-// the memory as for Rows; prefetches need no guarantee.
+// the memory as for Rows, and that each record pf[i] starts within the
+// memory from a.Base (its address is computed in Go, where a pointer
+// must not leave its allocation; the lines past it may).
 func RowsAhead(dst, src unsafe.Pointer, idx, pf []int64, stride, size int64, a Ahead) {
 	if len(idx) == 0 || size <= 0 {
 		return

@@ -86,11 +86,11 @@ func checkRows(t *testing.T, rng *rand.Rand, size, stride, steps, n int64) {
 		t.Fatalf("size %d stride %d: an empty move wrote", size, stride)
 	}
 	// RowsAhead moves the same rows whatever it prefetches: the rows two
-	// places on, fewer or more records than rows, records far outside
-	// the ring (a prefetch never faults), or none.
-	far := []int64{1 << 40, -1 << 20, 3}
-	for _, pf := range [][]int64{idx[min(2, n):], append(slices.Clone(idx), idx...), far, nil} {
-		for _, span := range []int64{1, size, stride} {
+	// places on, fewer or more records than rows, records whose span runs
+	// past the ring (a prefetch never faults), or none.
+	last := []int64{steps - 1, steps - 1, 0}
+	for _, pf := range [][]int64{idx[min(2, n):], append(slices.Clone(idx), idx...), last, nil} {
+		for _, span := range []int64{1, size, stride, 4 * stride} {
 			ahead := make([]byte, len(want))
 			for i := range ahead {
 				ahead[i] = byte(i * 7)
