@@ -48,11 +48,12 @@ var useRep bool
 // bytes it is slower (BenchmarkRowsRep).
 const repMin = 256
 
-// rowsRep is Rows for rows of repMin bytes or more: REP MOVSB a row.
-// BenchmarkRowsRep compares it with copy per row on the gathers' path.
-//
-//go:noescape
-func rowsRep(dst, src unsafe.Pointer, idx []int64, stride, size int64)
+// rowsRep is Rows for rows of repMin bytes or more: REP MOVSB a row
+// (rowsRepAhead's loop with nothing to prefetch). BenchmarkRowsRep
+// compares it with copy per row on the gathers' path.
+func rowsRep(dst, src unsafe.Pointer, idx []int64, stride, size int64) {
+	rowsRepAhead(dst, src, idx, nil, stride, size, nil, 0, 0)
+}
 
 // rowsRepAhead is RowsAhead for rows of repMin bytes or more: the
 // record's prefetches (PREFETCHT0 of every 64th byte and of the last),

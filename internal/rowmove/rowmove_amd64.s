@@ -161,40 +161,12 @@ cnext:
 cdone:
 	RET
 
-// func rowsRep(dst, src unsafe.Pointer, idx []int64, stride, size int64)
-//
-// Row i moves by REP MOVSB from src+idx[i]*stride to dst+i*size.
-TEXT ·rowsRep(SB), NOSPLIT, $0-56
-	MOVQ dst+0(FP), R8
-	MOVQ src+8(FP), R9
-	MOVQ idx_base+16(FP), BX
-	MOVQ idx_len+24(FP), R10
-	MOVQ stride+40(FP), DX
-	MOVQ size+48(FP), R11
-	TESTQ R10, R10
-	JEQ rdone
-
-rloop:
-	MOVQ (BX), SI
-	IMULQ DX, SI
-	ADDQ R9, SI
-	MOVQ R8, DI
-	MOVQ R11, CX
-	REP; MOVSB
-	ADDQ R11, R8
-	ADDQ $8, BX
-	DECQ R10
-	JNE rloop
-
-rdone:
-	RET
-
 // func rowsRepAhead(dst, src unsafe.Pointer, idx, pf []int64, stride, size int64, pfBase unsafe.Pointer, pfStride, pfSpan int64)
 //
 // Row i: while i < len(pf), PREFETCHT0 of record pf[i] (pfBase +
 // pf[i]*pfStride: every 64th byte of its pfSpan and the last); then REP
 // MOVSB from src+idx[i]*stride to dst+i*size. R12 walks pf, R13 counts
-// what is left of it.
+// what is left of it. (rowsRep is this loop with pf empty.)
 TEXT ·rowsRepAhead(SB), NOSPLIT, $0-104
 	MOVQ dst+0(FP), R8
 	MOVQ src+8(FP), R9
