@@ -132,7 +132,6 @@ type prefetchPlan struct {
 	next  bool // only the columns with a NextOut
 	base  [maxPlan]unsafe.Pointer
 	r, sp [maxPlan]int64
-	ring  [maxPlan]kernels.Arena
 	// lead[i] is the column whose row moves prefetch ring i's records
 	// dist[i] rows ahead (the first of its columns with steps of aheadMin
 	// bytes or more), or -1; rows leaves those rings to it.
@@ -140,22 +139,25 @@ type prefetchPlan struct {
 	dist [maxPlan]int
 }
 
-func (p *prefetchPlan) build(cols []kernels.Column) { p.buildOf(cols, false) }
+// build plans the prefetches of a gather of every column; with ahead,
+// each ring gets its lead column (see lead).
+func (p *prefetchPlan) build(cols []kernels.Column, ahead bool) { p.buildOf(cols, false, ahead) }
 
 // buildOf is build, of the columns with a NextOut only when next is set.
-func (p *prefetchPlan) buildOf(cols []kernels.Column, next bool) {
+func (p *prefetchPlan) buildOf(cols []kernels.Column, next, ahead bool) {
 	p.n = 0
 	p.next = next
+	in := func(col *kernels.Column) bool { return !next || col.NextOut != nil }
 	for c := range cols {
 		col := &cols[c]
-		if next && col.NextOut == nil {
+		if !in(col) {
 			continue
 		}
 		shared, seen := false, false
 		for d := range cols {
 			if d != c && cols[d].Ring == col.Ring {
 				shared = true
-				seen = seen || d < c
+				seen = seen || d < c && in(&cols[d])
 			}
 		}
 		if seen {
@@ -171,23 +173,14 @@ func (p *prefetchPlan) buildOf(cols []kernels.Column, next bool) {
 			base, span = unsafe.Pointer(unsafe.SliceData(ring[col.Offset:])), col.StepBytes
 		}
 		p.base[p.n], p.r[p.n], p.sp[p.n] = base, col.RingStride(), span
-		p.ring[p.n], p.lead[p.n] = col.Ring, -1
-		p.n++
-	}
-}
-
-// ahead gives each ring of the plan a lead column (see lead): the plan
-// of a row gather whose columns move with gatherAhead.
-func (p *prefetchPlan) ahead(cols []kernels.Column) {
-	for i := range max(p.n, 0) {
-		for c := range cols {
-			col := &cols[c]
-			if col.Ring == p.ring[i] && col.StepBytes >= aheadMin && (!p.next || col.NextOut != nil) {
-				p.lead[i] = c
-				p.dist[i] = min(max(int(aheadBytes/p.sp[i]), minAhead), maxAhead)
+		p.lead[p.n] = -1
+		for d := c; ahead && d < len(cols); d++ { // c is the ring's first column
+			if cols[d].Ring == col.Ring && cols[d].StepBytes >= aheadMin && in(&cols[d]) {
+				p.lead[p.n], p.dist[p.n] = d, min(max(int(aheadBytes/span), minAhead), maxAhead)
 				break
 			}
 		}
+		p.n++
 	}
 }
 
@@ -279,12 +272,10 @@ func gatherRows(cols []kernels.Column, idx []int64, lo, hi int) { concat(cols, i
 func concat(cols []kernels.Column, idx, next []int64, lo, hi int) {
 	var plan, nplan prefetchPlan
 	if gatherPrefetch {
-		plan.build(cols)
-		plan.ahead(cols)
+		plan.build(cols, true)
 		plan.start(idx[lo:hi])
 		if next != nil {
-			nplan.buildOf(cols, true)
-			nplan.ahead(cols)
+			nplan.buildOf(cols, true, true)
 			nplan.start(next[lo:hi])
 		}
 	}
@@ -437,10 +428,7 @@ func gatherWindows(cols []kernels.Column, wins []kernels.Window, seqLen, capacit
 	}
 	var plan prefetchPlan
 	if gatherPrefetch {
-		plan.build(cols)
-		if seqLen == 1 {
-			plan.ahead(cols)
-		}
+		plan.build(cols, seqLen == 1)
 	}
 	// rows: the columns of one-step windows as rowmove columns, moved by
 	// one call per chunk rather than a call per column and chunk (nil when

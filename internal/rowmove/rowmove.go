@@ -79,12 +79,9 @@ func rowsAheadGo(dst, src unsafe.Pointer, idx, pf []int64, stride, size int64, a
 	}
 }
 
-// rowsGo is Rows' portable loop.
+// rowsGo is Rows' portable loop: rowsAheadGo with nothing to prefetch.
 func rowsGo(dst, src unsafe.Pointer, idx []int64, stride, size int64) {
-	for i, ix := range idx {
-		d := unsafe.Slice((*byte)(unsafe.Add(dst, int64(i)*size)), size)
-		copy(d, unsafe.Slice((*byte)(unsafe.Add(src, ix*stride)), size))
-	}
+	rowsAheadGo(dst, src, idx, nil, stride, size, Ahead{})
 }
 
 // Col is one column of a Cols move: rows of Size bytes, Stride bytes
