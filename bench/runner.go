@@ -340,9 +340,7 @@ func (r *runner) measure(sc *scenario) error {
 	var launches int64
 	releaseMemory()
 	for round := range r.rounds {
-		// Every contestant, the Python peers too, takes turns in slices
-		// of a round's budget, so that each meets the shared machine's
-		// slow and fast stretches as the others do (see sliceTime).
+		// Every contestant, Go or Python, takes turns (see sliceTime).
 		done := make([]roundUse, len(cs))
 		for turn := 0; ; turn++ {
 			ran := false
@@ -358,9 +356,8 @@ func (r *runner) measure(sc *scenario) error {
 				if c.py {
 					ns, spent, err := r.py.turn(c.name, b)
 					if err != nil {
-						// Without its peers the row keeps no Python column:
-						// a peer measured for part of the row only would not
-						// have met the machine as ours did.
+						// No Python column: a peer measured for part of the
+						// row only would not have met the machine as ours did.
 						r.pythonFailed(sc, err)
 						cs = slices.DeleteFunc(cs, func(c *contestant) bool { return c.py })
 						done = done[:len(cs)]
