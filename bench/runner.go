@@ -22,7 +22,7 @@ type Mode string
 // The modes of a run.
 const (
 	// Quick is the CI subset: smaller pixel buffers, no 10M capacity,
-	// short budgets; it finishes in under two minutes on two cores.
+	// short budgets.
 	Quick Mode = "quick"
 	// Full is every scenario at its full size, for humans.
 	Full Mode = "full"
@@ -261,8 +261,7 @@ func (r *runner) syncOp(fn func() error) func() error {
 
 // Within a round the contestants take turns of at most sliceTime or a
 // sliceParts-th of the round's operations, so that each meets the shared
-// machine's slow stretches as the others do; a turn is no shorter, as
-// each starts from the caches the others left.
+// machine's slow stretches as the others do.
 const (
 	sliceTime  = 10 * time.Millisecond
 	sliceParts = 8
