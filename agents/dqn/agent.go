@@ -491,11 +491,13 @@ func (a *Agent) FromTransitions(b *Batch, tr *tensorbuf.TableTransitions, obs, a
 	return nil
 }
 
-// Save writes the online network (layer sizes and weights, gob).
+// Save writes the online network: a versioned header with a CRC-32C,
+// then the layer sizes and weights (gob); see ReadNetwork.
 func (a *Agent) Save(w io.Writer) error { return a.online.save(w) }
 
-// LoadNetwork reads a network written by Save and returns a Q function
-// over it (for evaluation without training), with its layer sizes.
+// LoadNetwork reads a network written by Save, and refuses what
+// ReadNetwork refuses, and returns a Q function over it (for evaluation
+// without training), with its layer sizes.
 func LoadNetwork(r io.Reader) (q func(obs []float32, n int, q []float32), dims []int, err error) {
 	m, err := loadMLP(r)
 	if err != nil {

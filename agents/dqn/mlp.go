@@ -1,13 +1,19 @@
 package dqn
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
 	"encoding/gob"
+	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"math"
 	"math/rand/v2"
 
 	"github.com/trajring/trajring/internal/sgemm"
+	"github.com/trajring/trajring/tensorbuf"
 )
 
 // mlp is the weights of a ReLU MLP as plain slices: layer l maps dims[l]
@@ -87,8 +93,9 @@ func relu(xs []float32) {
 	}
 }
 
-// savedNet is the file format of Save: gob of the layer sizes and
-// weights.
+// savedNet is the payload of a network file: gob of the layer sizes and
+// weights. Files written before the header (see netMagic) are this gob
+// alone.
 type savedNet struct {
 	Format  string
 	Dims    []int
@@ -98,22 +105,138 @@ type savedNet struct {
 
 const netFormat = "trajring-dqn-mlp/1"
 
+// A network file (Agent.Save, Network.Save) is a 24-byte header and the
+// savedNet gob it checks:
+//
+//	offset  size  field
+//	0       8     magic "\x89TRJMLP\n"
+//	8       4     version, uint32 little-endian (netVersion)
+//	12      4     CRC-32C (Castagnoli) of the payload, uint32 little-endian
+//	16      8     payload length in bytes, uint64 little-endian
+//	24      ...   payload: the savedNet gob
+//
+// Every field of the header is checked exactly (the magic, a known
+// version, the length against the bytes that follow up to the end, the
+// CRC against the payload), so a single flipped bit anywhere is refused.
+// A legacy file (the gob alone, before version 2) cannot begin with the
+// magic: a gob stream's first byte is a message length, and 0x89 is not
+// a valid one.
+const (
+	netMagic      = "\x89TRJMLP\n"
+	netVersion    = 2
+	netHeaderSize = 24
+	// maxNetPayload bounds the payload a header may announce (1 TiB),
+	// so that a damaged length is refused at once.
+	maxNetPayload = 1 << 40
+)
+
+// ErrNonFinite reports a network file whose weights or biases hold NaN
+// or an infinity: ReadNetwork and LoadNetwork refuse it (the error also
+// wraps ErrConfig).
+var ErrNonFinite = errors.New("dqn: network weights are not finite")
+
+// save writes m as a network file: the header, then the gob.
 func (m *mlp) save(w io.Writer) error {
-	return gob.NewEncoder(w).Encode(savedNet{Format: netFormat, Dims: m.dims, Weights: m.w, Biases: m.b})
+	var payload bytes.Buffer
+	if err := gob.NewEncoder(&payload).Encode(savedNet{Format: netFormat, Dims: m.dims, Weights: m.w, Biases: m.b}); err != nil {
+		return err
+	}
+	var h [netHeaderSize]byte
+	copy(h[:8], netMagic)
+	binary.LittleEndian.PutUint32(h[8:], netVersion)
+	binary.LittleEndian.PutUint32(h[12:], crc32.Checksum(payload.Bytes(), castagnoli))
+	binary.LittleEndian.PutUint64(h[16:], uint64(payload.Len()))
+	if _, err := w.Write(h[:]); err != nil {
+		return err
+	}
+	_, err := w.Write(payload.Bytes())
+	return err
 }
 
+// loadMLP reads a network file (see netMagic) or a legacy headerless
+// one, and checks its shapes and weights (checkNet).
 func loadMLP(r io.Reader) (*mlp, error) {
-	var s savedNet
-	if err := gob.NewDecoder(r).Decode(&s); err != nil {
+	br := bufio.NewReader(r)
+	head, err := br.Peek(len(netMagic))
+	if err != nil && len(head) == 0 {
 		return nil, fmt.Errorf("%w: decoding a network: %w", ErrConfig, err)
 	}
-	if s.Format != netFormat || len(s.Dims) < 2 || len(s.Weights) != len(s.Dims)-1 || len(s.Biases) != len(s.Dims)-1 {
-		return nil, fmt.Errorf("%w: not a %s network", ErrConfig, netFormat)
-	}
-	for l := range s.Weights {
-		if len(s.Weights[l]) != s.Dims[l]*s.Dims[l+1] || len(s.Biases[l]) != s.Dims[l+1] {
-			return nil, fmt.Errorf("%w: layer %d has the wrong size", ErrConfig, l)
+	var s savedNet
+	if string(head) == netMagic {
+		if err := readNetFile(br, &s); err != nil {
+			return nil, err
 		}
+	} else if err := gob.NewDecoder(br).Decode(&s); err != nil {
+		return nil, fmt.Errorf("%w: decoding a network: %w", ErrConfig, err)
+	}
+	if err := checkNet(&s); err != nil {
+		return nil, err
 	}
 	return &mlp{dims: s.Dims, w: s.Weights, b: s.Biases}, nil
+}
+
+// readNetFile reads a version-2 network file from r, which must end where
+// the file does, into s, checking the header and the CRC.
+func readNetFile(r io.Reader, s *savedNet) error {
+	var h [netHeaderSize]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return fmt.Errorf("%w: %w: a network file's header: %w", ErrConfig, tensorbuf.ErrCorrupt, err)
+	}
+	if v := binary.LittleEndian.Uint32(h[8:]); v != netVersion {
+		return fmt.Errorf("%w: network file version %d; this build reads version %d (and headerless files)", ErrConfig, v, netVersion)
+	}
+	crc, n := binary.LittleEndian.Uint32(h[12:]), binary.LittleEndian.Uint64(h[16:])
+	if n > maxNetPayload {
+		return fmt.Errorf("%w: %w: network file announces %d bytes", ErrConfig, tensorbuf.ErrCorrupt, n)
+	}
+	// Read one byte more than announced: a file longer than its header
+	// says is as damaged as a shorter one.
+	payload, err := io.ReadAll(io.LimitReader(r, int64(n)+1))
+	if err != nil {
+		return fmt.Errorf("%w: reading a network: %w", ErrConfig, err)
+	}
+	if uint64(len(payload)) != n {
+		return fmt.Errorf("%w: %w: network file of %d payload bytes, its header says %d", ErrConfig, tensorbuf.ErrCorrupt, len(payload), n)
+	}
+	if crc32.Checksum(payload, castagnoli) != crc {
+		return fmt.Errorf("%w: %w: network file checksum mismatch", ErrConfig, tensorbuf.ErrCorrupt)
+	}
+	if err := gob.NewDecoder(bytes.NewReader(payload)).Decode(s); err != nil {
+		return fmt.Errorf("%w: decoding a network: %w", ErrConfig, err)
+	}
+	return nil
+}
+
+// checkNet refuses a savedNet that is not a network this package can
+// run: the wrong format, fewer than two layers, a layer size below 1
+// (zero or negative), weights or biases whose lengths differ from the
+// sizes' products (computed without overflow: a product beyond MaxInt
+// matches no slice), or a weight or bias that is NaN or infinite
+// (ErrNonFinite).
+func checkNet(s *savedNet) error {
+	if s.Format != netFormat || len(s.Dims) < 2 || len(s.Weights) != len(s.Dims)-1 || len(s.Biases) != len(s.Dims)-1 {
+		return fmt.Errorf("%w: not a %s network", ErrConfig, netFormat)
+	}
+	for l, d := range s.Dims {
+		if d < 1 {
+			return fmt.Errorf("%w: layer %d of size %d (want at least 1) in layer sizes %v", ErrConfig, l, d, s.Dims)
+		}
+	}
+	for l := range s.Weights {
+		in, out := s.Dims[l], s.Dims[l+1]
+		if in > math.MaxInt/out || len(s.Weights[l]) != in*out || len(s.Biases[l]) != out {
+			return fmt.Errorf("%w: layer %d has the wrong size for layer sizes %v", ErrConfig, l, s.Dims)
+		}
+		for _, p := range []struct {
+			what string
+			xs   []float32
+		}{{"weight", s.Weights[l]}, {"bias", s.Biases[l]}} {
+			for i, x := range p.xs {
+				if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+					return fmt.Errorf("%w: %w: layer %d %s %d is %v", ErrConfig, ErrNonFinite, l, p.what, i, x)
+				}
+			}
+		}
+	}
+	return nil
 }

@@ -24,9 +24,15 @@ type Network struct {
 // concurrent use with Train).
 func (a *Agent) Network() *Network { return &Network{m: a.online.clone()} }
 
-// ReadNetwork reads a network written by Agent.Save or Network.Save
-// (ErrConfig when it is not one). It is safe for concurrent use with
-// other readers.
+// ReadNetwork reads a network written by Agent.Save or Network.Save,
+// which must be all that is left in r (a model file), or a headerless
+// file of the format before version 2. It refuses, with an error
+// wrapping ErrConfig and changing nothing: anything that is not such a
+// network; a damaged file (a header, length or CRC-32C that does not
+// check out: also tensorbuf.ErrCorrupt); a layer size below 1, or
+// weights and biases whose lengths are not the layer sizes' products;
+// and weights or biases that are NaN or infinite (also ErrNonFinite).
+// It is safe for concurrent use with other readers.
 func ReadNetwork(r io.Reader) (*Network, error) {
 	m, err := loadMLP(r)
 	if err != nil {
@@ -35,7 +41,10 @@ func ReadNetwork(r io.Reader) (*Network, error) {
 	return &Network{m: m}, nil
 }
 
-// Save writes the network in the format of Agent.Save.
+// Save writes the network in the format of Agent.Save: a versioned
+// header with the CRC-32C of the gob of the layer sizes and weights that
+// follows (see ReadNetwork). It writes non-finite weights as they are;
+// ReadNetwork refuses them.
 func (n *Network) Save(w io.Writer) error { return n.m.save(w) }
 
 // Dims returns the layer sizes: observation size, hidden layers, actions.
