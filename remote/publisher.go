@@ -29,6 +29,8 @@ const (
 	defaultMaxInFlight   = 64
 	// defaultMaxInFlightBytes bounds a Publisher's unacknowledged bytes.
 	defaultMaxInFlightBytes = 16 << 20
+	// defaultCloseTimeout bounds a Publisher's Close.
+	defaultCloseTimeout = 10 * time.Second
 )
 
 // PublisherConfig configures a Publisher. It is a plain value.
@@ -57,9 +59,16 @@ type PublisherConfig struct {
 	MaxInFlightBytes int
 	// Compress compresses frame bodies with S2.
 	Compress bool
-	// Context bounds the waits of Observe, Flush and Close (default
-	// context.Background(): retry until the server comes back).
+	// Context bounds the waits of Observe and Flush (default
+	// context.Background(): retry until the server comes back). Close does
+	// not stop when it is done: an actor stopped by cancelling it (Ctrl-C)
+	// still flushes and says goodbye, for up to CloseTimeout.
 	Context context.Context
+	// CloseTimeout bounds Close's waits (default 10 s): its flush and the
+	// acknowledgement of the bye frame, which frees the actor's rows in
+	// the learner. They run on a context of their own, with Context's
+	// values but not its cancellation.
+	CloseTimeout time.Duration
 	// AckTimeout is how long a publish may stay unanswered before it is
 	// sent again (default 5 s).
 	AckTimeout time.Duration
@@ -115,6 +124,9 @@ type Publisher struct {
 	spare  [][]byte
 	stats  PublisherStats
 	closed bool
+	// byeQueued: Close queued the bye frame (a Close tried again after a
+	// failure does not queue a second one).
+	byeQueued bool
 }
 
 // NewPublisher returns a Publisher, or an error wrapping ErrConfig.
@@ -146,6 +158,12 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	}
 	if cfg.AckTimeout == 0 {
 		cfg.AckTimeout = 5 * time.Second
+	}
+	if cfg.CloseTimeout == 0 {
+		cfg.CloseTimeout = defaultCloseTimeout
+	}
+	if cfg.AckTimeout < 0 || cfg.CloseTimeout < 0 {
+		return nil, fmt.Errorf("%w: ack timeout %v, close timeout %v", ErrConfig, cfg.AckTimeout, cfg.CloseTimeout)
 	}
 	var idb [8]byte
 	_, _ = rand.Read(idb[:])
@@ -200,7 +218,7 @@ func source(t *driver.Trajectory, f tensorbuf.Field) *tensor.Dense {
 func (p *Publisher) Observe(t *driver.Trajectory) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || p.byeQueued {
 		return fmt.Errorf("%w: Observe", ErrClosed)
 	}
 	if t == nil {
@@ -245,7 +263,7 @@ func (p *Publisher) Observe(t *driver.Trajectory) error {
 		return nil
 	}
 	if p.steps > 0 && !slices.Equal(p.sel, p.rows) {
-		if err := p.seal(); err != nil {
+		if err := p.seal(p.cfg.Context); err != nil {
 			return err
 		}
 	}
@@ -259,7 +277,7 @@ func (p *Publisher) Observe(t *driver.Trajectory) error {
 	p.appendStep(t)
 	p.steps++
 	if p.steps >= p.cfg.StepsPerFrame {
-		return p.seal()
+		return p.seal(p.cfg.Context)
 	}
 	return nil
 }
@@ -294,8 +312,9 @@ func (p *Publisher) appendStep(t *driver.Trajectory) {
 	p.src = p.src[:0]
 }
 
-// seal publishes the frame being filled.
-func (p *Publisher) seal() error {
+// seal publishes the frame being filled, waiting for room at most until
+// ctx is done.
+func (p *Publisher) seal(ctx context.Context) error {
 	if p.steps == 0 {
 		return nil
 	}
@@ -312,23 +331,26 @@ func (p *Publisher) seal() error {
 	for c := range p.cols {
 		p.cols[c] = p.cols[c][:0]
 	}
-	return p.publish(data)
+	return p.publish(ctx, data)
 }
 
 // publish queues one frame, first waiting while MaxInFlight are pending.
-func (p *Publisher) publish(data []byte) error {
-	for len(p.queue) >= p.cfg.MaxInFlight || (len(p.queue) > 0 && p.qbytes+len(data) > p.cfg.MaxInFlightBytes) {
-		if err := p.waitOldest(); err != nil {
-			return err
-		}
+// A wait that ends with ctx queues the frame unsent (a later Flush or
+// Close sends it) and returns ctx's error: a sealed frame is never lost.
+func (p *Publisher) publish(ctx context.Context, data []byte) error {
+	var err error
+	for err == nil && (len(p.queue) >= p.cfg.MaxInFlight || (len(p.queue) > 0 && p.qbytes+len(data) > p.cfg.MaxInFlightBytes)) {
+		err = p.waitOldest(ctx)
 	}
 	f := &inflight{id: p.msgID(p.seq), data: data}
 	p.seq++
 	p.stats.Bytes += int64(len(data))
-	p.send(f)
+	if err == nil {
+		p.send(f)
+	}
 	p.queue = append(p.queue, f)
 	p.qbytes += len(data)
-	return nil
+	return err
 }
 
 // msgID returns the message id of frame seq: the actor id in 16 hex
@@ -340,7 +362,8 @@ func (p *Publisher) msgID(seq uint64) string {
 }
 
 // send (re)publishes a frame asynchronously with its message id; a
-// failure to send leaves fut nil for waitOldest to retry.
+// failure to send leaves fut nil for waitOldest to retry. A frame never
+// sent (publish's wait ended) has a zero sent time and a nil fut.
 func (p *Publisher) send(f *inflight) {
 	fut, err := p.cfg.JetStream.PublishAsync(p.subject, f.data, jetstream.WithMsgID(f.id))
 	f.sent = time.Now()
@@ -351,12 +374,19 @@ func (p *Publisher) send(f *inflight) {
 	f.fut = fut
 }
 
-// waitOldest waits for the oldest in-flight frame's acknowledgement. On an
-// error or a timeout it sends every pending frame again, in order (the
-// stream drops the copies it already has by message id).
-func (p *Publisher) waitOldest() error {
+// waitOldest waits, at most until ctx is done, for the oldest in-flight
+// frame's acknowledgement. On an error or a timeout it sends every pending
+// frame again, in order (the stream drops the copies it already has by
+// message id); a frame never sent is sent then for the first time.
+func (p *Publisher) waitOldest(ctx context.Context) error {
+	if p.queue[len(p.queue)-1].sent.IsZero() { // queued unsent (at the tail): send them now
+		for _, q := range p.queue {
+			if q.sent.IsZero() {
+				p.send(q)
+			}
+		}
+	}
 	f := p.queue[0]
-	ctx := p.cfg.Context
 	if f.fut != nil {
 		timer := time.NewTimer(max(time.Millisecond, p.cfg.AckTimeout-time.Since(f.sent)))
 		select {
@@ -385,8 +415,10 @@ func (p *Publisher) waitOldest() error {
 		return fmt.Errorf("remote: waiting for the stream: %w", ctx.Err())
 	}
 	for _, q := range p.queue {
-		p.stats.Retries++
-		q.resent = true
+		if !q.sent.IsZero() {
+			p.stats.Retries++
+			q.resent = true
+		}
 		p.send(q)
 	}
 	return nil
@@ -398,18 +430,18 @@ func (p *Publisher) waitOldest() error {
 func (p *Publisher) Flush() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || p.byeQueued {
 		return fmt.Errorf("%w: Flush", ErrClosed)
 	}
-	return p.flushLocked()
+	return p.flushLocked(p.cfg.Context)
 }
 
-func (p *Publisher) flushLocked() error {
-	if err := p.seal(); err != nil {
+func (p *Publisher) flushLocked(ctx context.Context) error {
+	if err := p.seal(ctx); err != nil {
 		return err
 	}
 	for len(p.queue) > 0 {
-		if err := p.waitOldest(); err != nil {
+		if err := p.waitOldest(ctx); err != nil {
 			return err
 		}
 	}
@@ -417,28 +449,38 @@ func (p *Publisher) flushLocked() error {
 }
 
 // Close flushes, then tells the learner that the actor leaves (its rows
-// become free) and waits for that to be stored. Closing twice does
-// nothing.
+// become free) and waits for that to be stored, all within CloseTimeout
+// and whether or not Context is done (so an actor stopped by cancelling
+// its Context leaves cleanly). An error says that the learner may not
+// have every frame or the bye (then the learner frees the actor's rows
+// only once it finds the actor idle: IngesterConfig.ActorIdle). Closing
+// twice does nothing; a Close that failed may be tried again.
 func (p *Publisher) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return nil
 	}
-	if err := p.flushLocked(); err != nil {
-		return err
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.cfg.Context), p.cfg.CloseTimeout)
+	defer cancel()
+	if err := p.flushLocked(ctx); err != nil {
+		return fmt.Errorf("remote: closing actor %016x: %w", p.actor, err)
 	}
-	p.closed = true
 	if p.batch == 0 {
+		p.closed = true
 		return nil
 	}
-	if err := p.publish(p.schema.EncodeBye(p.actor, p.seq, p.batch)); err != nil {
-		return err
-	}
-	for len(p.queue) > 0 {
-		if err := p.waitOldest(); err != nil {
-			return err
+	if !p.byeQueued {
+		p.byeQueued = true
+		if err := p.publish(ctx, p.schema.EncodeBye(p.actor, p.seq, p.batch)); err != nil {
+			return fmt.Errorf("remote: closing actor %016x: the bye: %w", p.actor, err)
 		}
 	}
+	for len(p.queue) > 0 {
+		if err := p.waitOldest(ctx); err != nil {
+			return fmt.Errorf("remote: closing actor %016x: the bye: %w", p.actor, err)
+		}
+	}
+	p.closed = true
 	return nil
 }
