@@ -38,7 +38,8 @@ type TrainConfig struct {
 	// falls linearly from Agent.LearningRate over Steps, as RL Zoo's lin_
 	// schedules do, so that late updates are small and the last network
 	// stays near the good ones before it (equal to Agent.LearningRate: a
-	// constant rate; at least 0).
+	// constant rate). It must be finite, at least 0 and at most
+	// Agent.LearningRate: a rising schedule is refused.
 	LearningRateEnd float64
 	// Prioritized samples from a prioritized table (priority exponent
 	// Alpha > 0, importance-weight exponent Beta in [0, 1] annealed to 1
@@ -192,6 +193,10 @@ func (c TrainConfig) Validate() error {
 	}
 	if err := c.Agent.validate("Agent.", false); err != nil {
 		return err
+	}
+	if c.LearningRateEnd > c.Agent.LearningRate {
+		return fieldErr("LearningRateEnd", c.LearningRateEnd,
+			fmt.Sprintf("at most the starting learning rate %g: the rate falls linearly to it", c.Agent.LearningRate))
 	}
 	if c.Agent.BatchSize > c.BufferSize {
 		return fieldErr("Agent.BatchSize", c.Agent.BatchSize, fmt.Sprintf("at most the replay capacity, %d", c.BufferSize))

@@ -34,6 +34,8 @@ func TestValidateFields(t *testing.T) {
 		{"ExplorationFinalEps", func(c *TrainConfig) { c.ExplorationFinalEps = -0.01 }},
 		{"LearningRateEnd", func(c *TrainConfig) { c.LearningRateEnd = -1e-9 }},
 		{"LearningRateEnd", func(c *TrainConfig) { c.LearningRateEnd = math.Inf(1) }},
+		// The rate falls: an end above the start is refused (issue 39).
+		{"LearningRateEnd", func(c *TrainConfig) { c.LearningRateEnd = c.Agent.LearningRate * 1.5 }},
 		{"Alpha", func(c *TrainConfig) { c.Alpha = 0 }},
 		{"Beta", func(c *TrainConfig) { c.Beta = nan }},
 		{"EvalEpisodes", func(c *TrainConfig) { c.EvalEpisodes = 0 }},

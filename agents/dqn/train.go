@@ -511,7 +511,7 @@ func (t *trainer) finish() (*Result, error) {
 // resume loads cfg.CheckpointDir's newest checkpoint: the learner state
 // into l, and the replay buffer onto be (returned with its table), after
 // checking that the configuration and fields match. It returns the
-// generation of the next checkpoint.
+// generation of the next checkpoint. Its errors name the file at fault.
 func resume(cfg *TrainConfig, l learner, be tensorbuf.Backend, fields []tensorbuf.Field, capacity int) (*loopState, *tensorbuf.Buffer, *tensorbuf.Table, uint64, error) {
 	m, err := readManifest(cfg.CheckpointDir)
 	if err != nil {
@@ -525,11 +525,12 @@ func resume(cfg *TrainConfig, l learner, be tensorbuf.Backend, fields []tensorbu
 		return nil, nil, nil, 0, err
 	}
 	if err := l.LoadState(bytes.NewReader(st.Agent)); err != nil {
-		return nil, nil, nil, 0, fmt.Errorf("resume: %w", err)
+		return nil, nil, nil, 0, fmt.Errorf("resume: %s: %w", filepath.Join(cfg.CheckpointDir, m.State), err)
 	}
-	buf, err := tensorbuf.LoadFile(filepath.Join(cfg.CheckpointDir, m.Replay), tensorbuf.LoadOptions{Capacity: capacity, Backend: be})
+	replay := filepath.Join(cfg.CheckpointDir, m.Replay)
+	buf, err := tensorbuf.LoadFile(replay, tensorbuf.LoadOptions{Capacity: capacity, Backend: be})
 	if err != nil {
-		return nil, nil, nil, 0, fmt.Errorf("resume: %w", err)
+		return nil, nil, nil, 0, fmt.Errorf("resume: %s: %w", replay, err)
 	}
 	table, err := buf.Table("replay")
 	if err == nil && (buf.NumEnvs() != 1 || !sameFields(buf.Fields(), fields)) {
@@ -537,7 +538,7 @@ func resume(cfg *TrainConfig, l learner, be tensorbuf.Backend, fields []tensorbu
 	}
 	if err != nil {
 		buf.Close()
-		return nil, nil, nil, 0, fmt.Errorf("resume: %w", err)
+		return nil, nil, nil, 0, fmt.Errorf("resume: %s: %w", replay, err)
 	}
 	return st, buf, table, m.Generation + 1, nil
 }

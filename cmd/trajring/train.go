@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -75,6 +76,9 @@ steps/s. default and cpu train the gorgonia
 learner from a buffer on the cpu backend.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.checkOut(); err != nil {
+				return err
+			}
 			if f.resume {
 				if err := f.resumeConfig(cmd); err != nil {
 					return err
@@ -92,7 +96,7 @@ learner from a buffer on the cpu backend.`,
 	fs.IntVar(&c.Steps, "steps", d.Steps, "env steps")
 	fs.StringVar(&f.hidden, "hidden", joinInts(d.Agent.Hidden), "hidden layer sizes")
 	fs.Float64Var(&c.Agent.LearningRate, "lr", d.Agent.LearningRate, "Adam learning rate at the start")
-	fs.Float64Var(&c.LearningRateEnd, "lr-end", d.LearningRateEnd, "Adam learning rate at the end, reached linearly from -lr (default 0, as RL Zoo's lin_ schedules; equal to -lr: constant)")
+	fs.Float64Var(&c.LearningRateEnd, "lr-end", d.LearningRateEnd, "Adam learning rate at the end, reached linearly from -lr (default 0, as RL Zoo's lin_ schedules; equal to -lr: constant; above -lr: refused)")
 	fs.IntVar(&c.Agent.BatchSize, "batch", d.Agent.BatchSize, "batch size")
 	fs.IntVar(&c.BufferSize, "buffer", d.BufferSize, "replay capacity (transitions)")
 	fs.IntVar(&c.LearningStarts, "learning-starts", d.LearningStarts, "env steps before training")
@@ -142,6 +146,12 @@ func (f *trainFlags) validate() error {
 	if f.cfg.CheckpointEvery < 0 {
 		return usageErrorf("-checkpoint-every must not be negative, got %d", f.cfg.CheckpointEvery)
 	}
+	if err := f.checkOut(); err != nil {
+		return err
+	}
+	if lr, end := f.cfg.Agent.LearningRate, f.cfg.LearningRateEnd; end > lr && lr > 0 && !math.IsInf(lr, 0) {
+		return usageErrorf("-lr-end %v: want at most -lr %v (the learning rate falls linearly from -lr to -lr-end)", end, lr)
+	}
 	f.cfg.CheckpointDir, f.cfg.Resume = "", f.resume
 	if f.cfg.CheckpointEvery > 0 || f.resume {
 		f.cfg.CheckpointDir = f.out
@@ -166,6 +176,14 @@ func (f *trainFlags) validate() error {
 			}
 		}
 		return usageErrorf("%v", err)
+	}
+	return nil
+}
+
+// checkOut refuses an empty -out, which names no directory.
+func (f *trainFlags) checkOut() error {
+	if f.out == "" {
+		return usageErrorf("-out: name the directory for the metrics, curves, networks and checkpoints (got \"\")")
 	}
 	return nil
 }

@@ -65,6 +65,14 @@ func TestTrainUsageErrors(t *testing.T) {
 		{[]string{"-eval-episodes", "10000000000"}, "-eval-episodes 10000000000: want fewer episodes: one evaluation runs them all at once"},
 		{[]string{"-eval-every", "-1"}, "-eval-every -1: want at least 0 (0: no evaluations during training)"},
 		{[]string{"-stop-return", "NaN"}, "-stop-return NaN: want a number (0 or negative: never stop early)"},
+		// Issue 39: an empty -out is named (before: "checkpoints and resume
+		// need a CheckpointDir", or exit 1 with "mkdir : no such file or
+		// directory"), and a rising learning rate is refused.
+		{[]string{"-out", ""}, `-out: name the directory`},
+		{[]string{"-out", "", "-checkpoint-every", "0"}, `-out: name the directory`},
+		{[]string{"-out", "", "-resume"}, `-out: name the directory`},
+		{[]string{"-lr-end", "0.01"}, "-lr-end 0.01: want at most -lr 0.0023 (the learning rate falls"},
+		{[]string{"-lr", "0.001", "-lr-end", "0.0011"}, "-lr-end 0.0011: want at most -lr 0.001"},
 	} {
 		args := append([]string{"train", "-out", out}, tc.args...)
 		var o, errb bytes.Buffer
