@@ -143,15 +143,49 @@ func (in *Ingester) failJoin(msg jetstream.Msg, seq uint64, actor uint64, err er
 
 // note reports whether actor id is noted for the first time (its refusal
 // is to be logged); it remembers the newest maxGone actors.
-func (in *Ingester) note(id uint64) bool {
-	if _, ok := in.noted[id]; ok {
+func (in *Ingester) note(id uint64) bool { return in.noted.add(id) }
+
+// noteSet remembers the newest maxGone actor ids added to it.
+type noteSet struct {
+	ids   map[uint64]struct{}
+	order []uint64 // oldest first
+}
+
+// add reports whether id is added for the first time, and adds it.
+func (s *noteSet) add(id uint64) bool {
+	if _, ok := s.ids[id]; ok {
 		return false
 	}
-	in.noted[id] = struct{}{}
-	in.notedOrder = append(in.notedOrder, id)
-	if len(in.notedOrder) > maxGone {
-		delete(in.noted, in.notedOrder[0])
-		in.notedOrder = in.notedOrder[1:]
+	if s.ids == nil {
+		s.ids = map[uint64]struct{}{}
+	}
+	s.ids[id] = struct{}{}
+	s.order = append(s.order, id)
+	if len(s.order) > maxGone {
+		delete(s.ids, s.order[0])
+		s.order = s.order[1:]
 	}
 	return true
+}
+
+// noteWaiting logs, once per actor, that a frame of actor id waits for
+// free rows: with ActorIdle 0 only a bye frees rows, so an actor that
+// vanished without one (killed) holds its rows, and the waiting actor's
+// frames are not written, until the learner restarts without it.
+func (in *Ingester) noteWaiting(id uint64, rows int, subject string) {
+	if !in.waitNoted.add(id) {
+		return
+	}
+	free := 0
+	for _, f := range in.free {
+		if f {
+			free++
+		}
+	}
+	hint := "the rows of an actor that left without a bye are freed once it has been idle for ActorIdle (trajring serve -actor-idle)"
+	if in.cfg.ActorIdle <= 0 {
+		hint = "only a bye frees rows (ActorIdle 0, trajring serve -actor-idle 0): an actor that left without one holds its rows for good"
+	}
+	in.cfg.Logger.Warn("remote: actor waits for free rows", "actor", fmt.Sprintf("%016x", id), "actor_rows", rows,
+		"free_rows", free, "learner_rows", len(in.cfg.Rows), "actors", len(in.actors), "subject", subject, "note", hint)
 }

@@ -1,8 +1,13 @@
 package remote
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -90,5 +95,66 @@ func TestCloseTimeout(t *testing.T) {
 	}
 	if err := p.Close(); err == nil {
 		t.Fatal("a second Close with the server gone succeeded")
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use (a test's log).
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestVanishedActorVisible: an actor that stops without a bye (killed)
+// keeps its rows; a later actor that needs them waits, and the wait is
+// visible: Occupancy counts it and a warning is logged once. With
+// ActorIdle the vanished actor's rows are freed and the later actor's
+// steps are written. (Before, nothing said why a later actor's steps never
+// came.)
+func TestVanishedActorVisible(t *testing.T) {
+	t.Parallel()
+	for _, idle := range []time.Duration{0, 500 * time.Millisecond} {
+		t.Run(fmt.Sprintf("idle %v", idle), func(t *testing.T) {
+			t.Parallel()
+			srv := startServer(t, t.TempDir(), -1)
+			defer srv.Shutdown()
+			_, js := connect(t, srv.ClientURL())
+			ensure(t, js, StreamConfig{Memory: true})
+			buf := newTestBuffer(t, 2, 256)
+			var log syncBuffer
+			in, _ := runIngester(t, IngesterConfig{JetStream: js, Buffer: buf, ActorIdle: idle,
+				Logger: slog.New(slog.NewTextHandler(&log, nil))})
+			publishSteps(t, js, buf, newGen(2), 8, 4, false) // the vanished actor: never closed, no bye
+			waitFor(t, 10*time.Second, "the first actor's steps", func() bool { return in.Stats().Steps == 16 })
+			later := publishSteps(t, js, buf, newGen(2), 8, 4, false)
+			if idle == 0 {
+				waitFor(t, 10*time.Second, "the later actor counted as waiting", func() bool {
+					a, w := in.Occupancy()
+					return a == 1 && w == 1
+				})
+				if got := log.String(); strings.Count(got, "actor waits for free rows") != 1 || !strings.Contains(got, fmt.Sprintf("%016x", later.Actor())) {
+					t.Errorf("log %q: want one warning naming the waiting actor", got)
+				}
+				if st := in.Stats(); st.Steps != 16 {
+					t.Errorf("%d steps written while the later actor waits, want 16", st.Steps)
+				}
+				return
+			}
+			waitFor(t, 15*time.Second, "the later actor's steps", func() bool { return in.Stats().Steps == 32 })
+			if a, w := in.Occupancy(); a != 1 || w != 0 {
+				t.Errorf("occupancy %d actors, %d waiting; want 1, 0", a, w)
+			}
+		})
 	}
 }

@@ -176,11 +176,10 @@ type Ingester struct {
 	gone      map[uint64]uint64      // actors that left: their frames numbered below this are duplicates
 	waiting   map[uint64]*actorState // actors with frames held and no rows yet
 	goneOrder []uint64
-	// noted are the actors whose refusal was logged (once each), oldest
-	// first in notedOrder; at most maxGone.
-	noted      map[uint64]struct{}
-	notedOrder []uint64
-	newest     time.Time // newest stored time received (stream time)
+	// noted are the actors whose refusal was logged (once each), waitNoted
+	// those whose wait for rows was; each at most maxGone.
+	noted, waitNoted noteSet
+	newest           time.Time // newest stored time received (stream time)
 	// clock is stream time without its pauses: how far the stored time of
 	// the frames received has advanced, each jump counted up to
 	// streamPause, so that a server outage (no frame is stored) or a
@@ -284,8 +283,7 @@ func newIngester(cfg IngesterConfig) (*Ingester, error) {
 			cfg.Rows = append(cfg.Rows, r)
 		}
 	}
-	in := &Ingester{cfg: cfg, schema: s, actors: map[uint64]*actorState{}, free: make([]bool, len(cfg.Rows)), ro: newReorderState(cfg.ReorderBytes), gone: map[uint64]uint64{}, waiting: map[uint64]*actorState{},
-		noted: map[uint64]struct{}{}}
+	in := &Ingester{cfg: cfg, schema: s, actors: map[uint64]*actorState{}, free: make([]bool, len(cfg.Rows)), ro: newReorderState(cfg.ReorderBytes), gone: map[uint64]uint64{}, waiting: map[uint64]*actorState{}}
 	for i := range in.free {
 		in.free[i] = true
 	}
@@ -297,6 +295,21 @@ func (in *Ingester) Stats() IngesterStats {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	return in.stats
+}
+
+// Occupancy returns the number of actors holding rows now and of actors
+// whose frames wait for free rows now (a warning is logged once for each
+// of these; see IngesterConfig.ActorIdle).
+func (in *Ingester) Occupancy() (actors, waiting int) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	waiting = len(in.waiting)
+	for id := range in.ro.backOf { // waiting, with every frame handed back
+		if in.actors[id] == nil && in.waiting[id] == nil {
+			waiting++
+		}
+	}
+	return len(in.actors), waiting
 }
 
 // Run consumes frames until ctx is done (then it returns nil) or the
@@ -464,6 +477,7 @@ func (in *Ingester) handle(msg jetstream.Msg) {
 			if w == nil {
 				w = &actorState{id: f.Actor, seqKnown: true, nextFrame: next}
 				in.waiting[f.Actor] = w
+				in.noteWaiting(f.Actor, f.ActorRows, msg.Subject())
 			}
 			if !in.hold(w, msg, seq, f, md.Timestamp) {
 				in.stats.Deferred++
