@@ -3,10 +3,7 @@ package main
 import (
 	"fmt"
 	"net/url"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -43,7 +40,14 @@ Before each run it picks up the newest policy parameters the learner published
 (trajring serve -params q.gob: a DQN Q-network as trajring train writes it) and
 acts epsilon-greedily (-epsilon) over that network; until there are any, it
 acts at random. Publishes survive a server restart (they are
-retried, and de-duplicated by message id).`,
+retried, and de-duplicated by message id).
+
+Ctrl-C (SIGINT) or SIGTERM ends the run in progress: the actor publishes the
+steps it collected, sends its bye frame (the learner frees its rows), waits up
+to 10 s for the learner's stream to store them, prints its counts and exits
+with status 130 (143 for SIGTERM). If the stream does not answer in time it
+exits with status 1 and says so; the learner then frees the rows once the
+actor is idle (serve -actor-idle). A second Ctrl-C quits at once.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return actor(cmd, c) },
 	}
@@ -70,8 +74,9 @@ func actor(cmd *cobra.Command, c actorConfig) error {
 	if !(c.epsilon >= 0 && c.epsilon <= 1) {
 		return usageErrorf("-epsilon must lie in [0, 1]")
 	}
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	sigs := catchSignals(cmd.Context())
+	defer sigs.stop()
+	ctx := sigs.context()
 	nc, err := nats.Connect(c.url, nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond),
 		nats.UserInfo(c.user, c.password), nats.Token(c.token))
 	if err != nil {
@@ -95,11 +100,15 @@ func actor(cmd *cobra.Command, c actorConfig) error {
 	if err != nil {
 		return err
 	}
-	pub, err := remote.NewPublisher(remote.PublisherConfig{JetStream: js, Fields: fields, StepsPerFrame: c.k, Compress: c.compress, Context: ctx})
+	// The publisher's waits for room end with ctx; its Close (the flush
+	// and the bye) runs on a context of its own, bounded by CloseTimeout,
+	// so that an interrupted actor still leaves cleanly.
+	pub, err := remote.NewPublisher(remote.PublisherConfig{JetStream: js, Fields: fields, StepsPerFrame: c.k, Compress: c.compress,
+		Context: ctx, CloseTimeout: actorCloseTimeout})
 	if err != nil {
 		return err
 	}
-	defer pub.Close()
+	defer pub.Close() // on the error paths; closed and checked below
 	drv, err := driver.NewStepDriver(env, pol, c.steps, driver.WithObservers(pub))
 	if err != nil {
 		return err
@@ -135,14 +144,25 @@ func actor(cmd *cobra.Command, c actorConfig) error {
 			return err
 		}
 		if err := pub.Flush(); err != nil {
+			if ctx.Err() != nil {
+				break
+			}
 			return err
 		}
 	}
+	cerr := pub.Close()
 	st := pub.Stats()
 	fmt.Fprintf(cmd.OutOrStdout(), "actor %016x: %d steps in %d frames (%.1f MB) in %v, %d retries\n",
 		pub.Actor(), st.Steps, st.Frames, float64(st.Bytes)/1e6, time.Since(start).Round(time.Millisecond), st.Retries)
-	return pub.Close()
+	if cerr != nil {
+		return fmt.Errorf("%w (the learner frees the actor's rows once it finds the actor idle)", cerr)
+	}
+	return sigs.interrupted("actor %016x published %d steps and left (its rows are free)", pub.Actor(), st.Steps)
 }
+
+// actorCloseTimeout bounds how long an actor waits, when it ends, for the
+// learner's stream to store its last frames and its bye.
+const actorCloseTimeout = 10 * time.Second
 
 // redactURLs returns the comma-separated NATS URLs of -connect with any
 // secret replaced by "xxxxx" (a password, or a user with no password,

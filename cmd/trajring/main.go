@@ -16,7 +16,10 @@
 // (-steps 1000 and --steps=1000 are the same). A usage error (an unknown
 // command or flag, a bad flag value) prints one message naming what was
 // wrong and exits with status 2; a failure of the job itself exits with
-// status 1.
+// status 1. A job stopped by Ctrl-C (SIGINT) or SIGTERM that catches it
+// (demo, bench, serve, actor) finishes what it documents for that case,
+// prints one line saying so and exits with status 130 (SIGINT) or 143
+// (SIGTERM); a second signal ends it at once.
 package main
 
 import (
@@ -101,8 +104,9 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 }
 
 // run executes the command line args and returns the exit status: 0, 1
-// when the job failed, 2 on a usage error. Help goes to stdout; errors,
-// one message each, to stderr.
+// when the job failed, 2 on a usage error, 128 + the signal's number for
+// a job stopped by SIGINT or SIGTERM (interruptedError). Help goes to
+// stdout; errors, one message each, to stderr.
 func run(args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd(stdout, stderr)
 	if len(args) == 0 {
@@ -117,6 +121,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if cmd == nil {
 		cmd = root
+	}
+	var intr *interruptedError
+	if errors.As(err, &intr) {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), intr)
+		return intr.status()
 	}
 	var fail *runError
 	if errors.As(err, &fail) {
