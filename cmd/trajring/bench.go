@@ -1,10 +1,7 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"os"
-	"os/signal"
 	"path/filepath"
 	"regexp"
 	"time"
@@ -27,7 +24,13 @@ func newBenchCmd() *cobra.Command {
 		Long: `Measures trajring next to a plain copy and a same-rows gather copy of the same bytes,
 and next to NumPy, PyTorch and a slice-of-structs Go buffer, in one run. Prints a
 markdown table on stdout and writes a JSON report and plots (each as SVG and
-PNG) to -out.`,
+PNG) to -out, each file written whole or not at all (a temporary file renamed
+into place).
+
+Ctrl-C (SIGINT) or SIGTERM stops the run at the next measurement turn: the
+Python peers' process is stopped, nothing is printed or written (files of an
+earlier run in -out stay as they were), and bench exits with status 130 (143
+for SIGTERM). A second Ctrl-C quits at once.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
@@ -50,17 +53,16 @@ PNG) to -out.`,
 			// Lines that stay (skips, the summary) go above the bar.
 			opt.Progress = prog
 			opt.Scenario = func(name string, done, _ int) { prog.set(int64(done), name) }
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
-			defer stop()
-			rep, err := bench.Run(ctx, opt)
+			sigs := catchSignals(cmd.Context())
+			defer sigs.stop()
+			rep, err := bench.Run(sigs.context(), opt)
 			if err == nil {
 				prog.set(int64(len(rep.Rows)), "")
 			}
 			prog.finish("")
+			if ierr := sigs.interrupted("nothing written"); ierr != nil {
+				return ierr
+			}
 			if err != nil {
 				return err
 			}

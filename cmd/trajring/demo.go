@@ -44,17 +44,26 @@ the first batched step that reaches N, so it collects between N and N+envs-1.
 
 Sizes are checked before the environments are allocated: a buffer (-envs x
 -capacity) or envs that do not fit in the memory available, or a -batch the
-learner could never draw, is a usage error (exit status 2).`,
+learner could never draw, is a usage error (exit status 2).
+
+Ctrl-C (SIGINT) or SIGTERM ends the collection early: the demo prints the
+summary of what it collected, writes the -metrics records so far, and exits
+with status 130 (143 for SIGTERM). A second Ctrl-C quits at once.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := c.validate(); err != nil {
 				return err
 			}
-			r, err := demo(cmd.Context(), c, cmd.ErrOrStderr())
+			sigs := catchSignals(cmd.Context())
+			defer sigs.stop()
+			r, err := demo(sigs.context(), c, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
 			printDemo(cmd.OutOrStdout(), c, r)
+			if r.stopped {
+				return sigs.interrupted("stopped after %d of %d env steps (the summary counts them)", r.envSteps, c.steps)
+			}
 			return nil
 		},
 	}
@@ -139,16 +148,20 @@ type demoResult struct {
 	seqLen             int
 	collect, wall      time.Duration
 	avgReturn, avgLen  float64
+	stopped            bool // ctx ended the collection early
 }
 
 // demo collects CartPole experience with a random policy and a step
 // driver into a TrajectorySequence observer, while a learner goroutine
 // samples sequence batches from the same table; progress goes to stderr.
+// A ctx that ends during the collection stops it: the result then counts
+// what was collected, with stopped set, and the error is nil.
 func demo(ctx context.Context, c demoConfig, stderr io.Writer) (demoResult, error) {
 	var r demoResult
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	parent := ctx
 	be, err := demoBackend(c.backend)
 	if err != nil {
 		return r, err
@@ -280,6 +293,9 @@ func demo(ctx context.Context, c demoConfig, stderr io.Writer) (demoResult, erro
 	prog.finish(detail())
 	if learnErr != nil { // before err: a failed learner cancels the collection
 		return r, fmt.Errorf("learner: %w", learnErr)
+	}
+	if err != nil && parent.Err() != nil { // stopped (Ctrl-C): report what was collected
+		err, r.stopped = nil, true
 	}
 	if err != nil {
 		return r, err
