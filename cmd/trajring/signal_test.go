@@ -215,7 +215,10 @@ func testActorSignals(t *testing.T, bin string) {
 	// -actor-idle 0: only a bye frees the rows, as before -actor-idle.
 	s, url := startServe(t, bin, data, "-rows", "4", "-capacity", "1000", "-checkpoint-every", "1h", "-actor-idle", "0")
 	busy := func(want int64) func(string, string) bool {
-		return func(out, _ string) bool { st, ok := lastServeStats(out); return ok && st.actors == 1 && st.steps > want }
+		return func(out, _ string) bool {
+			st, ok := lastServeStats(out)
+			return ok && st.actors == 1 && st.steps > want
+		}
 	}
 	a := startProc(t, bin, "actor", "-connect", url, "-envs", "4", "-runs", "0", "-steps", "1000", "-k", "8")
 	s.until(t, "the actor's steps", busy(0))
