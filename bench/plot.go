@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/trajring/trajring/internal/atomicfile"
 	"github.com/trajring/trajring/internal/figure"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -304,23 +305,17 @@ func barTicks(hi float64) []plot.Tick {
 
 // Save writes the JSON report and the plots (throughput against batch
 // size and against capacity, and the headline bar chart), each as SVG
-// and PNG, into dir, and returns the files written.
+// and PNG, into dir, and returns the files written. Each file is replaced
+// atomically (atomicfile: a failed or killed save leaves the old file or
+// none, never a partial one).
 func (rep *Report) Save(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	var files []string
 	jpath := filepath.Join(dir, rep.FileName())
-	f, err := os.Create(jpath)
-	if err != nil {
-		return nil, err
-	}
-	err = rep.WriteJSON(f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, err
+	if err := atomicfile.Replace(jpath, 0o666, rep.WriteJSON); err != nil {
+		return nil, fmt.Errorf("bench: report: %w", err)
 	}
 	files = append(files, jpath)
 	base := strings.TrimSuffix(jpath, ".json")
