@@ -35,6 +35,20 @@ test-train:
 train-seeds:
 	GO=$(GO) bash scripts/train-seeds.sh
 
+# --- Python (issue 40). `make python` builds the C ABI (capi/) as a shared
+# library into the Python package; `make test-python` runs its pytest suite
+# with Debian's interpreter (PYTHON), which has python3-numpy, python3-torch
+# and python3-pytest (the python3 first on PATH may not).
+PYTHON ?= /usr/bin/python3
+PYLIB := python/trajring/libtrajring.so
+.PHONY: python test-python
+python:
+	$(GO) build -buildmode=c-shared -o $(PYLIB) ./capi/libtrajring
+	@rm -f python/trajring/libtrajring.h
+
+test-python: python
+	cd python && $(PYTHON) -m pytest -q -p no:cacheprovider tests
+
 # test-sweeps runs the long sweeps of pure functions that -race cuts to a
 # sample (the race detector finds nothing in them and slows them 3.5x).
 .PHONY: test-sweeps

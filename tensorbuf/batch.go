@@ -191,6 +191,14 @@ type Batch struct {
 	// until HostMeta fills them. They are nil for samples selected on
 	// the host.
 	KeyTensor, ProbabilityTensor, WeightTensor *tensor.Dense
+	// FixedLen, when not 0, fixes L for Table.SampleInto: every sample
+	// is padded to FixedLen steps (mask false on the padding, as between
+	// items of different lengths), and a table that holds, or ever held,
+	// an item longer than FixedLen (Len+Pad) refuses the sample with
+	// ErrInvalidArg before drawing. A caller that keeps views of the
+	// batch's memory across samples (the C ABI's reusable batches) sets
+	// it, so that no sample can change the layout under them.
+	FixedLen int
 
 	owner  *Buffer // the buffer whose layout out and specs follow
 	out    outArena

@@ -73,15 +73,20 @@ func (t *Table) sampleOnce(bt *Batch, n int) (done bool, err error) {
 		t.mu.Unlock()
 		return false, nil
 	}
+	maxL, err := t.batchLen(bt)
+	if err != nil {
+		t.mu.Unlock()
+		return true, err
+	}
 	all, _ := b.stepBytes()
-	if err := b.checkSampleSize("table sample", "", int64(n), int64(t.maxLen), all+1); err != nil { // +1: the mask
+	if err := b.checkSampleSize("table sample", "", int64(n), int64(maxL), all+1); err != nil { // +1: the mask
 		t.mu.Unlock()
 		return true, err
 	}
 	if t.dev != nil {
 		return true, t.sampleDevLocked(bt, n)
 	}
-	realloc, err := b.prepare(bt, n, t.maxLen)
+	realloc, err := b.prepare(bt, n, maxL)
 	if err != nil {
 		t.mu.Unlock()
 		return true, err
@@ -90,7 +95,30 @@ func (t *Table) sampleOnce(bt *Batch, n int) (done bool, err error) {
 	bt.TableSize = len(t.live)
 	l := t.selectLocked(n, selection{items: &bt.Items, keys: &bt.Keys, probs: &bt.Probabilities, weights: &bt.Weights, wins: &bt.wins})
 	t.mu.Unlock()
+	if bt.FixedLen > 0 {
+		l = bt.FixedLen
+	}
 	return true, b.gather(bt, n, l, realloc)
+}
+
+// batchLen returns the L a sample into bt makes room for: the table's
+// longest item, or bt.FixedLen when set, which must hold every item (a
+// backend-selected sample's L is the longest item, so FixedLen must
+// equal it there). The caller holds t.mu.
+func (t *Table) batchLen(bt *Batch) (int, error) {
+	switch {
+	case bt.FixedLen < 0:
+		return 0, fmt.Errorf("%w: batch FixedLen %d", ErrInvalidArg, bt.FixedLen)
+	case bt.FixedLen == 0:
+		return t.maxLen, nil
+	case t.maxLen > bt.FixedLen:
+		return 0, fmt.Errorf("%w: table %q holds items of up to %d steps, more than the batch's FixedLen %d",
+			ErrInvalidArg, t.cfg.Name, t.maxLen, bt.FixedLen)
+	case t.dev != nil && t.maxLen != bt.FixedLen:
+		return 0, fmt.Errorf("%w: table %q selects on its backend, where L is its longest item (%d), not the batch's FixedLen %d",
+			ErrInvalidArg, t.cfg.Name, t.maxLen, bt.FixedLen)
+	}
+	return bt.FixedLen, nil
 }
 
 // selection is where selectLocked writes its n draws, each slice grown

@@ -1,0 +1,676 @@
+package capi
+
+/*
+#include <stdint.h>
+#include <stdlib.h>
+#include "trajring_abi.h"
+
+void *trj_dl_alloc(int32_t versioned, int32_t ndim, int64_t **shape);
+void trj_dl_set_ctx(void *p, int32_t versioned, uint64_t id, uint64_t data);
+*/
+import "C"
+
+import (
+	"fmt"
+	"reflect"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/trajring/trajring/tensorbuf"
+	"gorgonia.org/tensor"
+)
+
+// resultKind is what a result holds.
+type resultKind int32
+
+const (
+	kindBatch            resultKind = 1 // a *tensorbuf.Batch (sequences)
+	kindTransitions      resultKind = 2 // *tensorbuf.Transitions (direct, n-step, export)
+	kindTableTransitions resultKind = 3 // *tensorbuf.TableTransitions
+)
+
+// view is one tensor of a result as the ABI hands it out.
+type view struct {
+	name  string
+	addr  uintptr        // the first element (device or host)
+	data  unsafe.Pointer // the same, for host memory (pinned), else nil
+	dtype int32
+	shape []int64
+}
+
+// result is a sample or export handed out through the ABI. Its memory
+// stays where it is while the caller holds its handle or any DLPack
+// tensor of it (views > 0): until then it is pinned, and it is refilled
+// only in place (same shape, same memory). Safe for concurrent use.
+type result struct {
+	mu     sync.Mutex
+	buf    *bufferObj
+	kind   resultKind
+	bt     *tensorbuf.Batch
+	tr     *tensorbuf.Transitions
+	ttr    *tensorbuf.TableTransitions
+	tables *tensorbuf.Table // the table a batch was sampled from, if any
+
+	views    []view
+	live     int  // DLPack tensors not yet deleted
+	freed    bool // the caller released its handle
+	pinner   runtime.Pinner
+	released bool // memory handed back: the result is dead
+	exported bool // an export, never refilled nor pooled
+}
+
+// ABI dtype codes (TRJ_DT_*).
+const (
+	dtFloat32 = 0
+	dtFloat64 = 1
+	dtInt32   = 2
+	dtInt64   = 3
+	dtUint8   = 4
+	dtBool    = 5
+)
+
+func abiDType(dt tensor.Dtype) (int32, error) {
+	switch dt {
+	case tensor.Float32:
+		return dtFloat32, nil
+	case tensor.Float64:
+		return dtFloat64, nil
+	case tensor.Int32:
+		return dtInt32, nil
+	case tensor.Int64, tensor.Uint64:
+		return dtInt64, nil
+	case tensor.Uint8, tensor.Bool:
+		return dtUint8, nil
+	}
+	return 0, fmt.Errorf("%w: dtype %v has no ABI code", tensorbuf.ErrDType, dt)
+}
+
+// addDense appends a view of d named name (nil is skipped).
+func (r *result) addDense(name string, d *tensor.Dense) error {
+	if d == nil {
+		return nil
+	}
+	code, err := abiDType(d.Dtype())
+	if err != nil {
+		return err
+	}
+	shape := make([]int64, len(d.Shape()))
+	for i, s := range d.Shape() {
+		shape[i] = int64(s)
+	}
+	v := view{name: name, dtype: code, shape: shape}
+	if d.DataSize() > 0 {
+		v.addr = d.Uintptr()
+		if r.buf.device() == deviceHost {
+			// The tensor's Go slice: the object to pin.
+			v.data = reflect.ValueOf(d.Data()).UnsafePointer()
+		}
+	}
+	r.views = append(r.views, v)
+	return nil
+}
+
+// addSlice appends a view of a host slice as a one-dimensional tensor.
+func addSlice[T any](r *result, name string, s []T, code int32) {
+	v := view{name: name, dtype: code, shape: []int64{int64(len(s))}}
+	if len(s) > 0 {
+		v.data = unsafe.Pointer(&s[0])
+		v.addr = uintptr(v.data)
+	}
+	r.views = append(r.views, v)
+}
+
+// refresh rebuilds the views from the result's tensors after a fill and
+// pins their memory. With live DLPack tensors the layout must not have
+// moved (callers keep the shape; see fill).
+func (r *result) refresh() error {
+	old := r.views
+	r.views = nil
+	b := r.buf.b
+	var err error
+	add := func(name string, d *tensor.Dense) {
+		if err == nil {
+			err = r.addDense(name, d)
+		}
+	}
+	switch r.kind {
+	case kindBatch:
+		bt := r.bt
+		for _, f := range b.Fields() {
+			add(f.Name, bt.Fields[f.Name])
+		}
+		add(tensorbuf.StepTypeName, bt.StepType)
+		add(tensorbuf.NextStepTypeName, bt.NextStepType)
+		add(tensorbuf.RewardName, bt.Reward)
+		add(tensorbuf.DiscountName, bt.Discount)
+		add(tensorbuf.MaskName, bt.Mask)
+		if bt.KeyTensor != nil {
+			add("key", bt.KeyTensor)
+			add("probability", bt.ProbabilityTensor)
+			add("weight", bt.WeightTensor)
+		} else if bt.Keys != nil {
+			addSlice(r, "key", bt.Keys, dtInt64)
+			addSlice(r, "probability", bt.Probabilities, dtFloat64)
+			addSlice(r, "weight", bt.Weights, dtFloat64)
+		}
+	case kindTransitions, kindTableTransitions:
+		tr := r.tr
+		if r.kind == kindTableTransitions {
+			tr = &r.ttr.Transitions
+		}
+		for _, f := range b.Fields() {
+			switch f.Role {
+			case tensorbuf.Observation:
+				add(f.Name, tr.Observation[f.Name])
+			case tensorbuf.Action:
+				add(f.Name, tr.Action[f.Name])
+			default:
+				add(f.Name, tr.PolicyInfo[f.Name])
+			}
+		}
+		for _, f := range b.Fields() {
+			if f.Role == tensorbuf.Observation {
+				add("next_"+f.Name, tr.NextObservation[f.Name])
+			}
+		}
+		add(tensorbuf.RewardName, tr.Reward)
+		add(tensorbuf.DiscountName, tr.Discount)
+		add(tensorbuf.IsDoneName, tr.IsDone)
+		if r.kind == kindTableTransitions && r.ttr.KeyTensor != nil {
+			t := r.ttr
+			add("key", t.KeyTensor)
+			add("probability", t.ProbabilityTensor)
+			add("weight", t.WeightTensor)
+			add("valid", t.ValidTensor)
+		} else {
+			addSlice(r, "row", tr.Rows, dtInt64)
+			addSlice(r, "step", tr.Steps, dtInt64)
+			if r.kind == kindTableTransitions {
+				t := r.ttr
+				addSlice(r, "key", t.Keys, dtInt64)
+				addSlice(r, "probability", t.Probabilities, dtFloat64)
+				addSlice(r, "weight", t.Weights, dtFloat64)
+				addSlice(r, "valid", t.Valid, dtUint8)
+			}
+		}
+	}
+	if err != nil {
+		r.views = old
+		return err
+	}
+	if r.live > 0 && !sameLayout(old, r.views) {
+		// fill refuses every change of shape while tensors are alive;
+		// reaching here means a tensorbuf result moved its memory anyway.
+		panic(fmt.Sprintf("capi: a result's memory moved under %d live tensors", r.live))
+	}
+	if r.buf.device() == deviceHost {
+		for _, v := range r.views {
+			if v.data != nil {
+				r.pinner.Pin(v.data)
+			}
+		}
+	}
+	return nil
+}
+
+func sameLayout(a, b []view) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].name != b[i].name || a[i].addr != b[i].addr || a[i].dtype != b[i].dtype || len(a[i].shape) != len(b[i].shape) {
+			return false
+		}
+		for j := range a[i].shape {
+			if a[i].shape[j] != b[i].shape[j] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// lead returns the result's leading dimensions (n, and L for a batch),
+// which a refill with live tensors must keep.
+func (r *result) lead() (n, l int) {
+	switch r.kind {
+	case kindBatch:
+		return r.bt.Len()
+	case kindTransitions:
+		if r.tr.Reward != nil {
+			return r.tr.Reward.Shape()[0], 0
+		}
+	case kindTableTransitions:
+		if r.ttr.Reward != nil {
+			return r.ttr.Reward.Shape()[0], 0
+		}
+	}
+	return 0, 0
+}
+
+// release hands the result's memory back (tensorbuf Release) and unpins
+// it. The caller guarantees no handle and no live tensor remain.
+func (r *result) release() {
+	if r.released {
+		return
+	}
+	r.released = true
+	r.pinner.Unpin()
+	r.views = nil
+	switch r.kind {
+	case kindBatch:
+		_ = r.bt.Release()
+	case kindTransitions:
+		_ = r.tr.Release()
+	case kindTableTransitions:
+		_ = r.ttr.Release()
+	}
+}
+
+// retire is called once neither a handle nor a live tensor refers to r:
+// r goes back to its buffer's pool, or is released when the pool is full
+// or the buffer closed.
+func (r *result) retire() {
+	bo := r.buf
+	bo.mu.Lock()
+	if bo.pool != nil && len(bo.pool[r.kind]) < poolSize && r.reusable() {
+		r.pinner.Unpin()
+		r.views = nil
+		r.freed = false
+		bo.pool[r.kind] = append(bo.pool[r.kind], r)
+		bo.mu.Unlock()
+		return
+	}
+	bo.mu.Unlock()
+	r.release()
+}
+
+// reusable reports whether a sample may refill r: exports are not.
+func (r *result) reusable() bool { return !r.exported }
+
+// takeResult returns an idle result of kind k from bo's pool, or a new one.
+func (bo *bufferObj) takeResult(k resultKind) *result {
+	bo.mu.Lock()
+	if rs := bo.pool[k]; len(rs) > 0 {
+		r := rs[len(rs)-1]
+		bo.pool[k] = rs[:len(rs)-1]
+		bo.mu.Unlock()
+		return r
+	}
+	bo.mu.Unlock()
+	r := &result{buf: bo, kind: k}
+	switch k {
+	case kindBatch:
+		r.bt = new(tensorbuf.Batch)
+	case kindTransitions:
+		r.tr = new(tensorbuf.Transitions)
+	case kindTableTransitions:
+		r.ttr = new(tensorbuf.TableTransitions)
+	}
+	return r
+}
+
+// giveBack returns a result that was never handed out to the pool.
+func (bo *bufferObj) giveBack(r *result) {
+	r.retire()
+}
+
+const (
+	deviceHost = 1
+	deviceCUDA = 2
+)
+
+func deviceOf(b *tensorbuf.Buffer) int {
+	if b.Backend().Name() == "gpu" {
+		return deviceCUDA
+	}
+	return deviceHost
+}
+
+func (bo *bufferObj) device() int { return deviceOf(bo.b) }
+
+// fill samples into a result: into (a result handle of kind k, refilled
+// in place) or a fresh or pooled result when into is 0; do fills it and
+// returns an error that leaves it unchanged. With live tensors the
+// sample must keep the result's leading dimensions: n (and l, a direct
+// sequence sample's L, when l > 0); a table batch keeps its L by
+// tensorbuf.Batch.FixedLen.
+func fill(bo *bufferObj, into uint64, k resultKind, n, l int, do func(r *result) error, out *C.uint64_t) error {
+	if out == nil {
+		return setOut(out, 0)
+	}
+	if into != 0 {
+		r, err := getAs[*result](into, kindResult)
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.kind != k {
+			return fmt.Errorf("%w: result %d holds %s, not %s", tensorbuf.ErrInvalidArg, into, r.kind, k)
+		}
+		if r.buf != bo {
+			return fmt.Errorf("%w: result %d belongs to another buffer", tensorbuf.ErrInvalidArg, into)
+		}
+		if r.live > 0 {
+			n0, l0 := r.lead()
+			if n != n0 || (l > 0 && l != l0) {
+				return fmt.Errorf("%w: a sample of shape (%d, %d) into a result of shape (%d, %d) whose tensors are alive; drop them, or sample into a new result", ErrBusy, n, l, n0, l0)
+			}
+			if r.kind == kindBatch {
+				r.bt.FixedLen = l0
+			}
+		} else if r.kind == kindBatch {
+			r.bt.FixedLen = 0
+		}
+		if err := do(r); err != nil {
+			return err
+		}
+		if err := r.refresh(); err != nil {
+			return err
+		}
+		*out = C.uint64_t(into)
+		return nil
+	}
+	r := bo.takeResult(k)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.kind == kindBatch {
+		r.bt.FixedLen = 0
+	}
+	if err := do(r); err != nil {
+		bo.giveBackLocked(r)
+		return err
+	}
+	if err := r.refresh(); err != nil {
+		bo.giveBackLocked(r)
+		return err
+	}
+	*out = C.uint64_t(handles.add(kindResult, r))
+	return nil
+}
+
+// giveBackLocked is giveBack for a result whose lock the caller holds.
+func (bo *bufferObj) giveBackLocked(r *result) { r.retire() }
+
+func (k resultKind) String() string {
+	switch k {
+	case kindBatch:
+		return "a sequence batch"
+	case kindTransitions:
+		return "transitions"
+	case kindTableTransitions:
+		return "table transitions"
+	}
+	return "nothing"
+}
+
+// trj_result_free releases the caller's handle of a result. Its memory is
+// handed back once every DLPack tensor taken from it is deleted too.
+//
+//export trj_result_free
+func trj_result_free(h C.uint64_t, err *C.char, errcap C.int64_t) C.int32_t {
+	return guard(err, errcap, func() error {
+		obj, e := handles.remove(uint64(h), kindResult)
+		if e != nil {
+			return e
+		}
+		r := obj.(*result)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.freed = true
+		if r.live == 0 {
+			r.retire()
+		}
+		return nil
+	})
+}
+
+// trj_result_info stores the result's kind, its number of tensors and
+// its leading dimensions (n, and L for a sequence batch, else 0).
+//
+//export trj_result_info
+func trj_result_info(h C.uint64_t, kindOut, count, n, l *C.int64_t, err *C.char, errcap C.int64_t) C.int32_t {
+	return guard(err, errcap, func() error {
+		r, e := getAs[*result](uint64(h), kindResult)
+		if e != nil {
+			return e
+		}
+		if kindOut == nil || count == nil || n == nil || l == nil {
+			return setOut(kindOut, 0)
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		nn, ll := r.lead()
+		*kindOut, *count, *n, *l = C.int64_t(r.kind), C.int64_t(len(r.views)), C.int64_t(nn), C.int64_t(ll)
+		return nil
+	})
+}
+
+// trj_result_name writes the name of tensor i of the result into out.
+//
+//export trj_result_name
+func trj_result_name(h C.uint64_t, i C.int64_t, out *C.char, outcap C.int64_t, err *C.char, errcap C.int64_t) C.int32_t {
+	return guard(err, errcap, func() error {
+		r, e := getAs[*result](uint64(h), kindResult)
+		if e != nil {
+			return e
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if i < 0 || int(i) >= len(r.views) {
+			return fmt.Errorf("%w: tensor %d of %d", tensorbuf.ErrInvalidArg, i, len(r.views))
+		}
+		name := r.views[i].name
+		if out == nil || int64(outcap) < int64(len(name))+1 {
+			return fmt.Errorf("%w: name of %d bytes does not fit %d", tensorbuf.ErrInvalidArg, len(name)+1, outcap)
+		}
+		writeMsg(name, out, outcap)
+		return nil
+	})
+}
+
+// trj_result_tensor describes tensor i of the result. The data pointer
+// stays valid while the caller holds the result's handle (and, through
+// DLPack, while any tensor taken from it lives).
+//
+//export trj_result_tensor
+func trj_result_tensor(h C.uint64_t, i C.int64_t, desc *C.trj_tensor_desc, err *C.char, errcap C.int64_t) C.int32_t {
+	return guard(err, errcap, func() error {
+		r, e := getAs[*result](uint64(h), kindResult)
+		if e != nil {
+			return e
+		}
+		if desc == nil {
+			return setOut(desc, C.trj_tensor_desc{})
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if i < 0 || int(i) >= len(r.views) {
+			return fmt.Errorf("%w: tensor %d of %d", tensorbuf.ErrInvalidArg, i, len(r.views))
+		}
+		v := r.views[i]
+		if len(v.shape) > C.TRJ_MAX_DIMS {
+			return fmt.Errorf("%w: tensor %q has %d dimensions, more than %d", tensorbuf.ErrShape, v.name, len(v.shape), C.TRJ_MAX_DIMS)
+		}
+		*desc = C.trj_tensor_desc{data: C.uint64_t(v.addr), device: C.int32_t(r.buf.device()), dtype: C.int32_t(v.dtype), ndim: C.int32_t(len(v.shape))}
+		for j, s := range v.shape {
+			desc.shape[j] = C.int64_t(s)
+		}
+		return nil
+	})
+}
+
+// views of results held by DLPack consumers, by id (the tensors'
+// manager_ctx).
+var dlViews = struct {
+	sync.Mutex
+	next uint64
+	m    map[uint64]*result
+}{m: make(map[uint64]*result)}
+
+// trj_result_dlpack returns, at out, a new DLPack managed tensor viewing
+// tensor i of the result (versioned: a DLManagedTensorVersioned of DLPack
+// 1.1, else a legacy DLManagedTensor). The result's memory stays valid
+// until the tensor's deleter runs, whatever happens to the handle. Bool
+// tensors are exported as uint8 and the strides are always filled, so
+// that every consumer DLPack has (NumPy 1.24, PyTorch 1.13 included)
+// reads them.
+//
+//export trj_result_dlpack
+func trj_result_dlpack(h C.uint64_t, i C.int64_t, versioned C.int32_t, out *unsafe.Pointer, err *C.char, errcap C.int64_t) C.int32_t {
+	return guard(err, errcap, func() error {
+		r, e := getAs[*result](uint64(h), kindResult)
+		if e != nil {
+			return e
+		}
+		if out == nil {
+			return setOut(out, nil)
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if i < 0 || int(i) >= len(r.views) {
+			return fmt.Errorf("%w: tensor %d of %d", tensorbuf.ErrInvalidArg, i, len(r.views))
+		}
+		v := r.views[i]
+		ndim := len(v.shape)
+		var shp *C.int64_t
+		p := C.trj_dl_alloc(C.int32_t(min(versioned, 1)), C.int32_t(ndim), &shp)
+		if p == nil {
+			return fmt.Errorf("%w: out of C memory for a DLPack tensor", tensorbuf.ErrBackend)
+		}
+		shape := unsafe.Slice((*int64)(unsafe.Pointer(shp)), 2*max(ndim, 1))
+		stride := int64(1)
+		for j := ndim - 1; j >= 0; j-- {
+			shape[j] = v.shape[j]
+			shape[ndim+j] = stride
+			stride *= max(v.shape[j], 1)
+		}
+		dlViews.Lock()
+		dlViews.next++
+		id := dlViews.next
+		dlViews.m[id] = r
+		dlViews.Unlock()
+		r.live++
+		t := C.trj_dl_tensor{
+			device:  C.trj_dl_device{device_type: C.int32_t(r.buf.device()), device_id: 0},
+			ndim:    C.int32_t(ndim),
+			dtype:   dlDType(v.dtype),
+			shape:   (*C.int64_t)(unsafe.Pointer(&shape[0])),
+			strides: (*C.int64_t)(unsafe.Pointer(&shape[ndim])),
+		}
+		if ndim == 0 {
+			t.shape, t.strides = nil, nil
+		}
+		if versioned != 0 {
+			m := (*C.trj_dl_managed_versioned)(p)
+			m.major, m.minor = 1, 1
+			m.dl_tensor = t
+		} else {
+			(*C.trj_dl_managed)(p).dl_tensor = t
+		}
+		C.trj_dl_set_ctx(p, C.int32_t(min(versioned, 1)), C.uint64_t(id), C.uint64_t(v.addr))
+		*out = p
+		return nil
+	})
+}
+
+func dlDType(code int32) C.trj_dl_dtype {
+	switch code {
+	case dtFloat32:
+		return C.trj_dl_dtype{code: 2, bits: 32, lanes: 1}
+	case dtFloat64:
+		return C.trj_dl_dtype{code: 2, bits: 64, lanes: 1}
+	case dtInt32:
+		return C.trj_dl_dtype{code: 0, bits: 32, lanes: 1}
+	case dtInt64:
+		return C.trj_dl_dtype{code: 0, bits: 64, lanes: 1}
+	}
+	return C.trj_dl_dtype{code: 1, bits: 8, lanes: 1}
+}
+
+// trjViewDrop is called by the DLPack deleters (dlpack.c) when a consumer
+// drops a tensor: the last one of a released result hands its memory back.
+// It never fails; an unknown id (a deleter called twice) is ignored.
+//
+//export trjViewDrop
+func trjViewDrop(id C.uint64_t) {
+	defer func() { _ = recover() }()
+	dlViews.Lock()
+	r, ok := dlViews.m[uint64(id)]
+	delete(dlViews.m, uint64(id))
+	dlViews.Unlock()
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.live--
+	if r.live == 0 && r.freed {
+		r.retire()
+	}
+}
+
+// trj_live_counts stores the numbers of live result handles and live
+// DLPack tensors, for leak tests.
+//
+//export trj_live_counts
+func trj_live_counts(results, tensors *C.int64_t, err *C.char, errcap C.int64_t) C.int32_t {
+	return guard(err, errcap, func() error {
+		if results == nil || tensors == nil {
+			return setOut(results, 0)
+		}
+		dlViews.Lock()
+		nt := len(dlViews.m)
+		dlViews.Unlock()
+		*results, *tensors = C.int64_t(handles.count(kindResult)), C.int64_t(nt)
+		return nil
+	})
+}
+
+// trj_result_copy copies tensor i of the result, read through Go (a host
+// copy of device memory), into dst of dstcap bytes: what trajring sees,
+// for callers that check writes made through a view.
+//
+//export trj_result_copy
+func trj_result_copy(h C.uint64_t, i C.int64_t, dst unsafe.Pointer, dstcap C.int64_t, err *C.char, errcap C.int64_t) C.int32_t {
+	return guard(err, errcap, func() error {
+		r, e := getAs[*result](uint64(h), kindResult)
+		if e != nil {
+			return e
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if i < 0 || int(i) >= len(r.views) {
+			return fmt.Errorf("%w: tensor %d of %d", tensorbuf.ErrInvalidArg, i, len(r.views))
+		}
+		v := r.views[i]
+		n := viewBytes(v)
+		if dst == nil || int64(dstcap) < n {
+			return fmt.Errorf("%w: %d bytes do not fit a destination of %d", tensorbuf.ErrInvalidArg, n, dstcap)
+		}
+		if n == 0 {
+			return nil
+		}
+		if r.buf.device() != deviceHost {
+			return fmt.Errorf("%w: tensor %q is in device memory; take it through DLPack", tensorbuf.ErrDeviceTensor, v.name)
+		}
+		copy(unsafe.Slice((*byte)(dst), n), unsafe.Slice((*byte)(v.data), n))
+		return nil
+	})
+}
+
+func viewBytes(v view) int64 {
+	n := int64(1)
+	for _, s := range v.shape {
+		n *= s
+	}
+	switch v.dtype {
+	case dtFloat64, dtInt64:
+		return n * 8
+	case dtFloat32, dtInt32:
+		return n * 4
+	}
+	return n
+}
