@@ -229,7 +229,7 @@ func configDiff(saved, now TrainConfig) []string {
 	for i := range sv.NumField() {
 		f := sv.Type().Field(i)
 		switch f.Name {
-		case "Steps", "EvalEpisodes", "EvalEvery", "Progress", "OnResume", "Observers", "CheckpointDir", "CheckpointEvery", "CheckpointCompress", "Resume":
+		case "Steps", "EvalEpisodes", "EvalEvery", "Progress", "OnResume", "Observers", "Interrupt", "CheckpointDir", "CheckpointEvery", "CheckpointCompress", "Resume":
 			continue
 		}
 		if !f.IsExported() {

@@ -110,6 +110,18 @@ type TrainConfig struct {
 	// continues, with the Progress of every training round up to the
 	// checkpoint (to rewrite logs and curves that went further).
 	OnResume func(history []Progress)
+	// Interrupt, when set, ends the run early once it is closed (or
+	// receives), as a stop does, so that a caught SIGINT leaves a usable
+	// run: collection stops between two env steps (the steps taken are
+	// kept and counted), the round's gradient steps are skipped, the
+	// round is reported as any other (Progress, an evaluation if it
+	// reaches a multiple of EvalEvery), a checkpoint is written when
+	// checkpoints are on and the last one is older, and RunCartPole
+	// returns the Result with Interrupted set, without the final
+	// evaluations. A resume continues from that checkpoint. A canceled
+	// ctx, by contrast, ends the run with ctx's error and writes nothing
+	// more. Interrupt is not checkpointed.
+	Interrupt <-chan struct{}
 	// Observers are further observers of the collection driver (an
 	// observer.MetricsLog, say), called after the replay observer on every
 	// collected step. They are not checkpointed, and a resume may pass

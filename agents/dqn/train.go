@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"time"
@@ -79,6 +80,13 @@ type Result struct {
 	// Stopped reports that an evaluation reached StopOnReturn and ended
 	// the run at Last.EnvSteps.
 	Stopped bool
+	// Interrupted reports that TrainConfig.Interrupt ended the run at
+	// Last.EnvSteps: Network and Best are as they were then, and, with no
+	// final evaluations, EvalReturn and LastEvalReturn are NaN.
+	// Checkpointed reports that the run's state at Last.EnvSteps is in
+	// CheckpointDir's newest checkpoint (always so at the end of a run
+	// with checkpoints on).
+	Interrupted, Checkpointed bool
 }
 
 // RunCartPole trains a DQN agent on CartPole-v1 (one environment, as RL
@@ -97,14 +105,47 @@ func RunCartPole(ctx context.Context, cfg TrainConfig) (*Result, error) {
 	}
 	defer t.close()
 	lastTarget := t.p.EnvSteps
+	// Collection also stops at an interrupt (cctx); the rest of the
+	// round runs on ctx.
+	cctx := ctx
+	if cfg.Interrupt != nil {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-cfg.Interrupt:
+				cancel()
+			case <-cctx.Done():
+			}
+		}()
+	}
+	interrupted := func() bool {
+		select {
+		case <-cfg.Interrupt: // a nil channel never is
+			return true
+		default:
+			return false
+		}
+	}
 	// A run that stopped on StopOnReturn is complete, as one that
 	// reached Steps: its resume only evaluates.
 	for t.p.EnvSteps < int64(t.cfg.Steps) && !t.res.Stopped {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if err := t.collect(ctx); err != nil {
-			return nil, err
+		if interrupted() {
+			t.res.Interrupted = true
+			break
+		}
+		if err := t.collect(cctx); err != nil {
+			if ctx.Err() != nil || !interrupted() {
+				return nil, err
+			}
+			t.res.Interrupted = true // mid-round: collect counted the steps taken
+			if t.drv.Stats().Steps == 0 {
+				break // nothing new to report
+			}
 		}
 		if t.p.EnvSteps/int64(t.cfg.TargetUpdateInterval) != lastTarget/int64(t.cfg.TargetUpdateInterval) {
 			if err := t.l.updateTarget(); err != nil {
@@ -112,15 +153,23 @@ func RunCartPole(ctx context.Context, cfg TrainConfig) (*Result, error) {
 			}
 		}
 		lastTarget = t.p.EnvSteps
-		if err := t.learn(ctx); err != nil {
-			return nil, err
+		if !t.res.Interrupted {
+			if err := t.learn(ctx); err != nil {
+				return nil, err
+			}
 		}
 		if err := t.report(); err != nil {
 			return nil, err
 		}
-		if err := t.checkpoint(); err != nil {
+		if err := t.checkpoint(t.res.Interrupted); err != nil {
 			return nil, err
 		}
+		if t.res.Interrupted {
+			break
+		}
+	}
+	if t.res.Interrupted {
+		return t.finishInterrupted()
 	}
 	return t.finish()
 }
@@ -140,6 +189,7 @@ type trainer struct {
 	pol              *driver.EpsilonGreedyPolicy
 	drv              *driver.StepDriver
 	gen              uint64 // of the next checkpoint
+	savedAt          int64  // env steps of the newest checkpoint (0: none, or at 0)
 
 	res     *Result
 	p       Progress
@@ -184,6 +234,7 @@ func newTrainer(cfg TrainConfig) (_ *trainer, err error) {
 		if st, t.buf, t.table, t.gen, err = resume(&t.cfg, t.l, t.be, fields, capacity); err != nil {
 			return nil, err
 		}
+		t.savedAt = st.Progress.EnvSteps
 		// A fresh start for the environment (see TrainConfig.Resume).
 		if env, err = envs.NewCartPole(1, cfg.Seed^uint64(st.Progress.EnvSteps)*0x9e3779b97f4a7c15); err != nil {
 			return nil, err
@@ -283,19 +334,18 @@ func (t *trainer) close() {
 }
 
 // collect runs the driver for one round of TrainFreq env steps (fewer at
-// the run's end) and counts them.
+// the run's end) and counts them; a round that fails or is canceled
+// counts the steps it took (each is in the buffer).
 func (t *trainer) collect(ctx context.Context) error {
 	t0 := time.Now()
 	t.drv.SetNumSteps(min(t.cfg.TrainFreq, t.cfg.Steps-int(t.p.EnvSteps)))
 	var err error
-	if t.ts, t.state, err = t.drv.Run(ctx, t.ts, t.state); err != nil {
-		return err
-	}
+	t.ts, t.state, err = t.drv.Run(ctx, t.ts, t.state)
 	t.p.CollectSecs += time.Since(t0).Seconds()
 	t.p.EnvSteps += t.drv.Stats().Steps
 	t.p.Episodes += t.drv.Stats().Episodes
 	t.pol.SetSteps(t.p.EnvSteps) // the policy's clock also counted boundary steps
-	return nil
+	return err
 }
 
 // learn sets this round's learning rate (and beta) and, once
@@ -442,12 +492,17 @@ func (t *trainer) report() error {
 	return nil
 }
 
-// checkpoint saves generation t.gen every CheckpointEvery env steps and
-// at the run's end.
-func (t *trainer) checkpoint() error {
+// checkpoint saves generation t.gen every CheckpointEvery env steps, at
+// the run's end, and when force is set (an interrupt) unless the newest
+// checkpoint is at these env steps already.
+func (t *trainer) checkpoint(force bool) error {
 	cfg, p, res := t.cfg, t.p, t.res
 	every := int64(cfg.CheckpointEvery)
-	if every <= 0 || (p.EnvSteps/every == (p.EnvSteps-t.drv.Stats().Steps)/every && p.EnvSteps < int64(cfg.Steps) && !res.Stopped) {
+	if every <= 0 {
+		return nil
+	}
+	due := p.EnvSteps/every != (p.EnvSteps-t.drv.Stats().Steps)/every || p.EnvSteps >= int64(cfg.Steps) || res.Stopped
+	if !due && !(force && p.EnvSteps != t.savedAt) {
 		return nil
 	}
 	saved := cfg
@@ -477,7 +532,29 @@ func (t *trainer) checkpoint() error {
 		cfg.afterCheckpoint(t.gen, t.l.agent(), t.buf)
 	}
 	t.gen++
+	t.savedAt = p.EnvSteps
 	return nil
+}
+
+// finishInterrupted returns the result of a run that Interrupt ended:
+// its last network and best one as they are, with a checkpoint of this
+// state first when checkpoints are on and the newest is older (an
+// interrupt between rounds), and no final evaluations.
+func (t *trainer) finishInterrupted() (*Result, error) {
+	res := t.res
+	if t.p.EnvSteps > 0 && t.savedAt != t.p.EnvSteps {
+		if err := t.checkpoint(true); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	if res.Network, err = t.l.network(); err != nil {
+		return nil, err
+	}
+	res.EvalReturn, res.LastEvalReturn = math.NaN(), math.NaN()
+	res.Last = t.p
+	res.Checkpointed = t.cfg.CheckpointEvery > 0 && t.savedAt == t.p.EnvSteps && t.p.EnvSteps > 0
+	return res, nil
 }
 
 // finish evaluates the last network and the best one on the same
@@ -505,6 +582,7 @@ func (t *trainer) finish() (*Result, error) {
 		}
 	}
 	res.Last = t.p
+	res.Checkpointed = t.cfg.CheckpointEvery > 0
 	return res, nil
 }
 

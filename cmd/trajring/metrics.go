@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 
 	"github.com/spf13/pflag"
+	"github.com/trajring/trajring/internal/atomicfile"
 	"github.com/trajring/trajring/observer"
 )
 
@@ -50,10 +50,12 @@ func (m *metricsFlags) validate(steps int64) error {
 	return nil
 }
 
-// open creates the -metrics file and its MetricsLog over rows env rows;
-// with no -metrics it returns neither. The caller flushes the log and
-// closes the file.
-func (m *metricsFlags) open(rows int, stderr io.Writer) (*observer.MetricsLog, *os.File, error) {
+// open begins the -metrics file and its MetricsLog over rows env rows;
+// with no -metrics it returns neither. The file is written atomically: its
+// records go to a temporary file beside it, which finishMetrics puts in
+// place (keeping the mode of a file it replaces); the caller defers Close,
+// which abandons it on the error paths.
+func (m *metricsFlags) open(rows int, stderr io.Writer) (*observer.MetricsLog, *atomicfile.File, error) {
 	if m.file == "" {
 		return nil, nil, nil
 	}
@@ -61,7 +63,7 @@ func (m *metricsFlags) open(rows int, stderr io.Writer) (*observer.MetricsLog, *
 	if err != nil {
 		return nil, nil, err
 	}
-	f, err := os.Create(m.file)
+	f, err := atomicfile.Create(m.file, 0o666)
 	if err != nil {
 		return nil, nil, fmt.Errorf("-metrics: %w", err)
 	}
@@ -77,15 +79,16 @@ func (m *metricsFlags) open(rows int, stderr io.Writer) (*observer.MetricsLog, *
 	return log, f, nil
 }
 
-// finish flushes the log and closes its file (both may be nil).
-func finishMetrics(log *observer.MetricsLog, f *os.File) error {
+// finishMetrics flushes the log and puts its file in place (both may be
+// nil).
+func finishMetrics(log *observer.MetricsLog, f *atomicfile.File) error {
 	if log == nil {
 		return nil
 	}
 	if err := log.Flush(); err != nil {
 		return err
 	}
-	if err := f.Close(); err != nil {
+	if err := f.Commit(); err != nil {
 		return fmt.Errorf("-metrics: %w", err)
 	}
 	return nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/trajring/trajring/agents/dqn"
+	"github.com/trajring/trajring/internal/atomicfile"
 	"github.com/trajring/trajring/internal/figure"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -244,7 +246,12 @@ func (f *trainFlags) resumeConfig(cmd *cobra.Command) error {
 	return nil
 }
 
-// runTrain trains, with progress on stderr, and writes the outputs.
+// runTrain trains, with progress on stderr, and writes the outputs, each
+// atomically. A SIGINT or SIGTERM ends the run as a stop does
+// (dqn.TrainConfig.Interrupt): the outputs are written as at the run's
+// end, from the state at the interrupt, a final checkpoint when
+// checkpoints are on, and the error is an interruptedError saying where
+// they are (exit status 130 or 143).
 func runTrain(f trainFlags, stdout, stderr io.Writer) (err error) {
 	_, statErr := os.Stat(f.out)
 	if err := os.MkdirAll(f.out, 0o755); err != nil {
@@ -254,28 +261,31 @@ func runTrain(f trainFlags, stdout, stderr io.Writer) (err error) {
 		// A run that fails before writing anything (no usable GPU, say)
 		// leaves no empty -out behind; os.Remove keeps a non-empty one.
 		defer func() {
-			if err != nil {
+			if err != nil && !errors.As(err, new(*interruptedError)) {
 				_ = os.Remove(f.out)
 			}
 		}()
 	}
-	// metrics.jsonl is (re)written from the first round, or on resume from
-	// the history up to the checkpoint: a resume that fails early leaves
-	// the old file alone.
-	var mf *os.File
+	// metrics.jsonl is written from the first round, or on resume from
+	// the history up to the checkpoint, into a temporary file that is put
+	// in place at the end: a run or resume that fails leaves the old file
+	// alone.
+	var mf *atomicfile.File
+	var bw *bufio.Writer
 	var enc *json.Encoder
 	var curve, evals plotter.XYs
 	var encErr error
 	defer func() {
 		if mf != nil {
-			mf.Close()
+			mf.Close() // abandons it unless committed
 		}
 	}()
 	prog := newProgress(stderr, "train", "env steps", int64(f.cfg.Steps), f.progress)
 	record := func(p dqn.Progress) {
 		if mf == nil && encErr == nil {
-			if mf, encErr = os.Create(filepath.Join(f.out, "metrics.jsonl")); encErr == nil {
-				enc = json.NewEncoder(mf)
+			if mf, encErr = atomicfile.Create(filepath.Join(f.out, "metrics.jsonl"), 0o666); encErr == nil {
+				bw = bufio.NewWriter(mf)
+				enc = json.NewEncoder(bw)
 			}
 		}
 		if enc != nil {
@@ -310,9 +320,12 @@ func runTrain(f trainFlags, stdout, stderr io.Writer) (err error) {
 		return err
 	}
 	if mfile != nil {
-		defer mfile.Close() // on the error paths; closed and checked below
+		defer mfile.Close() // on the error paths; committed and checked below
 		f.cfg.Observers = append(f.cfg.Observers, mlog)
 	}
+	sig := catchSignals(context.Background())
+	defer sig.stop()
+	f.cfg.Interrupt = sig.context().Done()
 	res, err := dqn.RunCartPole(context.Background(), f.cfg)
 	prog.finish("")
 	if err != nil {
@@ -321,10 +334,20 @@ func runTrain(f trainFlags, stdout, stderr io.Writer) (err error) {
 	if err := finishMetrics(mlog, mfile); err != nil {
 		return err
 	}
+	var wrote []string
+	if mf != nil { // nil when no round ran (an interrupt at once)
+		if encErr == nil {
+			encErr = bw.Flush()
+		}
+		if encErr == nil {
+			encErr = mf.Commit()
+		}
+		wrote = append(wrote, filepath.Join(f.out, "metrics.jsonl"))
+	}
 	if encErr != nil {
 		return fmt.Errorf("writing metrics: %w", encErr)
 	}
-	wrote := []string{filepath.Join(f.out, "metrics.jsonl"), filepath.Join(f.out, "curve.svg"), filepath.Join(f.out, "curve.png")}
+	wrote = append(wrote, filepath.Join(f.out, "curve.svg"), filepath.Join(f.out, "curve.png"))
 	if err := writeNetwork(filepath.Join(f.out, "q.gob"), res.Network.Save); err != nil {
 		return err
 	}
@@ -347,6 +370,15 @@ func runTrain(f trainFlags, stdout, stderr io.Writer) (err error) {
 	learner := l.SampleSeconds + l.TrainSeconds
 	fmt.Fprintf(stdout, "env steps %d, gradient steps %d, episodes %d in %.1fs (collect %.1fs, learner %.1fs)\n",
 		l.EnvSteps, l.GradientSteps, l.Episodes, l.Elapsed, l.CollectSecs, learner)
+	if res.Interrupted {
+		where := "no checkpoint (checkpoints are off: -checkpoint-every 0)"
+		if res.Checkpointed {
+			where = fmt.Sprintf("checkpoint %s (resume with -resume -out %s)", filepath.Join(f.out, dqn.ManifestFile), f.out)
+		} else if f.cfg.CheckpointEvery > 0 {
+			where = "no checkpoint (no env step was taken)"
+		}
+		return sig.interrupted("stopped at %d env steps; wrote %s; %s", l.EnvSteps, strings.Join(wrote, ", "), where)
+	}
 	if learner > 0 {
 		fmt.Fprintf(stdout, "learner: %.0f gradient steps/s; sampling + priority updates %.2f%% of learner time; %.1f%% of sampled windows valid\n",
 			float64(l.GradientSteps)/learner, 100*l.SampleSeconds/learner, 100*l.ValidFraction)
@@ -376,17 +408,10 @@ func runTrain(f trainFlags, stdout, stderr io.Writer) (err error) {
 	return nil
 }
 
-// writeNetwork writes a network file through save.
+// writeNetwork writes a network file through save, atomically: a failed
+// or killed write leaves the file it replaces whole.
 func writeNetwork(path string, save func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := save(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return atomicfile.Replace(path, 0o666, save)
 }
 
 // trainDetail is the state of training shown next to the progress, with
@@ -403,7 +428,8 @@ func trainDetail(p dqn.Progress, gpu bool) string {
 }
 
 // plotCurve draws the training and evaluation curves, the last network's
-// final evaluation and the best network's (at the steps it was found),
+// final evaluation and the best network's (at the steps it was found;
+// neither for an interrupted run, which has no final evaluations),
 // with the legend beside the plot; the file's extension chooses the format
 // (svg, png; see figure.Save).
 func plotCurve(path string, train, evals plotter.XYs, res *dqn.Result, steps int64) error {
@@ -454,6 +480,9 @@ func plotCurve(path string, train, evals plotter.XYs, res *dqn.Result, steps int
 		if err := curve("greedy evaluation", evals, 1); err != nil {
 			return err
 		}
+	}
+	if res.Interrupted { // no final evaluations
+		return figure.Save(path, p, &leg, 9*vg.Inch, 4.5*vg.Inch, 2.3*vg.Inch)
 	}
 	if err := mark("last network,\nfinal evaluation", float64(steps), res.LastEvalReturn, 2); err != nil {
 		return err

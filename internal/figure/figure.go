@@ -5,9 +5,10 @@
 package figure
 
 import (
-	"os"
+	"io"
 	"strings"
 
+	"github.com/trajring/trajring/internal/atomicfile"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
@@ -21,7 +22,9 @@ const MaxMarked = 12
 
 // Save draws p in the left part of a w x h canvas and leg (when not nil)
 // in a column legW wide to its right, and writes it to path as PNG (110
-// dpi) when path ends in ".png", else as SVG with its font embedded.
+// dpi) when path ends in ".png", else as SVG with its font embedded. The
+// file is replaced atomically (atomicfile.Replace: a failed or killed save
+// leaves the old one), keeping the mode of a file it replaces.
 func Save(path string, p *plot.Plot, leg *plot.Legend, w, h, legW vg.Length) error {
 	var c vg.CanvasWriterTo
 	if strings.HasSuffix(path, ".png") {
@@ -41,13 +44,8 @@ func Save(path string, p *plot.Plot, leg *plot.Legend, w, h, legW vg.Length) err
 		legArea.Max.Y -= vg.Points(30)
 		leg.Draw(legArea)
 	}
-	f, err := os.Create(path)
-	if err != nil {
+	return atomicfile.Replace(path, 0o666, func(w io.Writer) error {
+		_, err := c.WriteTo(w)
 		return err
-	}
-	_, err = c.WriteTo(f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	})
 }
