@@ -20,7 +20,13 @@ const (
 	// (a = TableConfig.PriorityExponent), from a sum tree. A priority
 	// whose p^a, or the sum with it, would not fit a float64 (it must
 	// stay below MaxFloat64*(1-2^-40)) is refused with ErrInvalidArg, so
-	// the sums and probabilities stay finite.
+	// the sums and probabilities stay finite. An item of priority 0 has
+	// weight 0 and is not drawn while another item has a positive
+	// weight; when every item's weight is 0 (all priorities 0), the table
+	// draws uniformly, each item with probability 1/N and importance
+	// weight 1, as Reverb's PrioritizedSelector does ("all keys have
+	// zero priority so treat as if uniformly sampling"), rather than
+	// failing.
 	Prioritized
 	// FIFO picks the oldest item.
 	FIFO
@@ -44,11 +50,16 @@ const (
 	// epoch is a uniformly random permutation; when none is left the next
 	// draw begins a new epoch, also within a sample (which may then hold
 	// an item twice, once from each epoch). An item inserted mid-epoch
-	// waits for the next epoch (TorchRL's permutation, too, covers the
-	// storage as it was when the epoch began); an item removed mid-epoch
-	// (Delete, MaxSize, MaxTimesSampled, or its first step overwritten)
-	// leaves the epoch. A loaded checkpoint begins a new epoch at its
-	// first draw (the epoch's progress is not saved).
+	// waits for the next epoch, and the epoch goes on with the items it
+	// has left, so that every item live at an epoch's start is picked
+	// once before any is picked again. TorchRL differs here: its sampler
+	// draws a fresh permutation of the whole storage whenever the
+	// storage's length has changed since the last sample, so items
+	// already picked in an epoch can be picked again after an insert. An
+	// item removed mid-epoch (Delete, MaxSize, MaxTimesSampled, or its
+	// first step overwritten) leaves the epoch. A loaded checkpoint
+	// begins a new epoch at its first draw (the epoch's progress is not
+	// saved).
 	WithoutReplacement
 )
 
@@ -140,13 +151,17 @@ type TableConfig struct {
 
 // PriorityExponentZero, as TableConfig.PriorityExponent, asks a
 // Prioritized table for the exponent a = 0: every item then has weight
-// p^0 = 1, priority 0 included (Go's math.Pow(0, 0) is 1, as C's pow in
-// Reverb), so the table draws uniformly and every importance weight is 1,
-// as a = 0 means in the prioritized experience replay paper, Reverb and
-// TorchRL. The value 0 cannot say so: it has always meant 1, the zero
-// value's default. The sentinel is a value no schedule computes by
-// mistake (every other negative exponent is still refused), and a
-// checkpoint keeps it as it keeps the exponent.
+// p^0 = 1, priority 0 included (Go's math.Pow(0, 0) is 1), so the table
+// draws uniformly and every importance weight is 1, as a = 0 means in
+// the prioritized experience replay paper. TorchRL's PrioritizedSampler
+// does the same: it stores (priority + eps)^alpha, 1 at alpha 0. Reverb
+// differs for priority 0: its prioritized.cc maps priority 0 to weight 0
+// at every exponent, so with a = 0 its items of priority 0 are not drawn
+// while another item has a positive priority. The value 0 cannot ask for
+// a = 0: it has always meant 1, the zero value's default. The sentinel
+// is a value no schedule computes by mistake (every other negative
+// exponent is still refused), and a checkpoint keeps it as it keeps the
+// exponent.
 const PriorityExponentZero = -math.MaxFloat64
 
 // Item (a plain value) is a sequence of steps of one env row: Len real steps from
