@@ -69,6 +69,13 @@ override it (-steps extends the run; flags that change the learner are
 refused). The environment is reset on resume: the episode in flight at the
 checkpoint is cut, and metrics.jsonl is rewritten up to the checkpoint.
 
+Ctrl-C (SIGINT) or SIGTERM ends the run as a stop does: the outputs are
+written from the state at the interrupt (without the final evaluations), a
+final checkpoint when checkpoints are on, and train exits with status 130
+(143 for SIGTERM) and one line saying where they are. Every file is written
+atomically (a temporary file beside it, fsynced and renamed), so a failed or
+killed run leaves the previous run's files whole.
+
 -backend gpu (a build with -tags trajring_cuda) keeps the replay buffer on
 the gpu backend and trains the device learner (dqn.DeviceLearner) on the
 sampled transitions in place, with the same flags and outputs; the progress
