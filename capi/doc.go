@@ -1,3 +1,5 @@
+//go:build cgo
+
 // Package capi is trajring's C ABI: the functions a shared library built
 // with go build -buildmode=c-shared exports (see capi/libtrajring), over
 // which the Python package python/trajring is a thin ctypes layer.

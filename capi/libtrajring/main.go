@@ -1,3 +1,5 @@
+//go:build cgo
+
 // Command libtrajring is the main package of trajring's shared library:
 // go build -buildmode=c-shared -o libtrajring.so ./capi/libtrajring (make
 // python does it and puts the library into the Python package). Every
