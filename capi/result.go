@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -54,12 +55,13 @@ type result struct {
 	ttr    *tensorbuf.TableTransitions
 	tables *tensorbuf.Table // the table a batch was sampled from, if any
 
-	views    []view
-	live     int  // DLPack tensors not yet deleted
-	freed    bool // the caller released its handle
-	pinner   runtime.Pinner
-	released bool // memory handed back: the result is dead
-	exported bool // an export, never refilled nor pooled
+	views     []view
+	live      int  // DLPack tensors not yet deleted
+	freed     bool // the caller released its handle
+	pinner    runtime.Pinner
+	released  bool      // memory handed back: the result is dead
+	exported  bool      // an export, never refilled nor pooled
+	consumers []uintptr // CUDA streams handed tensors since the last retire
 }
 
 // ABI dtype codes (TRJ_DT_*).
@@ -270,10 +272,57 @@ func (r *result) release() {
 	}
 }
 
+// consumerStreams is what a backend whose work runs on a stream offers
+// DLPack consumers on other streams (the gpu backend).
+type consumerStreams interface {
+	HandOff(stream uintptr) error
+	AfterConsumer(stream uintptr) error
+}
+
+// handOff makes a consumer's stream wait for the result's work (see
+// trj_result_dlpack) and remembers the stream until the memory is reused.
+func (r *result) handOff(stream int64) error {
+	if r.buf.device() == deviceHost || stream == -1 {
+		if stream != -1 {
+			return fmt.Errorf("%w: stream %d for host memory (DLPack: none)", tensorbuf.ErrInvalidArg, stream)
+		}
+		return nil
+	}
+	cs, ok := r.buf.b.Backend().(consumerStreams)
+	if !ok {
+		return fmt.Errorf("%w: backend %s cannot order a consumer's stream", tensorbuf.ErrBackend, r.buf.b.Backend().Name())
+	}
+	if stream <= 0 {
+		return fmt.Errorf("%w: CUDA stream %d (DLPack: 1, 2 or a stream handle; -1 for none)", tensorbuf.ErrInvalidArg, stream)
+	}
+	if err := cs.HandOff(uintptr(stream)); err != nil {
+		return fmt.Errorf("%w: %w", tensorbuf.ErrBackend, err)
+	}
+	if !slices.Contains(r.consumers, uintptr(stream)) {
+		r.consumers = append(r.consumers, uintptr(stream))
+	}
+	return nil
+}
+
+// afterConsumers makes the backend's later work (the next sample into
+// this memory) wait for what the consumers queued on their streams.
+func (r *result) afterConsumers() {
+	if len(r.consumers) == 0 {
+		return
+	}
+	if cs, ok := r.buf.b.Backend().(consumerStreams); ok {
+		for _, s := range r.consumers {
+			_ = cs.AfterConsumer(s) // a lost device fails the next sample anyway
+		}
+	}
+	r.consumers = r.consumers[:0]
+}
+
 // retire is called once neither a handle nor a live tensor refers to r:
 // r goes back to its buffer's pool, or is released when the pool is full
 // or the buffer closed.
 func (r *result) retire() {
+	r.afterConsumers()
 	bo := r.buf
 	bo.mu.Lock()
 	if bo.pool != nil && len(bo.pool[r.kind]) < poolSize && r.reusable() {
@@ -514,14 +563,19 @@ var dlViews = struct {
 
 // trj_result_dlpack returns, at out, a new DLPack managed tensor viewing
 // tensor i of the result (versioned: a DLManagedTensorVersioned of DLPack
-// 1.1, else a legacy DLManagedTensor). The result's memory stays valid
+// 1.1, else a legacy DLManagedTensor). For device memory, stream is the
+// consumer's CUDA stream (DLPack's stream protocol: 1 legacy default, 2
+// per-thread default, -1 no synchronisation): it is made to wait for the
+// sample's work, and the memory is not reused before the work the
+// consumer queues on it by the time the last tensor is deleted has run.
+// Host memory takes stream -1 only. The result's memory stays valid
 // until the tensor's deleter runs, whatever happens to the handle. Bool
 // tensors are exported as uint8 and the strides are always filled, so
 // that every consumer DLPack has (NumPy 1.24, PyTorch 1.13 included)
 // reads them.
 //
 //export trj_result_dlpack
-func trj_result_dlpack(h C.uint64_t, i C.int64_t, versioned C.int32_t, out *unsafe.Pointer, err *C.char, errcap C.int64_t) C.int32_t {
+func trj_result_dlpack(h C.uint64_t, i C.int64_t, versioned C.int32_t, stream C.int64_t, out *unsafe.Pointer, err *C.char, errcap C.int64_t) C.int32_t {
 	return guard(err, errcap, func() error {
 		r, e := getAs[*result](uint64(h), kindResult)
 		if e != nil {
@@ -536,6 +590,9 @@ func trj_result_dlpack(h C.uint64_t, i C.int64_t, versioned C.int32_t, out *unsa
 			return fmt.Errorf("%w: tensor %d of %d", tensorbuf.ErrInvalidArg, i, len(r.views))
 		}
 		v := r.views[i]
+		if err := r.handOff(int64(stream)); err != nil {
+			return err
+		}
 		ndim := len(v.shape)
 		var shp *C.int64_t
 		p := C.trj_dl_alloc(C.int32_t(min(versioned, 1)), C.int32_t(ndim), &shp)

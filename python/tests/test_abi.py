@@ -38,7 +38,7 @@ def test_bad_handles_every_kind(filled):
     tr = filled.sample_transitions(2)
     h = tr._handle
     tr.release()
-    assert status(L.trj_result_dlpack, h, 0, 0, byref(c_void_p()))[0] == errors.HandleError.code
+    assert status(L.trj_result_dlpack, h, 0, 0, -1, byref(c_void_p()))[0] == errors.HandleError.code
     assert status(L.trj_result_free, h)[0] == errors.HandleError.code
 
 
@@ -70,7 +70,9 @@ def test_nulls_and_bad_lengths(filled):
         assert status(L.trj_result_tensor, tr._handle, 0, None)[0] == errors.InvalidArgumentError.code
         assert status(L.trj_result_name, tr._handle, 0, ctypes.create_string_buffer(2), 2)[0] == errors.InvalidArgumentError.code
         assert status(L.trj_result_copy, tr._handle, 0, None, 100)[0] == errors.InvalidArgumentError.code
-        assert status(L.trj_result_dlpack, tr._handle, -1, 0, byref(c_void_p()))[0] == errors.InvalidArgumentError.code
+        assert status(L.trj_result_dlpack, tr._handle, -1, 0, -1, byref(c_void_p()))[0] == errors.InvalidArgumentError.code
+        # A stream for host memory is refused.
+        assert status(L.trj_result_dlpack, tr._handle, 0, 0, 1, byref(c_void_p()))[0] == errors.InvalidArgumentError.code
     # Error messages are truncated to the caller's buffer, and a NULL buffer is fine.
     small = ctypes.create_string_buffer(8)
     assert L.trj_buffer_close(0, small, 8) == errors.HandleError.code and len(small.value) == 7

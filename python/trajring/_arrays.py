@@ -105,10 +105,17 @@ class Array:
             raise BufferError("trajring exports views of its memory; copy=True is not supported")
         if dl_device is not None and tuple(dl_device) != (dev, 0):
             raise BufferError(f"trajring tensor is on device {(dev, 0)}, not {tuple(dl_device)}")
-        if dev == KDLCPU and stream not in (None, -1):
-            raise BufferError(f"stream {stream!r} given for a CPU tensor (must be None)")
+        if dev == KDLCPU:
+            if stream not in (None, -1):
+                raise BufferError(f"stream {stream!r} given for a CPU tensor (must be None)")
+            s = -1
+        else:
+            # DLPack: None means the legacy default stream (1); -1 asks for no synchronisation.
+            s = 1 if stream is None else int(stream)
+            if s == 0 or s < -1:
+                raise BufferError(f"stream {stream!r} is not a CUDA stream (DLPack: 1, 2, a handle, or -1)")
         versioned = 1 if max_version is not None and max_version[0] >= 1 else 0
-        return self._result._capsule(self._index, versioned)
+        return self._result._capsule(self._index, versioned, s)
 
     def numpy(self) -> np.ndarray:
         """Return a writable NumPy array viewing the tensor (no copy)."""
@@ -194,9 +201,9 @@ class Result(Mapping[str, Array]):
             self._descs[i] = d
         return d
 
-    def _capsule(self, i: int, versioned: int) -> object:
+    def _capsule(self, i: int, versioned: int, stream: int = -1) -> object:
         ptr = ctypes.c_void_p()
-        _lib.call(_lib.lib.trj_result_dlpack, self._handle, i, versioned, ctypes.byref(ptr))
+        _lib.call(_lib.lib.trj_result_dlpack, self._handle, i, versioned, stream, ctypes.byref(ptr))
         return _lib.capsule_new(ptr.value, _lib.CAPSULE_NAME[versioned], _lib.CAPSULE_DESTRUCTOR)
 
     def __getitem__(self, name: str) -> Array:
