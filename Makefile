@@ -46,6 +46,19 @@ python:
 	$(GO) build -buildmode=c-shared -o $(PYLIB) ./capi/libtrajring
 	@rm -f python/trajring/libtrajring.h
 
+# python-cuda builds the package with a trajring_cuda library (device
+# batches, kDLCUDA) into build/python-cuda/, with the device check's Python
+# script beside it (bench/gpu-check.sh carries it to a GPU machine).
+PYCUDA := build/python-cuda
+.PHONY: python-cuda
+python-cuda:
+	rm -rf $(PYCUDA) && mkdir -p $(PYCUDA)/trajring
+	cp python/trajring/*.py $(PYCUDA)/trajring/
+	cp python/tests/gpu_check.py $(PYCUDA)/
+	CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) build -tags trajring_cuda -buildmode=c-shared -ldflags="-s -w" \
+		-o $(PYCUDA)/trajring/libtrajring.so ./capi/libtrajring
+	@rm -f $(PYCUDA)/trajring/libtrajring.h
+
 test-python: python
 	cd python && $(PYTHON) -m pytest -q -p no:cacheprovider tests
 
