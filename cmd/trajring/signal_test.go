@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -201,6 +202,79 @@ func TestSignals(t *testing.T) {
 	t.Run("serve", func(t *testing.T) { t.Parallel(); testServeSignals(t, bin) })
 	t.Run("demo", func(t *testing.T) { t.Parallel(); testDemoSignals(t, bin) })
 	t.Run("bench", func(t *testing.T) { t.Parallel(); testBenchSignals(t, bin) })
+	t.Run("serve-full-disk", func(t *testing.T) { t.Parallel(); testServeFullDisk(t, bin) })
+}
+
+// testServeFullDisk: serve's final checkpoint written into a full disk
+// (ulimit -f: the write fails with EFBIG) fails with status 1 naming the
+// cause, and leaves the previous checkpoint whole, byte for byte; so does
+// a serve killed with SIGKILL; a later serve resumes from it.
+func testServeFullDisk(t *testing.T, bin string) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh for ulimit")
+	}
+	data := t.TempDir()
+	s, url := startServe(t, bin, data, "-rows", "2", "-capacity", "500", "-checkpoint-every", "1h")
+	a := startProc(t, bin, "actor", "-connect", url, "-envs", "2", "-runs", "1", "-steps", "1000")
+	if code := a.wait(t); code != 0 {
+		t.Fatalf("actor: exit %d, stderr %q", code, a.err.String())
+	}
+	s.until(t, "the actor's steps", func(out, _ string) bool { st, ok := lastServeStats(out); return ok && st.steps >= 1000 })
+	if code := s.stop(t, syscall.SIGINT, 15*time.Second); code != 130 {
+		t.Fatalf("serve on SIGINT: exit %d, stderr %q", code, s.err.String())
+	}
+	ckdir := filepath.Join(data, "checkpoint")
+	saved := dirContents(t, ckdir)
+	const limit = 8 << 10 // ulimit -f 16: 16 blocks of 512 bytes
+	if fi, err := os.Stat(filepath.Join(ckdir, "buffer-000001.ckpt")); err != nil || fi.Size() <= limit {
+		t.Fatalf("checkpoint %v, %v: want one over %d bytes", fi, err, limit)
+	}
+	// sh's ulimit -f counts 512-byte blocks.
+	full := startProc(t, "sh", "-c", `ulimit -f 16 && exec "$0" "$@"`, bin, "serve", "-port", "-1", "-data", data, "-stats-every", "0", "-checkpoint-every", "1h")
+	full.name = "serve (ulimit -f 16)"
+	full.until(t, "its serving line", func(out, _ string) bool { return strings.Contains(out, "serving on ") })
+	if code := full.stop(t, syscall.SIGINT, 15*time.Second); code != 1 || !strings.Contains(full.err.String(), "final checkpoint:") ||
+		!strings.Contains(full.err.String(), "file too large") {
+		t.Fatalf("serve into a full disk on SIGINT: exit %d, stderr %q; want 1 naming the failed checkpoint", code, full.err.String())
+	}
+	if now := dirContents(t, ckdir); now != saved {
+		t.Fatalf("a failed final checkpoint changed %s:\n%s\nwas:\n%s", ckdir, now, saved)
+	}
+	k, _ := startServe(t, bin, data, "-checkpoint-every", "1h")
+	if err := k.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code := k.wait(t); code != -1 {
+		t.Fatalf("serve on SIGKILL: exit %d", code)
+	}
+	if now := dirContents(t, ckdir); now != saved {
+		t.Fatalf("a killed serve changed %s:\n%s\nwas:\n%s", ckdir, now, saved)
+	}
+	s, _ = startServe(t, bin, data, "-checkpoint-every", "1h")
+	if !strings.Contains(s.err.String(), "resumed from "+ckdir) {
+		t.Errorf("serve after the failures: stderr %q, want it resumed", s.err.String())
+	}
+	if code := s.stop(t, syscall.SIGINT, 15*time.Second); code != 130 {
+		t.Fatalf("serve on SIGINT: exit %d, stderr %q", code, s.err.String())
+	}
+}
+
+// dirContents lists dir's files with a hash of each.
+func dirContents(t *testing.T, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range entries {
+		raw, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s %d %x\n", e.Name(), len(raw), sha256.Sum256(raw))
+	}
+	return b.String()
 }
 
 // testActorSignals: an actor run until interrupted (-runs 0) that gets
@@ -310,33 +384,43 @@ func testServeSignals(t *testing.T, bin string) {
 func testDemoSignals(t *testing.T, bin string) {
 	dir := t.TempDir()
 	metrics := filepath.Join(dir, "m.jsonl")
-	d := startProc(t, bin, "demo", "-envs", "8", "-steps", "1000000000", "-capacity", "256", "-batch", "16",
-		"-progress", "50ms", "-metrics", metrics, "-metrics-every", "1000")
-	d.until(t, "a progress line", func(_, errs string) bool { return strings.Contains(errs, "env steps") })
-	if code := d.stop(t, syscall.SIGINT, 15*time.Second); code != 130 || !strings.Contains(d.err.String(), "trajring demo: interrupted (SIGINT): stopped after") {
-		t.Fatalf("demo on SIGINT: exit %d, stderr %q", code, d.err.String())
-	}
-	if !strings.Contains(d.out.String(), "env steps/s") {
-		t.Errorf("demo on SIGINT printed no summary: %q", d.out.String())
-	}
-	raw, err := os.ReadFile(metrics)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
-	for _, l := range lines {
-		if !json.Valid([]byte(l)) {
-			t.Fatalf("metrics line %q is not JSON", l)
+	var lines []string
+	// SIGINT at the first progress line; SIGTERM a few lines later, with
+	// CSV records.
+	for _, tc := range []struct {
+		sig           syscall.Signal
+		name, format  string
+		progressLines int
+	}{{syscall.SIGINT, "SIGINT", "jsonl", 1}, {syscall.SIGTERM, "SIGTERM", "csv", 4}} {
+		d := startProc(t, bin, "demo", "-envs", "8", "-steps", "1000000000", "-capacity", "256", "-batch", "16",
+			"-progress", "50ms", "-metrics", metrics, "-metrics-every", "1000", "-metrics-format", tc.format)
+		d.until(t, "progress lines", func(_, errs string) bool { return strings.Count(errs, "env steps") >= tc.progressLines })
+		if code := d.stop(t, tc.sig, 15*time.Second); code != 128+int(tc.sig) ||
+			!strings.Contains(d.err.String(), "trajring demo: interrupted ("+tc.name+"): stopped after") {
+			t.Fatalf("demo on %s: exit %d, stderr %q", tc.name, code, d.err.String())
 		}
+		if !strings.Contains(d.out.String(), "env steps/s") {
+			t.Errorf("demo on %s printed no summary: %q", tc.name, d.out.String())
+		}
+		raw, err := os.ReadFile(metrics)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = strings.Split(strings.TrimSpace(string(raw)), "\n")
+		for i, l := range lines {
+			if tc.format == "jsonl" && !json.Valid([]byte(l)) || tc.format == "csv" && strings.Count(l, ",") != strings.Count(lines[0], ",") {
+				t.Fatalf("%s metrics line %d %q is not whole", tc.format, i, l)
+			}
+		}
+		noTemporaries(t, dir)
 	}
-	noTemporaries(t, dir)
 
-	d = startProc(t, bin, "demo", "-envs", "8", "-steps", "2000", "-capacity", "256", "-batch", "16", "-progress", "0",
+	d := startProc(t, bin, "demo", "-envs", "8", "-steps", "2000", "-capacity", "256", "-batch", "16", "-progress", "0",
 		"-metrics", metrics, "-metrics-every", "1000")
 	if code := d.wait(t); code != 0 {
 		t.Fatalf("a later demo: exit %d, stderr %q", code, d.err.String())
 	}
-	raw, _ = os.ReadFile(metrics)
+	raw, _ := os.ReadFile(metrics)
 	if n := strings.Count(string(raw), "\n"); n < 1 || n > 3 {
 		t.Errorf("the later demo's metrics file has %d records, want its own 2 (not appended to the interrupted run's %d):\n%s", n, len(lines), raw)
 	}
@@ -356,19 +440,25 @@ func testBenchSignals(t *testing.T, bin string) {
 	if len(before) == 0 {
 		t.Fatal("bench wrote nothing")
 	}
-	b = startProc(t, bin, args...)
-	b.until(t, "its first line", func(_, errs string) bool { return strings.Contains(errs, "bench: ") })
-	if code := b.stop(t, syscall.SIGINT, 15*time.Second); code != 130 || !strings.Contains(b.err.String(), "trajring bench: interrupted (SIGINT): nothing written") {
-		// The run may finish before the signal on a fast machine: then it
-		// exits 0 having written a second report.
-		if code != 0 {
-			t.Fatalf("bench on SIGINT: exit %d, stderr %q", code, b.err.String())
+	// SIGINT as soon as it runs; SIGTERM once it measures.
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		name string
+		at   string
+	}{{syscall.SIGINT, "SIGINT", "bench: "}, {syscall.SIGTERM, "SIGTERM", "0/1 scenarios"}} {
+		b = startProc(t, bin, append(args[:len(args)-1:len(args)-1], "50ms")...)
+		b.until(t, fmt.Sprintf("%q on stderr", tc.at), func(_, errs string) bool { return strings.Contains(errs, tc.at) })
+		code := b.stop(t, tc.sig, 15*time.Second)
+		if code == 0 { // the run finished before the signal (a fast machine)
+			t.Logf("bench finished before the %s", tc.name)
+			return
 		}
-		t.Logf("bench finished before the signal")
-		return
-	}
-	if after := dirState(t, out); fmt.Sprint(after) != fmt.Sprint(before) {
-		t.Errorf("an interrupted bench changed -out: %v, was %v", after, before)
+		if code != 128+int(tc.sig) || !strings.Contains(b.err.String(), "trajring bench: interrupted ("+tc.name+"): nothing written") {
+			t.Fatalf("bench on %s: exit %d, stderr %q", tc.name, code, b.err.String())
+		}
+		if after := dirState(t, out); fmt.Sprint(after) != fmt.Sprint(before) {
+			t.Errorf("a bench interrupted by %s changed -out: %v, was %v", tc.name, after, before)
+		}
 	}
 }
 
