@@ -172,8 +172,9 @@ func (s *noteSet) add(id uint64) bool {
 // free rows: with ActorIdle 0 only a bye frees rows, so an actor that
 // vanished without one (killed) holds its rows, and the waiting actor's
 // frames are not written, until the learner restarts without it.
+// An actor whose frames were refused (logged by note) is not logged again.
 func (in *Ingester) noteWaiting(id uint64, rows int, subject string) {
-	if !in.waitNoted.add(id) {
+	if _, refused := in.noted.ids[id]; refused || !in.waitNoted.add(id) {
 		return
 	}
 	free := 0
