@@ -105,7 +105,7 @@ var classes = []struct {
 	{driver.ErrClosed, codeClosed},
 	{driver.ErrNotReset, codeEnv},
 	{driver.ErrEnv, codeEnv},
-	{driver.ErrSpec, codeShape},
+	{driver.ErrSpec, codeInvalidArg}, // shapes and dtypes are checked first: what is left are values
 	{driver.ErrInvalidArg, codeInvalidArg},
 	{tensorbuf.ErrInvalidArg, codeInvalidArg},
 	{context.DeadlineExceeded, codeRateLimited},

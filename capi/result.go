@@ -108,7 +108,7 @@ func (r *result) addDense(name string, d *tensor.Dense) error {
 		v.addr = d.Uintptr()
 		if r.buf.device() == deviceHost {
 			// The tensor's Go slice: the object to pin.
-			v.data = reflect.ValueOf(d.Data()).UnsafePointer()
+			v.data = hostPointer(d)
 		}
 	}
 	r.views = append(r.views, v)
@@ -216,6 +216,11 @@ func (r *result) refresh() error {
 		}
 	}
 	return nil
+}
+
+// hostPointer returns the first element of a host tensor's Go slice.
+func hostPointer(d *tensor.Dense) unsafe.Pointer {
+	return reflect.ValueOf(d.Data()).UnsafePointer()
 }
 
 func sameLayout(a, b []view) bool {

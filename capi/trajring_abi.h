@@ -90,6 +90,32 @@ typedef struct {
 	const int64_t *shape;
 } trj_step;
 
+/* Arrays passed by position (an env's action fields): n arrays, each
+ * C-contiguous, of nbytes[i] bytes of dtype[i], shaped shape[off..off+ndim[i])
+ * where off is the sum of the earlier ndims. */
+typedef struct {
+	int64_t n;
+	void *const *data;
+	const int64_t *nbytes;
+	const int32_t *dtype;
+	const int32_t *ndim;
+	const int64_t *shape;
+} trj_arrays;
+
+/* Where an env's step or reset writes its outputs: the observation fields
+ * by position (each exactly [num_envs, ...field shape] of the field's
+ * dtype, nbytes[i] bytes), and num_envs rewards, terminated and truncated
+ * flags (0 or 1) and step types. Any of the last four may be NULL. */
+typedef struct {
+	int64_t nobs;
+	void *const *obs;
+	const int64_t *obs_nbytes;
+	float *reward;
+	uint8_t *terminated;
+	uint8_t *truncated;
+	int32_t *step_type;
+} trj_env_out;
+
 /* Called by the DLPack deleters and capsule destructor in dlpack.c. */
 void trj_dlpack_deleter(trj_dl_managed *m);
 void trj_dlpack_deleter_versioned(trj_dl_managed_versioned *m);

@@ -9,6 +9,7 @@ package capi
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -244,45 +245,57 @@ func (wo *writerObj) readStep(s *C.trj_step) (rows []int, cols [4]any, fields []
 	if int(s.nfields) != len(fs) {
 		return nil, cols, nil, fmt.Errorf("%w: %d fields given, the buffer has %d (%s)", tensorbuf.ErrMissingField, s.nfields, len(fs), fieldNames(fs))
 	}
-	nf := C.int64_t(len(fs))
-	data, e1 := hostSlice[unsafe.Pointer](unsafe.Pointer(s.data), nf, "field data")
-	nbytes, e2 := hostSlice[int64](unsafe.Pointer(s.nbytes), nf, "field sizes")
-	dtypes, e3 := hostSlice[int32](unsafe.Pointer(s.dtype), nf, "field dtypes")
-	ndims, e4 := hostSlice[int32](unsafe.Pointer(s.ndim), nf, "field ranks")
-	for _, e := range []error{e1, e2, e3, e4} {
-		if e != nil {
-			return nil, cols, nil, e
-		}
+	fields, err = readArrays(s.nfields, unsafe.Pointer(s.data), unsafe.Pointer(s.nbytes), unsafe.Pointer(s.dtype),
+		unsafe.Pointer(s.ndim), unsafe.Pointer(s.shape), fs)
+	if err != nil {
+		return nil, cols, nil, err
+	}
+	return rows, cols, fields, nil
+}
+
+// readArrays views n caller arrays given by position (pointers, sizes,
+// dtype codes, ranks and concatenated shapes), named after fields, as
+// tensors for the duration of a call, validating every pointer and size.
+func readArrays(n C.int64_t, data, nbytes, dtype, ndim, shape unsafe.Pointer, fs []tensorbuf.Field) ([]*tensor.Dense, error) {
+	if int(n) != len(fs) {
+		return nil, fmt.Errorf("%w: %d arrays for %d fields (%s)", tensorbuf.ErrMissingField, n, len(fs), fieldNames(fs))
+	}
+	ptrs, e1 := hostSlice[unsafe.Pointer](data, n, "field data")
+	sizes, e2 := hostSlice[int64](nbytes, n, "field sizes")
+	dtypes, e3 := hostSlice[int32](dtype, n, "field dtypes")
+	ndims, e4 := hostSlice[int32](ndim, n, "field ranks")
+	if err := errors.Join(e1, e2, e3, e4); err != nil {
+		return nil, err
 	}
 	total := int64(0)
 	for _, d := range ndims {
 		if d < 0 || d > C.TRJ_MAX_DIMS {
-			return nil, cols, nil, fmt.Errorf("%w: a field of %d dimensions", tensorbuf.ErrShape, d)
+			return nil, fmt.Errorf("%w: a field of %d dimensions", tensorbuf.ErrShape, d)
 		}
 		total += int64(d)
 	}
-	shapes, err := hostSlice[int64](unsafe.Pointer(s.shape), C.int64_t(total), "field shapes")
+	shapes, err := hostSlice[int64](shape, C.int64_t(total), "field shapes")
 	if err != nil {
-		return nil, cols, nil, err
+		return nil, err
 	}
-	fields = make([]*tensor.Dense, len(fs))
+	out := make([]*tensor.Dense, len(fs))
 	off := 0
 	for i, f := range fs {
-		shape := make([]int, ndims[i])
-		for j := range shape {
+		dims := make([]int, ndims[i])
+		for j := range dims {
 			if shapes[off+j] < 0 || shapes[off+j] > math.MaxInt32 {
-				return nil, cols, nil, fmt.Errorf("%w: field %q: dimension %d", tensorbuf.ErrShape, f.Name, shapes[off+j])
+				return nil, fmt.Errorf("%w: field %q: dimension %d", tensorbuf.ErrShape, f.Name, shapes[off+j])
 			}
-			shape[j] = int(shapes[off+j])
+			dims[j] = int(shapes[off+j])
 		}
-		off += len(shape)
-		d, err := dense(data[i], nbytes[i], dtypes[i], shape, "field "+f.Name)
+		off += len(dims)
+		d, err := dense(ptrs[i], sizes[i], dtypes[i], dims, "field "+f.Name)
 		if err != nil {
-			return nil, cols, nil, err
+			return nil, err
 		}
-		fields[i] = d
+		out[i] = d
 	}
-	return rows, cols, fields, nil
+	return out, nil
 }
 
 func fieldNames(fs []tensorbuf.Field) string {

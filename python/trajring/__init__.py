@@ -14,11 +14,12 @@ See docs/python.md for the guide.
 
 from ._arrays import Array, Result
 from ._buffer import FIRST, LAST, MID, Buffer, Field, Table, Writer
+from ._env import Box, Discrete, MultiDiscrete, VectorEnv, make
 from ._lib import live_counts
 from .errors import *  # noqa: F401,F403  (the exception classes)
 from .errors import __all__ as _error_names
 
-__all__ = ["Array", "Buffer", "Field", "FIRST", "LAST", "MID", "Result", "Table", "Writer", "live_counts",
-           "load", *_error_names]
+__all__ = ["Array", "Box", "Buffer", "Discrete", "Field", "FIRST", "LAST", "MID", "MultiDiscrete", "Result", "Table",
+           "VectorEnv", "Writer", "live_counts", "load", "make", *_error_names]
 
 load = Buffer.load

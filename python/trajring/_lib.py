@@ -53,6 +53,33 @@ class Step(ctypes.Structure):
     ]
 
 
+class Arrays(ctypes.Structure):
+    """Mirror of ``trj_arrays`` (capi/trajring_abi.h)."""
+
+    _fields_ = [
+        ("n", c_int64),
+        ("data", c_void_p),
+        ("nbytes", c_void_p),
+        ("dtype", c_void_p),
+        ("ndim", c_void_p),
+        ("shape", c_void_p),
+    ]
+
+
+class EnvOut(ctypes.Structure):
+    """Mirror of ``trj_env_out`` (capi/trajring_abi.h)."""
+
+    _fields_ = [
+        ("nobs", c_int64),
+        ("obs", c_void_p),
+        ("obs_nbytes", c_void_p),
+        ("reward", c_void_p),
+        ("terminated", c_void_p),
+        ("truncated", c_void_p),
+        ("step_type", c_void_p),
+    ]
+
+
 def _path() -> str:
     env = os.environ.get("TRAJRING_LIBRARY")
     if env:
@@ -111,6 +138,11 @@ _SIGNATURES: dict[str, list[Any]] = {
     "trj_result_dlpack": [c_uint64, c_int64, c_int32, c_int64, POINTER(c_void_p)],
     "trj_result_copy": [c_uint64, c_int64, c_void_p, c_int64],
     "trj_live_counts": [_I64P, _I64P],
+    "trj_env_make": [c_char_p, c_int64, c_uint64, _U64P],
+    "trj_env_spec": [c_uint64, c_char_p, c_int64, _I64P],
+    "trj_env_reset": [c_uint64, c_int32, c_uint64, POINTER(EnvOut)],
+    "trj_env_step": [c_uint64, POINTER(Arrays), c_uint64, POINTER(EnvOut)],
+    "trj_env_close": [c_uint64],
 }
 
 for _name, _args in _SIGNATURES.items():
