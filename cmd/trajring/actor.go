@@ -108,7 +108,12 @@ func actor(cmd *cobra.Command, c actorConfig) error {
 	if err != nil {
 		return err
 	}
-	defer pub.Close() // on the error paths; closed and checked below
+	closed := false
+	defer func() { // on the error paths; closed and checked below
+		if !closed {
+			_ = pub.Close()
+		}
+	}()
 	drv, err := driver.NewStepDriver(env, pol, c.steps, driver.WithObservers(pub))
 	if err != nil {
 		return err
@@ -150,6 +155,7 @@ func actor(cmd *cobra.Command, c actorConfig) error {
 			return err
 		}
 	}
+	closed = true // a failed Close is not tried again: it waited CloseTimeout
 	cerr := pub.Close()
 	st := pub.Stats()
 	fmt.Fprintf(cmd.OutOrStdout(), "actor %016x: %d steps in %d frames (%.1f MB) in %v, %d retries\n",
