@@ -102,6 +102,15 @@ func TestGoSnippetsAreCompiled(t *testing.T) {
 	for _, page := range pages {
 		for line, block := range goBlocks(t, page) {
 			n++
+			if strings.HasPrefix(block, "package ") {
+				// A whole file (a main package to build): it must be one
+				// of the repository's Go files, from its package clause on.
+				if !isRepoFile(t, block) {
+					t.Errorf("%s:%d: this Go file is not a file of the repository (from its package clause on); "+
+						"copy it from the file it shows", page, line)
+				}
+				continue
+			}
 			if _, ok := bodies[block]; !ok {
 				t.Errorf("%s:%d: this Go snippet is not the body of any function in a _test.go file; "+
 					"write it as one (an example, or a function an example calls) and paste its body here", page, line)
@@ -111,6 +120,38 @@ func TestGoSnippetsAreCompiled(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no Go snippets found: the README should have at least one")
 	}
+}
+
+// isRepoFile reports whether block is a non-test Go file of the
+// repository from its package clause to its end.
+func isRepoFile(t *testing.T, block string) bool {
+	t.Helper()
+	found := false
+	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil || found {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "build" || strings.HasPrefix(d.Name(), ".")) && path != ".." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		text := string(src)
+		if i := strings.Index(text, "\npackage "); i >= 0 {
+			text = text[i+1:]
+		}
+		found = strings.TrimSpace(text) == block
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
 }
 
 // TestGoBlocks checks the Markdown scan on a page of known blocks.
