@@ -87,7 +87,7 @@ func (b *Backend) free(a kernels.Arena) error {
 	if err != nil {
 		return err
 	}
-	if err := driverErr("cuStreamSynchronize", b.stream.Synchronize()); err != nil {
+	if err := b.syncStream(); err != nil {
 		return err
 	}
 	return b.freeArena(d)
@@ -174,7 +174,7 @@ func (b *Backend) download(dst []byte, src kernels.Arena, off int64) error {
 		}
 		b.countToHost(n)
 	}
-	return driverErr("cuStreamSynchronize", b.stream.Synchronize())
+	return b.syncStream()
 }
 
 // Copy queues a device-to-device copy of n bytes from src at byte offset

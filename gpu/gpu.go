@@ -60,6 +60,8 @@ type Backend struct {
 	closed   bool
 	launches atomic.Int64 // kernel launches issued (see Launches)
 	d2h      atomic.Int64 // bytes copied device-to-host (see BytesToHost)
+	d2hN     atomic.Int64 // device-to-host copies queued (see CopiesToHost)
+	syncs    atomic.Int64 // host waits on the device (see Syncs)
 
 	stream  cu.Stream
 	args    *kernelArgs // C memory for launchKernel's arguments
@@ -133,7 +135,7 @@ func (b *Backend) release() error {
 		}
 	}
 	if b.stream != (cu.Stream{}) {
-		keep(driverErr("cuStreamSynchronize", b.stream.Synchronize()))
+		keep(b.syncStream())
 	}
 	for a := range b.arenas {
 		keep(b.freeArena(a))
@@ -229,7 +231,7 @@ func (b *Backend) Sync() error {
 		return err
 	}
 	defer b.exit()
-	return driverErr("cuStreamSynchronize", b.stream.Synchronize())
+	return b.syncStream()
 }
 
 // Health reports whether the device is still usable, without waiting for

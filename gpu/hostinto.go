@@ -8,6 +8,7 @@ import (
 
 	"github.com/trajring/trajring/kernels"
 	"gorgonia.org/cu"
+	"gorgonia.org/tensor"
 )
 
 // pinnedBlock is one AllocPinned or AllocSource block.
@@ -75,7 +76,7 @@ func (b *Backend) FreePinned(buf []byte) error {
 	defer b.exit()
 	for i, blk := range b.pinned {
 		if len(buf) > 0 && unsafe.Pointer(&buf[0]) == blk.p {
-			if err := driverErr("cuStreamSynchronize", b.stream.Synchronize()); err != nil {
+			if err := b.syncStream(); err != nil {
 				return err
 			}
 			b.pinned = append(b.pinned[:i], b.pinned[i+1:]...)
@@ -101,6 +102,29 @@ func (b *Backend) HostInto(dst []byte, src kernels.Arena, off int64) error {
 	if err != nil {
 		return err
 	}
+	return b.hostInto(dst, d, off)
+}
+
+// TensorInto is HostInto from the device tensor t of this backend: it
+// queues a copy of t's first len(dst) bytes into dst (memory from
+// AllocPinned) and returns at once; dst holds them after an event
+// recorded after it, a Sync or a Download (which waits for the stream).
+// It allocates nothing. It is safe for concurrent use.
+func (b *Backend) TensorInto(dst []byte, t *tensor.Dense) error {
+	err := b.enter()
+	if err != nil {
+		return err
+	}
+	defer b.exit()
+	d, p, err := b.source(t, int64(len(dst)))
+	if err != nil {
+		return err
+	}
+	return b.hostInto(dst, d, int64(p-uint64(d.ptr)))
+}
+
+// hostInto is HostInto with the backend entered.
+func (b *Backend) hostInto(dst []byte, d *Arena, off int64) error {
 	n := int64(len(dst))
 	if off < 0 || off > d.size || n > d.size-off {
 		return fmt.Errorf("%w: HostInto of %d bytes at %d from %d", ErrBounds, n, off, d.size)

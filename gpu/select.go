@@ -363,7 +363,7 @@ func (b *Backend) colBlock(cols []kernels.Column, rings, outs []*Arena, n, capac
 	victim.cols = victim.cols[:0] // matches nothing until refilled
 	if victim.block != nil && victim.block.size < l.n {
 		// Too small. Work queued earlier may still read it.
-		if err := driverErr("cuStreamSynchronize", b.stream.Synchronize()); err != nil {
+		if err := b.syncStream(); err != nil {
 			return nil, err
 		}
 		if err := b.freeArena(victim.block); err != nil {

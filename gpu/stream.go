@@ -108,6 +108,7 @@ func (e *Event) Synchronize() error {
 		return err
 	}
 	defer e.b.exit()
+	e.b.syncs.Add(1)
 	return driverErr("cuEventSynchronize", e.ev.Synchronize())
 }
 

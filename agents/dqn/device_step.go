@@ -239,6 +239,12 @@ func (l *DeviceLearner) Network() (*Network, error) {
 	if err := l.download(flat, l.params); err != nil {
 		return nil, err
 	}
+	return l.networkFrom(flat), nil
+}
+
+// networkFrom returns the network of the flat parameters (the online
+// parameters' layout), copied.
+func (l *DeviceLearner) networkFrom(flat []float32) *Network {
 	m := &mlp{dims: append([]int(nil), l.dims...)}
 	off := 0
 	for i := range len(l.dims) - 1 {
@@ -248,7 +254,7 @@ func (l *DeviceLearner) Network() (*Network, error) {
 		m.b = append(m.b, append([]float32(nil), flat[off:off+n]...))
 		off += n
 	}
-	return &Network{m: m}, nil
+	return &Network{m: m}
 }
 
 // locate returns the arena and offset of one of the learner's tensors.

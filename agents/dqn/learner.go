@@ -40,11 +40,16 @@ type learner interface {
 	// on its backend (TableConfig.DeviceSelection).
 	deviceSelection() bool
 	// roundEnd waits for the round's queued work and returns the round's
-	// loss given the sum of train's returns over steps gradient steps.
-	roundEnd(lossSum float64, steps int) (float64, error)
+	// loss given the sum of train's returns over steps gradient steps,
+	// and for a device-selected sample tr (the round's last) the number
+	// of its valid transitions and its size (0, 0 otherwise).
+	roundEnd(lossSum float64, steps int, tr *tensorbuf.TableTransitions) (loss float64, valid, n int, err error)
 	// bytesToHost is the backend's device-to-host bytes so far (0 on
 	// the host).
 	bytesToHost() int64
+	// counts is the backend's kernel launches, host syncs and
+	// device-to-host copies so far (all 0 on the host).
+	counts() backendCounts
 	// agent is the host learner, nil on a device.
 	agent() *Agent
 	close() error
@@ -75,6 +80,7 @@ func (h *hostLearner) network() (*Network, error)                 { return h.Net
 func (h *hostLearner) evalQFunc(obs string) (driver.QFunc, error) { return h.QFunc(obs), nil }
 func (h *hostLearner) train() (float64, error)                    { return h.Train(h.batch) }
 func (h *hostLearner) bytesToHost() int64                         { return 0 }
+func (h *hostLearner) counts() backendCounts                      { return backendCounts{} }
 func (h *hostLearner) agent() *Agent                              { return h.Agent }
 func (h *hostLearner) close() error                               { return nil }
 func (h *hostLearner) deviceSelection() bool                      { return false }
@@ -88,11 +94,18 @@ func (h *hostLearner) updatePriorities(table *tensorbuf.Table, tr *tensorbuf.Tab
 	return table.UpdatePriorities32(tr.Keys, h.prio)
 }
 
-func (h *hostLearner) roundEnd(lossSum float64, steps int) (float64, error) {
+func (h *hostLearner) roundEnd(lossSum float64, steps int, _ *tensorbuf.TableTransitions) (float64, int, int, error) {
 	if steps == 0 {
-		return 0, nil
+		return 0, 0, 0, nil
 	}
-	return lossSum / float64(steps), nil
+	return lossSum / float64(steps), 0, 0, nil
+}
+
+// backendCounts is what a learner's backend has counted so far: kernel
+// launches, host waits for the device (syncs) and device-to-host copies
+// (gpu.Backend's Launches, Syncs and CopiesToHost).
+type backendCounts struct {
+	launches, syncs, copies int64
 }
 
 // Backends of TrainConfig.Backend.

@@ -3,8 +3,11 @@
 package dqn
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 
 	"github.com/trajring/trajring/driver"
 	"github.com/trajring/trajring/gpu"
@@ -37,6 +40,15 @@ type deviceTrainLearner struct {
 	validHost   []byte
 	prio        []float32
 	batch       DeviceBatch
+	// stale reports that the online network changed since the policy's
+	// host copy of it (QFunc) was taken: a gradient step or LoadState.
+	stale bool
+	// paramsPinned and validPinned (pinned memory) receive roundEnd's
+	// copies of the online parameters and of the last sample's validity
+	// mask; pinnedAt is Steps when paramsPinned was last filled (-1:
+	// not since the last LoadState).
+	paramsPinned, validPinned []byte
+	pinnedAt                  int64
 }
 
 // newDeviceTrainLearner starts a gpu backend (an error wrapping
@@ -46,7 +58,8 @@ func newDeviceTrainLearner(cfg Config, prioritized bool) (_ learner, _ tensorbuf
 	if err != nil {
 		return nil, nil, err
 	}
-	d := &deviceTrainLearner{be: be, prioritized: prioritized, validHost: make([]byte, cfg.BatchSize), prio: make([]float32, cfg.BatchSize)}
+	d := &deviceTrainLearner{be: be, prioritized: prioritized, validHost: make([]byte, cfg.BatchSize), prio: make([]float32, cfg.BatchSize),
+		stale: true, pinnedAt: -1}
 	defer func() {
 		if err != nil {
 			_ = d.close()
@@ -72,8 +85,52 @@ func newDeviceTrainLearner(cfg Config, prioritized bool) (_ learner, _ tensorbuf
 func (d *deviceTrainLearner) updateTarget() error        { return d.UpdateTarget() }
 func (d *deviceTrainLearner) network() (*Network, error) { return d.Network() }
 func (d *deviceTrainLearner) bytesToHost() int64         { return d.be.BytesToHost() }
-func (d *deviceTrainLearner) agent() *Agent              { return nil }
-func (d *deviceTrainLearner) deviceSelection() bool      { return true }
+func (d *deviceTrainLearner) counts() backendCounts {
+	return backendCounts{launches: d.be.Launches(), syncs: d.be.Syncs(), copies: d.be.CopiesToHost()}
+}
+func (d *deviceTrainLearner) agent() *Agent         { return nil }
+func (d *deviceTrainLearner) deviceSelection() bool { return true }
+
+// QFunc is the training policy's Q-function: the host copy of the
+// online network (Network.QFunc over observation field name), refreshed
+// at the first env step after the network changed from the copy
+// roundEnd made with the round's one wait (else, before the first round
+// or after LoadState, with one copy of the weights and one wait), so
+// acting makes no round trip per env step: a trainer collects a round's env steps, then
+// takes its gradient steps, and the policy acts on the network as it was
+// after the last gradient step, as on the cpu backend. The Q-values are
+// the host forward pass's, which may differ from the device's in the
+// last bits (the device learner's equality tests bound the difference).
+func (d *deviceTrainLearner) QFunc(name string) driver.QFunc {
+	var q driver.QFunc
+	return func(obs map[string]*tensor.Dense, out []float32) error {
+		if d.stale || q == nil {
+			var n *Network
+			if d.pinnedAt == d.Steps() {
+				// roundEnd's copy, already waited for: no device call.
+				flat := make([]float32, d.nparam)
+				for i := range flat {
+					flat[i] = math.Float32frombits(binary.LittleEndian.Uint32(d.paramsPinned[4*i:]))
+				}
+				n = d.networkFrom(flat)
+			} else {
+				var err error
+				if n, err = d.Network(); err != nil {
+					return err
+				}
+			}
+			d.stale, q = false, n.QFunc(name)
+		}
+		return q(obs, out)
+	}
+}
+
+// LoadState is DeviceLearner.LoadState; the policy's host copy of the
+// network is refreshed at its next env step.
+func (d *deviceTrainLearner) LoadState(r io.Reader) error {
+	d.stale, d.pinnedAt = true, -1
+	return d.DeviceLearner.LoadState(r)
+}
 
 // evalQFunc plays evaluations on a host copy of the network: one copy of
 // the weights instead of the Q-values of every evaluation step.
@@ -122,7 +179,10 @@ func (d *deviceTrainLearner) load(tr *tensorbuf.TableTransitions, obs, act strin
 	return err
 }
 
-func (d *deviceTrainLearner) train() (float64, error) { return 0, d.TrainStep(d.batch) }
+func (d *deviceTrainLearner) train() (float64, error) {
+	d.stale = true
+	return 0, d.TrainStep(d.batch)
+}
 
 // updatePriorities queues the step's priorities into the table with
 // UpdatePrioritiesDevice for a device-selected sample (the update runs
@@ -139,16 +199,62 @@ func (d *deviceTrainLearner) updatePriorities(table *tensorbuf.Table, tr *tensor
 	return table.UpdatePriorities32(tr.Keys, d.prio)
 }
 
-// roundEnd waits for the device and copies the last step's loss back (a
-// metric: the round's loss on the device is its last step's).
-func (d *deviceTrainLearner) roundEnd(_ float64, steps int) (float64, error) {
-	if err := d.be.Sync(); err != nil {
-		return 0, fmt.Errorf("dqn: device learner: %w", err)
-	}
+// roundEnd waits for the round once: it queues copies of the online
+// network (for the policy: QFunc) and of the last sample's validity mask
+// into pinned memory, then copies the last step's loss back (a metric:
+// the round's loss on the device is its last step's), which waits for
+// all of it and reports the round's errors.
+func (d *deviceTrainLearner) roundEnd(_ float64, steps int, tr *tensorbuf.TableTransitions) (float64, int, int, error) {
 	if steps == 0 {
-		return 0, nil
+		if err := d.be.Sync(); err != nil {
+			return 0, 0, 0, fmt.Errorf("dqn: device learner: %w", err)
+		}
+		return 0, 0, 0, nil
 	}
-	return d.Loss()
+	if err := d.pin(); err != nil {
+		return 0, 0, 0, err
+	}
+	d.pinnedAt = -1
+	if err := d.be.HostInto(d.paramsPinned, d.paramArena, 0); err != nil {
+		return 0, 0, 0, fmt.Errorf("dqn: device learner: %w", err)
+	}
+	nValid := 0
+	if tr != nil && tr.ValidTensor != nil && tr.ValidTensor.Shape().TotalSize() <= len(d.validPinned) {
+		nValid = tr.ValidTensor.Shape().TotalSize()
+		if err := d.be.TensorInto(d.validPinned[:nValid], tr.ValidTensor); err != nil {
+			return 0, 0, 0, fmt.Errorf("dqn: device learner: %w", err)
+		}
+	}
+	loss, err := d.Loss()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	d.pinnedAt = d.Steps()
+	valid := 0
+	for _, v := range d.validPinned[:nValid] {
+		if v != 0 {
+			valid++
+		}
+	}
+	return loss, valid, nValid, nil
+}
+
+// pin allocates the pinned memory roundEnd copies into, once.
+func (d *deviceTrainLearner) pin() error {
+	if d.paramsPinned != nil {
+		return nil
+	}
+	p, err := d.be.AllocPinned(4 * int64(d.nparam))
+	if err != nil {
+		return fmt.Errorf("dqn: device learner: %w", err)
+	}
+	v, err := d.be.AllocPinned(int64(d.cfg.BatchSize))
+	if err != nil {
+		_ = d.be.FreePinned(p)
+		return fmt.Errorf("dqn: device learner: %w", err)
+	}
+	d.paramsPinned, d.validPinned = p, v
+	return nil
 }
 
 // close frees the learner's memory and closes its backend, after the
@@ -157,6 +263,11 @@ func (d *deviceTrainLearner) close() error {
 	var errs []error
 	if d.meta != nil {
 		errs = append(errs, d.be.Free(d.meta))
+	}
+	for _, p := range [][]byte{d.paramsPinned, d.validPinned} {
+		if p != nil {
+			errs = append(errs, d.be.FreePinned(p))
+		}
 	}
 	if d.DeviceLearner != nil {
 		errs = append(errs, d.DeviceLearner.Close())

@@ -48,6 +48,28 @@ type Progress struct {
 	// included: acting, losses, evaluations, checkpoints.
 	D2HPerGradStep float64 `json:"d2h_bytes_per_grad_step"`
 	D2HBytes       int64   `json:"d2h_bytes"`
+	// LaunchesPerGradStep, SyncsPerRound and D2HCopiesPerEnvStep are
+	// counted by the learner's backend (gpu.Backend's Launches, Syncs and
+	// CopiesToHost: the calls trajring makes, so a real GPU and the
+	// stand-in driver report the same figures), all 0 on the cpu
+	// backend. LaunchesPerGradStep is the last round's kernel launches
+	// from its first sample to the end of its gradient steps (sampling,
+	// training, priority updates and the round's end) over its gradient
+	// steps, 0 in a round without any. SyncsPerRound is the host's waits
+	// for the device from the start of the round's collection to the end
+	// of its gradient steps (evaluations and checkpoints after them not
+	// included): 1 on the gpu backend (the round's end: its loss, the
+	// policy's copy of the network and the last sample's validity come
+	// back together), plus 1 in a round in which the table's device
+	// mirror grows. D2HCopiesPerEnvStep is the device-to-host copies made
+	// while the round's env steps were collected (the policy acting),
+	// over those env steps: 0 on the gpu backend once a round has
+	// trained (the policy acts on a host copy of the network, see
+	// deviceTrainLearner.QFunc), 1/TrainFreq before (one copy of the
+	// weights).
+	LaunchesPerGradStep float64 `json:"launches_per_grad_step"`
+	SyncsPerRound       int64   `json:"syncs_per_round"`
+	D2HCopiesPerEnvStep float64 `json:"d2h_copies_per_env_step"`
 }
 
 // Result is what RunCartPole returns. As RL Zoo's EvalCallback does, a
@@ -202,6 +224,9 @@ type trainer struct {
 	tr    *tensorbuf.TableTransitions
 	nopt  tensorbuf.NStepOptions
 	d2h0  int64 // the backend's device-to-host bytes at the start
+	// round0 is the backend's counts at the start of the round's
+	// collection.
+	round0 backendCounts
 }
 
 // newTrainer builds a run's parts, from cfg.CheckpointDir's newest
@@ -338,10 +363,13 @@ func (t *trainer) close() {
 // counts the steps it took (each is in the buffer).
 func (t *trainer) collect(ctx context.Context) error {
 	t0 := time.Now()
+	t.round0 = t.l.counts()
 	t.drv.SetNumSteps(min(t.cfg.TrainFreq, t.cfg.Steps-int(t.p.EnvSteps)))
 	var err error
 	t.ts, t.state, err = t.drv.Run(ctx, t.ts, t.state)
 	t.p.CollectSecs += time.Since(t0).Seconds()
+	t.p.D2HCopiesPerEnvStep = float64(t.l.counts().copies-t.round0.copies) / float64(max(t.drv.Stats().Steps, 1))
+	t.p.SyncsPerRound = t.l.counts().syncs - t.round0.syncs
 	t.p.EnvSteps += t.drv.Stats().Steps
 	t.p.Episodes += t.drv.Stats().Episodes
 	t.pol.SetSteps(t.p.EnvSteps) // the policy's clock also counted boundary steps
@@ -352,9 +380,10 @@ func (t *trainer) collect(ctx context.Context) error {
 // LearningStarts env steps are stored, takes GradientSteps gradient
 // steps on sampled transitions, updating their priorities, and measures
 // the round's gradient steps/s and device-to-host bytes.
-func (t *trainer) learn(ctx context.Context) error {
+func (t *trainer) learn(ctx context.Context) (err error) {
 	cfg, p, l := t.cfg, &t.p, t.l
-	p.Loss, p.GradStepsPerSec, p.D2HPerGradStep = 0, 0, 0
+	p.Loss, p.GradStepsPerSec, p.D2HPerGradStep, p.LaunchesPerGradStep = 0, 0, 0, 0
+	defer func() { p.SyncsPerRound = l.counts().syncs - t.round0.syncs }()
 	// The learning rate of this round, linear in the env steps over the
 	// run (RL Zoo's lin_ schedules are linear in SB3's progress).
 	frac := min(float64(p.EnvSteps)/float64(cfg.Steps), 1)
@@ -373,7 +402,7 @@ func (t *trainer) learn(ctx context.Context) error {
 		}
 	}
 	valid, total, lossSum := 0, 0, 0.0
-	t0, d0 := time.Now(), l.bytesToHost()
+	t0, d0, c0 := time.Now(), l.bytesToHost(), l.counts()
 	for range cfg.GradientSteps {
 		t1 := time.Now()
 		if err := t.table.SampleTransitionsInto(ctx, t.tr, cfg.Agent.BatchSize, t.nopt); err != nil {
@@ -405,15 +434,19 @@ func (t *trainer) learn(ctx context.Context) error {
 	}
 	p.D2HPerGradStep = float64(l.bytesToHost()-d0) / float64(cfg.GradientSteps)
 	t4 := time.Now()
-	var err error
-	if p.Loss, err = l.roundEnd(lossSum, cfg.GradientSteps); err != nil {
+	var lastValid, lastN int
+	if p.Loss, lastValid, lastN, err = l.roundEnd(lossSum, cfg.GradientSteps, t.tr); err != nil {
 		return err
 	}
 	// The wait for the device counts as training time; the copies of
 	// the loss and the validity (metrics) as neither.
 	p.TrainSeconds += time.Since(t4).Seconds()
 	p.GradStepsPerSec = float64(cfg.GradientSteps) / time.Since(t0).Seconds()
-	if total == 0 {
+	if total == 0 && lastN > 0 {
+		// Selected on the device: the learner copied the validity of the
+		// round's last batch with its loss.
+		valid, total = lastValid, lastN
+	} else if total == 0 {
 		// Selected on the device: the host learns the validity of the
 		// round's last batch only.
 		if err := t.tr.HostMeta(); err != nil {
@@ -427,6 +460,7 @@ func (t *trainer) learn(ctx context.Context) error {
 		total = max(len(t.tr.Valid), 1)
 	}
 	p.ValidFraction = float64(valid) / float64(total)
+	p.LaunchesPerGradStep = float64(l.counts().launches-c0.launches) / float64(cfg.GradientSteps)
 	return nil
 }
 

@@ -15,8 +15,10 @@ import (
 // else exits 2 naming the flag. In a default build -backend gpu exits 2
 // saying it needs a trajring_cuda build. In a cuda build it trains the
 // device learner: every training round of metrics.jsonl reports 0
-// device-to-host bytes per gradient step (uniform replay) and its
-// gradient steps/s, q.gob plays in eval, and -resume continues the
+// device-to-host bytes per gradient step (uniform replay), its gradient
+// steps/s and the backend's launches per gradient step, syncs per round
+// (at most 1) and device-to-host copies per env step (0 once training
+// started), q.gob plays in eval, and -resume continues the
 // checkpointed run on the gpu and refuses -backend cpu.
 func TestTrainBackend(t *testing.T) {
 	dir := t.TempDir()
@@ -62,6 +64,7 @@ func TestTrainBackend(t *testing.T) {
 	if len(lines) != 15 {
 		t.Fatalf("metrics.jsonl has %d lines, want 15", len(lines))
 	}
+	growths := 0
 	for i, l := range lines {
 		var p dqn.Progress
 		if err := json.Unmarshal([]byte(l), &p); err != nil || !strings.Contains(l, `"d2h_bytes_per_grad_step":0,`) {
@@ -69,6 +72,27 @@ func TestTrainBackend(t *testing.T) {
 		}
 		if trains := p.EnvSteps > 500; trains != (p.GradStepsPerSec > 0) || trains != (p.GradientSteps > 0) {
 			t.Fatalf("metrics line %d: %d env steps, %d gradient steps at %v a second", i, p.EnvSteps, p.GradientSteps, p.GradStepsPerSec)
+		}
+		// The backend's counts (issue 42): every line has them; a
+		// training round launches kernels, waits for the device once,
+		// and acting copies nothing back per env step (the policy's host
+		// copy of the network comes with the round's wait; the first
+		// round, before any training, copies the weights once).
+		for _, k := range []string{`"launches_per_grad_step":`, `"syncs_per_round":`, `"d2h_copies_per_env_step":`} {
+			if !strings.Contains(l, k) {
+				t.Fatalf("metrics line %d lacks %s: %q", i, k, l)
+			}
+		}
+		trains := p.EnvSteps > 500
+		if p.SyncsPerRound == 2 {
+			growths++ // the table's device mirror grew (it frees the old one)
+		}
+		if trains != (p.LaunchesPerGradStep > 0) || p.LaunchesPerGradStep > 64 || p.SyncsPerRound > 2 || growths > 2 {
+			t.Fatalf("metrics line %d: %v launches a gradient step, %d syncs a round (%d rounds with 2); want some launches and 1 sync (2 in rounds in which the mirror grows)",
+				i, p.LaunchesPerGradStep, p.SyncsPerRound, growths)
+		}
+		if want := 0.0; i == 0 && p.D2HCopiesPerEnvStep != 1.0/100 || i > 0 && p.D2HCopiesPerEnvStep != want {
+			t.Fatalf("metrics line %d: %v device-to-host copies an env step; want 1 a round before training, then 0", i, p.D2HCopiesPerEnvStep)
 		}
 	}
 	var ev bytes.Buffer
