@@ -46,11 +46,13 @@ var (
 	Argmax      = Kernel{ID: 20, Module: "argmax", Entry: "trajring_argmax", Args: 4}
 	// The n-step check of device-selected table transitions (host/nstep_check.h).
 	NStepCheck = Kernel{ID: 21, Module: "nstep_check", Entry: "trajring_nstep_check", Args: 15}
+	// The frame-stack gather of device-selected table transitions (host/stack_gather.h).
+	StackGather = Kernel{ID: 22, Module: "stack_gather", Entry: "trajring_stack_gather", Args: 14}
 )
 
 // All lists every kernel.
 var All = []Kernel{Scatter, GatherRows, Concat, GatherWindows, NStepReward, PatchItems, DrawUniform, TreePull, TreeRepair, DrawPrio, UpdateClaim, UpdateApply,
-	Gemm, BiasReLU, ReLUGrad, ColSum, TDLoss, NormPartial, NormFinish, Adam, Argmax, NStepCheck}
+	Gemm, BiasReLU, ReLUGrad, ColSum, TDLoss, NormPartial, NormFinish, Adam, Argmax, NStepCheck, StackGather}
 
 // PTX returns the PTX text of the kernel's module, compiled by `make
 // kernels` for compute_80 and embedded in the binary. It is safe for

@@ -266,6 +266,8 @@ func newHindsight(b *Buffer, cfg HindsightConfig, restoring bool) (*Hindsight, e
 		return nil, fmt.Errorf("%w: priority %v", ErrConfig, cfg.Priority)
 	case cfg.NStep.Horizon < 0:
 		return nil, fmt.Errorf("%w: n-step horizon %d", ErrConfig, cfg.NStep.Horizon)
+	case len(cfg.NStep.Stack) > 0:
+		return nil, fmt.Errorf("%w: hindsight relabeling does not stack frames (NStep.Stack)", ErrConfig)
 	}
 	if cfg.NStep.Horizon > 0 {
 		if err := cfg.NStep.validate(); err != nil {

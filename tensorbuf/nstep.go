@@ -43,12 +43,17 @@ import (
 // steps of each row instead would keep the freshest data from the learner
 // and make the set of transitions depend on n.
 //
-// NStepOptions is a plain value, safe to share between goroutines.
+// NStepOptions is a plain value (its Stack slice is only read), safe to
+// share between goroutines.
 type NStepOptions struct {
 	// Horizon is n, at least 1.
 	Horizon int
 	// DiscountFactor is gamma, in [0, 1].
 	DiscountFactor float64
+	// Stack, when set, stacks observation fields over their last K
+	// frames in the observation and the next observation (see
+	// FrameStack); a bad request fails with ErrConfig, consuming nothing.
+	Stack []FrameStack
 }
 
 func (o NStepOptions) validate() error {
@@ -104,11 +109,13 @@ func (b *Buffer) SampleNStep(n int, opt NStepOptions) (*Transitions, error) {
 
 // SampleNStepInto samples n n-step transitions (see NStepOptions) into
 // tr, reusing its memory (it allocates nothing in steady state); tensors
-// are shaped as SampleTransitionsInto shapes them. It fails with
-// ErrInvalidArg for n below 1, bad options or a sample larger than the
-// sample limit (see SampleBudget; the look-ahead counts min(Horizon,
-// Capacity) steps of 4 bytes per transition), and ErrEmpty when the buffer
-// holds no transition. It is safe for concurrent use with writers and
+// are shaped as SampleTransitionsInto shapes them, stacked fields [n, K,
+// ...shape] (see FrameStack). It fails with ErrInvalidArg for n below 1,
+// bad options or a sample larger than the sample limit (see SampleBudget;
+// the look-ahead counts min(Horizon, Capacity) steps of 4 bytes per
+// transition, stacked frames their K-1 extra frames twice), ErrConfig for a
+// bad opt.Stack (tr untouched), and ErrEmpty when the buffer holds no
+// transition. It is safe for concurrent use with writers and
 // other samplers; tr is not.
 func (b *Buffer) SampleNStepInto(tr *Transitions, n int, opt NStepOptions) error {
 	if n <= 0 || tr == nil {
@@ -118,6 +125,16 @@ func (b *Buffer) SampleNStepInto(tr *Transitions, n int, opt NStepOptions) error
 		return err
 	}
 	if err := b.checkTransitionsSize("n-step sample", n, int64(opt.Horizon), 4); err != nil {
+		return err
+	}
+	plan, err := b.stackPlan(opt.Stack)
+	if err != nil {
+		return err
+	}
+	if err := b.stackSize("n-step sample", n, plan); err != nil {
+		return err
+	}
+	if err := tr.setStack(plan); err != nil {
 		return err
 	}
 	b.mu.RLock()
@@ -136,12 +153,20 @@ func (b *Buffer) SampleNStepInto(tr *Transitions, n int, opt NStepOptions) error
 
 // AllNStepExperiences is AllExperiences with n-step transitions (see
 // NStepOptions): the same transitions in the same order and layout, each
-// looking up to Horizon steps ahead. It is safe for concurrent use.
+// looking up to Horizon steps ahead. With opt.Stack the fields it names
+// are stacked (see FrameStack: [N, 1, K, ...shape] in ExportBatch mode)
+// and the transitions whose stacks reach an overwritten step are left
+// out; a bad opt.Stack fails with ErrConfig. It is safe for concurrent
+// use.
 func (b *Buffer) AllNStepExperiences(mode ExportMode, opt NStepOptions) ([]*Transitions, error) {
 	if mode < ExportNone || mode > ExportSequence {
 		return nil, fmt.Errorf("%w: export mode %d", ErrInvalidArg, mode)
 	}
 	if err := opt.validate(); err != nil {
+		return nil, err
+	}
+	plan, err := b.stackPlan(opt.Stack)
+	if err != nil {
 		return nil, err
 	}
 	b.mu.RLock()
@@ -150,7 +175,19 @@ func (b *Buffer) AllNStepExperiences(mode ExportMode, opt NStepOptions) ([]*Tran
 		return nil, fmt.Errorf("%w: AllNStepExperiences", ErrClosed)
 	}
 	tr := new(Transitions)
+	tr.stack = plan
 	tr.Rows, tr.Steps = b.allTransitions()
+	if sk := stackMax(plan); sk > 1 {
+		// Transitions whose stacks reach an overwritten step are none.
+		j := 0
+		for i, r := range tr.Rows {
+			if b.stackKept(r, tr.Steps[i], sk) {
+				tr.Rows[j], tr.Steps[j] = r, tr.Steps[i]
+				j++
+			}
+		}
+		tr.Rows, tr.Steps = tr.Rows[:j], tr.Steps[:j]
+	}
 	if len(tr.Rows) == 0 {
 		return nil, fmt.Errorf("%w: the buffer holds no transition", ErrEmpty)
 	}

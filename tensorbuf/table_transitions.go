@@ -121,8 +121,15 @@ func (t *Table) SampleTransitions(ctx context.Context, n int, opt NStepOptions) 
 // and the same bytes as a host-selected table of the same seed, with the
 // host slices left for HostMeta; a call that fails there consumes no item.
 //
+// With opt.Stack the observation fields it names are stacked over their
+// last K frames (see FrameStack), on the backend too for a
+// DeviceSelection table whose backend is also a FrameStacker; an item
+// whose stack reaches a step the ring has overwritten comes with Valid
+// false.
+//
 // It fails with ErrInvalidArg (consuming nothing) for n below 1, a nil tr
-// or bad options, and as SampleInto fails otherwise. It is safe for
+// or bad options, ErrConfig (consuming nothing) for a bad opt.Stack, and
+// as SampleInto fails otherwise. It is safe for
 // concurrent use with writers, inserters and other samplers; tr is not.
 // Once tr's memory is large enough the call allocates nothing.
 func (t *Table) SampleTransitionsInto(ctx context.Context, tr *TableTransitions, n int, opt NStepOptions) error {
@@ -136,6 +143,16 @@ func (t *Table) SampleTransitionsInto(ctx context.Context, tr *TableTransitions,
 		return err
 	}
 	if err := t.b.checkTransitionsSize("table transitions", n, int64(opt.Horizon), 4); err != nil {
+		return err
+	}
+	plan, err := t.b.stackPlan(opt.Stack)
+	if err != nil {
+		return err
+	}
+	if err := t.b.stackSize("table transitions", n, plan); err != nil {
+		return err
+	}
+	if err := tr.setStack(plan); err != nil {
 		return err
 	}
 	// Try first, wait only when not yet served (as SampleInto).
@@ -168,7 +185,8 @@ func (t *Table) sampleTransitionsOnce(tr *TableTransitions, n int, opt NStepOpti
 		return false, nil
 	}
 	if t.dev != nil {
-		if ts, ok := b.be.(TransitionSelector); ok {
+		ts, ok := b.be.(TransitionSelector)
+		if _, fs := b.be.(FrameStacker); ok && (fs || tr.stack == nil) {
 			return true, t.sampleTransitionsDevLocked(ts, tr, n, opt)
 		}
 	}
@@ -198,6 +216,10 @@ func (t *Table) sampleTransitionsOnce(tr *TableTransitions, n int, opt NStepOpti
 	}
 	if err := b.materialiseWindows(&tr.Transitions, opt.DiscountFactor); err != nil {
 		return true, err
+	}
+	for i, l := range tr.lost[:n] {
+		// Frames of a stack overwritten by the ring (FrameStack).
+		valid[i] = valid[i] && !l
 	}
 	return true, tr.views(b.be, 0, n)
 }

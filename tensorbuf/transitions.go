@@ -66,6 +66,9 @@ type Transitions struct {
 	draws  []uint64  // scratch of a sample's draws
 	wins   []Window  // n-step windows (materialiseWindows)
 	disc   []float32 // n-step discounts (materialiseWindows)
+	stack  []int     // K of each stacked user field, nil for none (stack.go)
+	lost   []bool    // per transition: its stack reaches an overwritten step
+	swins  []Window  // scratch: one-step windows of stacked frames
 }
 
 // transitionSpecs lays out transitions: user fields, the next observation
@@ -75,12 +78,12 @@ func (b *Buffer) transitionSpecs(tr *Transitions) {
 	tr.nUser, tr.nObs = b.nUser, 0
 	for i := range b.nUser {
 		c := &b.cols[i]
-		tr.specs = append(tr.specs, outSpec{name: c.Name, dtype: c.DType, shape: c.Shape, stepBytes: c.stepBytes})
+		tr.specs = append(tr.specs, tr.stackedSpec(c, i))
 		tr.roles = append(tr.roles, c.Role)
 	}
 	for i := range b.nUser {
 		if c := &b.cols[i]; c.Role == Observation {
-			tr.specs = append(tr.specs, outSpec{name: c.Name, dtype: c.DType, shape: c.Shape, stepBytes: c.stepBytes})
+			tr.specs = append(tr.specs, tr.stackedSpec(c, i))
 			tr.nObs++
 		}
 	}
@@ -155,6 +158,9 @@ func (b *Buffer) materialiseCols(tr *Transitions, n int64) error {
 			col.NextOut, col.NextOff = tr.out.arena, tr.out.offs[nextSpec]
 			nextSpec++
 		}
+		if tr.stacked(i) {
+			continue // gatherStacks writes it
+		}
 		tr.cols = append(tr.cols, col)
 	}
 	k := b.nUser + tr.nObs
@@ -165,6 +171,9 @@ func (b *Buffer) materialiseCols(tr *Transitions, n int64) error {
 	}
 	if err := b.be.Concat(tr.cols, tr.idx, tr.next); err != nil {
 		return fmt.Errorf("%w: concat: %w", ErrBackend, err)
+	}
+	if err := b.gatherStacks(tr); err != nil {
+		return err
 	}
 	done := grow(&tr.done, len(tr.Rows))
 	for i, r := range tr.Rows {
@@ -307,6 +316,9 @@ func (b *Buffer) SampleTransitionsInto(tr *Transitions, n int) error {
 	if err := b.checkTransitionsSize("sample of transitions", n, 1, 0); err != nil {
 		return err
 	}
+	if err := tr.setStack(nil); err != nil {
+		return err
+	}
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if b.closed {
@@ -389,6 +401,10 @@ func (b *Buffer) drawTransitions(tr *Transitions, n int) error {
 	var valid []Window
 	d, per := b.newCall(), evenRows(prefix)
 	first := d.first(&tr.draws, n)
+	// A transition whose frame stacks reach an overwritten step is none
+	// (FrameStack); without stacking sk is 1 and every step is kept.
+	sk := stackMax(tr.stack)
+	ok := func(w Window) bool { return !b.isBoundary(int(w.Row), w.Start) && b.stackKept(int(w.Row), w.Start, sk) }
 	for k := range n {
 		var w Window
 		if per > 0 {
@@ -396,15 +412,15 @@ func (b *Buffer) drawTransitions(tr *Transitions, n int) error {
 		} else {
 			w = b.drawStart(prefix, per, int64(philox.Index(first[k], uint64(total))))
 		}
-		found := !b.isBoundary(int(w.Row), w.Start)
+		found := ok(w)
 		for try := 1; try < maxRejections && !found; try++ {
 			w = b.drawStart(prefix, per, d.index(try, k, total))
-			found = !b.isBoundary(int(w.Row), w.Start)
+			found = ok(w)
 		}
 		if !found {
 			if valid == nil {
-				if valid = b.validStarts(2); len(valid) == 0 {
-					return fmt.Errorf("%w: the buffer holds only boundary steps", ErrEmpty)
+				if valid = slices.DeleteFunc(b.validStarts(2), func(w Window) bool { return !ok(w) }); len(valid) == 0 {
+					return fmt.Errorf("%w: the buffer holds only boundary steps (or transitions whose frame stacks reach overwritten steps)", ErrEmpty)
 				}
 			}
 			w = valid[d.index(fallbackStream, k, int64(len(valid)))]

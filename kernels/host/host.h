@@ -32,6 +32,33 @@
 #include "testkernels.h"
 #include "learner_host.h"
 #include "nstep_check_host.h"
+#include "stack_gather.h"
+
+static void tr_host_stack_gather(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
+{
+	tr_u64 ring = TR_ARG_U64(p, 0);
+	tr_i64 stride = TR_ARG_I64(p, 1);
+	tr_i64 step = TR_ARG_I64(p, 2);
+	tr_u64 out = TR_ARG_U64(p, 3);
+	tr_u64 nout = TR_ARG_U64(p, 4);
+	const tr_win *cur = TR_ARG_PTR(const tr_win *, p, 5);
+	const tr_win *next = TR_ARG_PTR(const tr_win *, p, 6);
+	tr_i64 n = TR_ARG_I64(p, 7);
+	tr_i64 k = TR_ARG_I64(p, 8);
+	tr_i64 capacity = TR_ARG_I64(p, 9);
+	const tr_u8 *meta = TR_ARG_PTR(const tr_u8 *, p, 10);
+	const tr_i64 *cursors = TR_ARG_PTR(const tr_i64 *, p, 11);
+	tr_u8 *valid = TR_ARG_PTR(tr_u8 *, p, 12);
+	float *masked = TR_ARG_PTR(float *, p, 13);
+	tr_i64 tid;
+	(void)gy;
+	for (tid = t0; tid < t1; tid++) {
+		if (y == 0)
+			tr_stack_gather_run(ring, stride, step, out, cur, n, k, capacity, meta, cursors, valid, masked, tid, nt);
+		else if (nout != 0)
+			tr_stack_gather_run(ring, stride, step, nout, next, n, k, capacity, meta, cursors, 0, 0, tid, nt);
+	}
+}
 
 static void tr_host_scatter(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
 {
@@ -259,6 +286,7 @@ static tr_host_fn tr_host_lookup(const char *name, int *nargs)
 		{"trajring_update_claim", tr_host_update_claim, 6},
 		{"trajring_update_apply", tr_host_update_apply, 10},
 		{"trajring_nstep_check", tr_host_nstep_check, 15},
+		{"trajring_stack_gather", tr_host_stack_gather, 14},
 		TR_LEARNER_KERNELS
 		TR_TEST_KERNELS
 	};
