@@ -650,3 +650,26 @@ func TestFrameStackBadInput(t *testing.T) {
 		t.Fatal("a sample of 2^40 stacked transitions was served")
 	}
 }
+
+// TestFrameStackMemory: the bytes per stored step of an Atari buffer
+// (84x84 uint8 frames, int32 action) that FrameStack's doc comment states,
+// within issue 45's budget of 7.5 GB for 1M transitions; stacking stores
+// nothing.
+func TestFrameStackMemory(t *testing.T) {
+	const rows, capacity = 8, 1000
+	b, err := tensorbuf.New(tensorbuf.Config{NumEnvs: rows, Capacity: capacity, Fields: []tensorbuf.Field{
+		{Name: "frame", Role: tensorbuf.Observation, DType: tensorbuf.Uint8, Shape: []int{84, 84}},
+		{Name: "action", Role: tensorbuf.Action, DType: tensorbuf.Int32},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	perStep := b.MemoryBytes() / (rows * capacity)
+	if perStep != 7077 {
+		t.Fatalf("%d bytes per stored step, FrameStack's doc says 7,077", perStep)
+	}
+	if perStep*1_000_000 > 7_500_000_000 {
+		t.Fatalf("1M steps take %d bytes, over 7.5 GB", perStep*1_000_000)
+	}
+}
