@@ -7,8 +7,6 @@ package capi
 #include <stdlib.h>
 #include "trajring_abi.h"
 
-void *trj_dl_alloc(int32_t versioned, int32_t ndim, int64_t **shape);
-void trj_dl_set_ctx(void *p, int32_t versioned, uint64_t id, uint64_t data);
 */
 import "C"
 
@@ -16,7 +14,6 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
-	"slices"
 	"sync"
 	"unsafe"
 
@@ -56,8 +53,9 @@ type result struct {
 	tables *tensorbuf.Table // the table a batch was sampled from, if any
 
 	views     []view
-	live      int  // DLPack tensors not yet deleted
-	freed     bool // the caller released its handle
+	spare     []view // the previous views' slices, reused by the next refresh
+	live      int    // DLPack tensors not yet deleted
+	freed     bool   // the caller released its handle
 	pinner    runtime.Pinner
 	released  bool      // memory handed back: the result is dead
 	exported  bool      // an export, never refilled nor pooled
@@ -99,9 +97,9 @@ func (r *result) addDense(name string, d *tensor.Dense) error {
 	if err != nil {
 		return err
 	}
-	shape := make([]int64, len(d.Shape()))
-	for i, s := range d.Shape() {
-		shape[i] = int64(s)
+	shape := r.nextShape()
+	for _, s := range d.Shape() {
+		shape = append(shape, int64(s))
 	}
 	v := view{name: name, dtype: code, shape: shape}
 	if d.DataSize() > 0 {
@@ -117,7 +115,7 @@ func (r *result) addDense(name string, d *tensor.Dense) error {
 
 // addSlice appends a view of a host slice as a one-dimensional tensor.
 func addSlice[T any](r *result, name string, s []T, code int32) {
-	v := view{name: name, dtype: code, shape: []int64{int64(len(s))}}
+	v := view{name: name, dtype: code, shape: append(r.nextShape(), int64(len(s)))}
 	if len(s) > 0 {
 		v.data = unsafe.Pointer(&s[0])
 		v.addr = uintptr(v.data)
@@ -125,12 +123,25 @@ func addSlice[T any](r *result, name string, s []T, code int32) {
 	r.views = append(r.views, v)
 }
 
+// nextShape returns an empty shape slice for the view about to be
+// appended, reusing the one a previous refresh left in that place.
+func (r *result) nextShape() []int64 {
+	if n := len(r.views); n < cap(r.views) {
+		return r.views[:n+1][n].shape[:0]
+	}
+	return nil
+}
+
 // refresh rebuilds the views from the result's tensors after a fill and
 // pins their memory. With live DLPack tensors the layout must not have
-// moved (callers keep the shape; see fill).
+// moved (callers keep the shape; see fill). A refill that leaves the
+// layout as it was (the hot loop's sample into a result) keeps the views
+// and pins it has and allocates nothing; one that moves it (no live
+// tensors) unpins the old memory, whose pointers the caller must not use
+// after the refill, and pins the new.
 func (r *result) refresh() error {
 	old := r.views
-	r.views = nil
+	r.views = r.spare[:0]
 	b := r.buf.b
 	var err error
 	add := func(name string, d *tensor.Dense) {
@@ -200,14 +211,22 @@ func (r *result) refresh() error {
 		}
 	}
 	if err != nil {
-		r.views = old
+		r.spare, r.views = r.views, old
 		return err
 	}
-	if r.live > 0 && !sameLayout(old, r.views) {
+	if len(old) > 0 && sameLayout(old, r.views) {
+		// Unchanged: old's memory is pinned already (pinning it again
+		// would grow the pinner by a reference per view and call).
+		r.spare, r.views = r.views, old
+		return nil
+	}
+	if r.live > 0 {
 		// fill refuses every change of shape while tensors are alive;
 		// reaching here means a tensorbuf result moved its memory anyway.
 		panic(fmt.Sprintf("capi: a result's memory moved under %d live tensors", r.live))
 	}
+	r.spare = old
+	r.pinner.Unpin()
 	if r.buf.device() == deviceHost {
 		for _, v := range r.views {
 			if v.data != nil {
@@ -277,52 +296,6 @@ func (r *result) release() {
 	}
 }
 
-// consumerStreams is what a backend whose work runs on a stream offers
-// DLPack consumers on other streams (the gpu backend).
-type consumerStreams interface {
-	HandOff(stream uintptr) error
-	AfterConsumer(stream uintptr) error
-}
-
-// handOff makes a consumer's stream wait for the result's work (see
-// trj_result_dlpack) and remembers the stream until the memory is reused.
-func (r *result) handOff(stream int64) error {
-	if r.buf.device() == deviceHost || stream == -1 {
-		if stream != -1 {
-			return fmt.Errorf("%w: stream %d for host memory (DLPack: none)", tensorbuf.ErrInvalidArg, stream)
-		}
-		return nil
-	}
-	cs, ok := r.buf.b.Backend().(consumerStreams)
-	if !ok {
-		return fmt.Errorf("%w: backend %s cannot order a consumer's stream", tensorbuf.ErrBackend, r.buf.b.Backend().Name())
-	}
-	if stream <= 0 {
-		return fmt.Errorf("%w: CUDA stream %d (DLPack: 1, 2 or a stream handle; -1 for none)", tensorbuf.ErrInvalidArg, stream)
-	}
-	if err := cs.HandOff(uintptr(stream)); err != nil {
-		return fmt.Errorf("%w: %w", tensorbuf.ErrBackend, err)
-	}
-	if !slices.Contains(r.consumers, uintptr(stream)) {
-		r.consumers = append(r.consumers, uintptr(stream))
-	}
-	return nil
-}
-
-// afterConsumers makes the backend's later work (the next sample into
-// this memory) wait for what the consumers queued on their streams.
-func (r *result) afterConsumers() {
-	if len(r.consumers) == 0 {
-		return
-	}
-	if cs, ok := r.buf.b.Backend().(consumerStreams); ok {
-		for _, s := range r.consumers {
-			_ = cs.AfterConsumer(s) // a lost device fails the next sample anyway
-		}
-	}
-	r.consumers = r.consumers[:0]
-}
-
 // retire is called once neither a handle nor a live tensor refers to r:
 // r goes back to its buffer's pool, or is released when the pool is full
 // or the buffer closed.
@@ -332,7 +305,7 @@ func (r *result) retire() {
 	bo.mu.Lock()
 	if bo.pool != nil && len(bo.pool[r.kind]) < poolSize && r.reusable() {
 		r.pinner.Unpin()
-		r.views = nil
+		r.spare, r.views = r.views, nil
 		r.freed = false
 		bo.pool[r.kind] = append(bo.pool[r.kind], r)
 		bo.mu.Unlock()
@@ -365,11 +338,6 @@ func (bo *bufferObj) takeResult(k resultKind) *result {
 		r.ttr = new(tensorbuf.TableTransitions)
 	}
 	return r
-}
-
-// giveBack returns a result that was never handed out to the pool.
-func (bo *bufferObj) giveBack(r *result) {
-	r.retire()
 }
 
 const (
@@ -436,19 +404,16 @@ func fill(bo *bufferObj, into uint64, k resultKind, n, l int, do func(r *result)
 		r.bt.FixedLen = 0
 	}
 	if err := do(r); err != nil {
-		bo.giveBackLocked(r)
+		r.retire()
 		return err
 	}
 	if err := r.refresh(); err != nil {
-		bo.giveBackLocked(r)
+		r.retire()
 		return err
 	}
 	*out = C.uint64_t(handles.add(kindResult, r))
 	return nil
 }
-
-// giveBackLocked is giveBack for a result whose lock the caller holds.
-func (bo *bufferObj) giveBackLocked(r *result) { r.retire() }
 
 func (k resultKind) String() string {
 	switch k {
@@ -554,141 +519,6 @@ func trj_result_tensor(h C.uint64_t, i C.int64_t, desc *C.trj_tensor_desc, err *
 		for j, s := range v.shape {
 			desc.shape[j] = C.int64_t(s)
 		}
-		return nil
-	})
-}
-
-// views of results held by DLPack consumers, by id (the tensors'
-// manager_ctx).
-var dlViews = struct {
-	sync.Mutex
-	next uint64
-	m    map[uint64]*result
-}{m: make(map[uint64]*result)}
-
-// trj_result_dlpack returns, at out, a new DLPack managed tensor viewing
-// tensor i of the result (versioned: a DLManagedTensorVersioned of DLPack
-// 1.1, else a legacy DLManagedTensor). For device memory, stream is the
-// consumer's CUDA stream (DLPack's stream protocol: 1 legacy default, 2
-// per-thread default, -1 no synchronisation): it is made to wait for the
-// sample's work, and the memory is not reused before the work the
-// consumer queues on it by the time the last tensor is deleted has run.
-// Host memory takes stream -1 only. The result's memory stays valid
-// until the tensor's deleter runs, whatever happens to the handle. Bool
-// tensors are exported as uint8 and the strides are always filled, so
-// that every consumer DLPack has (NumPy 1.24, PyTorch 1.13 included)
-// reads them.
-//
-//export trj_result_dlpack
-func trj_result_dlpack(h C.uint64_t, i C.int64_t, versioned C.int32_t, stream C.int64_t, out *unsafe.Pointer, err *C.char, errcap C.int64_t) C.int32_t {
-	return guard(err, errcap, func() error {
-		r, e := getAs[*result](uint64(h), kindResult)
-		if e != nil {
-			return e
-		}
-		if out == nil {
-			return setOut(out, nil)
-		}
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if i < 0 || int(i) >= len(r.views) {
-			return fmt.Errorf("%w: tensor %d of %d", tensorbuf.ErrInvalidArg, i, len(r.views))
-		}
-		v := r.views[i]
-		if err := r.handOff(int64(stream)); err != nil {
-			return err
-		}
-		ndim := len(v.shape)
-		var shp *C.int64_t
-		p := C.trj_dl_alloc(C.int32_t(min(versioned, 1)), C.int32_t(ndim), &shp)
-		if p == nil {
-			return fmt.Errorf("%w: out of C memory for a DLPack tensor", tensorbuf.ErrBackend)
-		}
-		shape := unsafe.Slice((*int64)(unsafe.Pointer(shp)), 2*max(ndim, 1))
-		stride := int64(1)
-		for j := ndim - 1; j >= 0; j-- {
-			shape[j] = v.shape[j]
-			shape[ndim+j] = stride
-			stride *= max(v.shape[j], 1)
-		}
-		dlViews.Lock()
-		dlViews.next++
-		id := dlViews.next
-		dlViews.m[id] = r
-		dlViews.Unlock()
-		r.live++
-		t := C.trj_dl_tensor{
-			device:  C.trj_dl_device{device_type: C.int32_t(r.buf.device()), device_id: 0},
-			ndim:    C.int32_t(ndim),
-			dtype:   dlDType(v.dtype),
-			shape:   (*C.int64_t)(unsafe.Pointer(&shape[0])),
-			strides: (*C.int64_t)(unsafe.Pointer(&shape[ndim])),
-		}
-		if ndim == 0 {
-			t.shape, t.strides = nil, nil
-		}
-		if versioned != 0 {
-			m := (*C.trj_dl_managed_versioned)(p)
-			m.major, m.minor = 1, 1
-			m.dl_tensor = t
-		} else {
-			(*C.trj_dl_managed)(p).dl_tensor = t
-		}
-		C.trj_dl_set_ctx(p, C.int32_t(min(versioned, 1)), C.uint64_t(id), C.uint64_t(v.addr))
-		*out = p
-		return nil
-	})
-}
-
-func dlDType(code int32) C.trj_dl_dtype {
-	switch code {
-	case dtFloat32:
-		return C.trj_dl_dtype{code: 2, bits: 32, lanes: 1}
-	case dtFloat64:
-		return C.trj_dl_dtype{code: 2, bits: 64, lanes: 1}
-	case dtInt32:
-		return C.trj_dl_dtype{code: 0, bits: 32, lanes: 1}
-	case dtInt64:
-		return C.trj_dl_dtype{code: 0, bits: 64, lanes: 1}
-	}
-	return C.trj_dl_dtype{code: 1, bits: 8, lanes: 1}
-}
-
-// trjViewDrop is called by the DLPack deleters (dlpack.c) when a consumer
-// drops a tensor: the last one of a released result hands its memory back.
-// It never fails; an unknown id (a deleter called twice) is ignored.
-//
-//export trjViewDrop
-func trjViewDrop(id C.uint64_t) {
-	defer func() { _ = recover() }()
-	dlViews.Lock()
-	r, ok := dlViews.m[uint64(id)]
-	delete(dlViews.m, uint64(id))
-	dlViews.Unlock()
-	if !ok {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.live--
-	if r.live == 0 && r.freed {
-		r.retire()
-	}
-}
-
-// trj_live_counts stores the numbers of live result handles and live
-// DLPack tensors, for leak tests.
-//
-//export trj_live_counts
-func trj_live_counts(results, tensors *C.int64_t, err *C.char, errcap C.int64_t) C.int32_t {
-	return guard(err, errcap, func() error {
-		if results == nil || tensors == nil {
-			return setOut(results, 0)
-		}
-		dlViews.Lock()
-		nt := len(dlViews.m)
-		dlViews.Unlock()
-		*results, *tensors = C.int64_t(handles.count(kindResult)), C.int64_t(nt)
 		return nil
 	})
 }
