@@ -95,6 +95,7 @@ def main() -> None:
     start = time.time()
 
     env = trajring.make("CartPole-v1", num_envs=1, seed=args.seed)
+    env.single_action_space.seed(args.seed)  # the epsilon-greedy draws
     n_actions = env.single_action_space.n
     obs_dim = env.single_observation_space.shape[0]
     buf = trajring.Buffer(env.buffer_spec(), num_envs=1, capacity=args.buffer_size, seed=args.seed)
@@ -109,10 +110,11 @@ def main() -> None:
 
     batch = None  # one result refilled in place; its torch views are made once
     obs, _ = env.reset()
-    step, last_target, next_eval, grad_steps, train_secs = 0, 0, args.eval_every, 0, 0.0
+    step, last_target, next_eval, grad_steps, train_secs, collect_secs = 0, 0, args.eval_every, 0, 0.0, 0.0
     stopped = False
     while step < args.total_timesteps and not stopped:
         # Collect one round of train_frequency env steps.
+        t0 = time.time()
         for _ in range(min(args.train_frequency, args.total_timesteps - step)):
             eps = linear_schedule(args.start_e, args.end_e, args.exploration_fraction * args.total_timesteps, step)
             if random.random() < eps:
@@ -126,6 +128,7 @@ def main() -> None:
                 target.load_state_dict(q.state_dict())
             last_target = step
         writer.flush()
+        collect_secs += time.time() - t0
 
         # Learn: gradient_steps steps on prioritized transitions.
         frac = min(step / args.total_timesteps, 1.0)
@@ -177,8 +180,8 @@ def main() -> None:
     if last > final_best:
         final_best, best_step = last, step
     print(f"mean return over {args.eval_episodes} greedy episodes of the last network: {last:.1f}")
-    print(f"env steps/s {step / elapsed:.0f}, gradient steps/s {grad_steps / max(train_secs, 1e-9):.0f}, "
-          f"wall {elapsed:.0f} s")
+    print(f"env steps/s {step / elapsed:.0f} over the run, {step / max(collect_secs, 1e-9):.0f} collecting; "
+          f"gradient steps/s {grad_steps / max(train_secs, 1e-9):.0f}; wall {elapsed:.0f} s")
     print(f"mean return over {args.eval_episodes} greedy episodes: {final_best:.1f} (best, found at {best_step} env steps)")
     if metrics:
         metrics.close()
