@@ -24,11 +24,7 @@ func buildTrainBinary(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("builds the binary; skipped in -short mode")
 	}
-	bin := filepath.Join(t.TempDir(), "trajring")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return buildTrajring(t, t.TempDir())
 }
 
 // waitTrain polls until ok holds, failing after 60 s.
