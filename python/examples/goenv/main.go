@@ -1,3 +1,5 @@
+//go:build cgo
+
 // Command goenv builds trajring's shared library with a user's own Go
 // environment, PointMass-v0, beside the built-in ones (docs/python.md):
 //
