@@ -37,6 +37,7 @@ type view struct {
 	data  unsafe.Pointer // the same, for host memory (pinned), else nil
 	dtype int32
 	shape []int64
+	src   *tensor.Dense // the tensor, whose data refresh pins (host)
 }
 
 // result is a sample or export handed out through the ABI. Its memory
@@ -105,8 +106,9 @@ func (r *result) addDense(name string, d *tensor.Dense) error {
 	if d.DataSize() > 0 {
 		v.addr = d.Uintptr()
 		if r.buf.device() == deviceHost {
-			// The tensor's Go slice: the object to pin.
-			v.data = hostPointer(d)
+			// The tensor's Go slice, the object to pin: refresh takes
+			// it (hostPointer allocates) only when the layout moved.
+			v.src = d
 		}
 	}
 	r.views = append(r.views, v)
@@ -228,7 +230,11 @@ func (r *result) refresh() error {
 	r.spare = old
 	r.pinner.Unpin()
 	if r.buf.device() == deviceHost {
-		for _, v := range r.views {
+		for i := range r.views {
+			v := &r.views[i]
+			if v.src != nil {
+				v.data = hostPointer(v.src)
+			}
 			if v.data != nil {
 				r.pinner.Pin(v.data)
 			}
