@@ -170,23 +170,28 @@ kernels-check: $(KERNEL_PTX) $(KERNEL_FATBIN)
 # host build of our kernels on cuLaunchKernel.
 standin: $(STANDIN)
 
-$(STANDIN): gpu/standin/standin.c gpu/standin/gen-stubs.sh $(KERNEL_HDRS)
+$(STANDIN): gpu/standin/standin.c gpu/standin/gen-stubs.sh gpu/standin/gen-align.sh $(KERNEL_HDRS)
 	@mkdir -p $(STANDIN_DIR)
 	sh gpu/standin/gen-stubs.sh > $(STANDIN_DIR)/stubs.c
+	sh gpu/standin/gen-align.sh $(KERNEL_HDRS) > $(STANDIN_DIR)/align.h
 	$(CC) -O2 -fPIC -shared -Wall -Wextra -Wno-unused-parameter -Wno-unused-function \
-		-Ikernels/host -o $@ gpu/standin/standin.c $(STANDIN_DIR)/stubs.c -Wl,-soname,libcuda.so.1 -lpthread -lm
+		-Ikernels/host -I$(STANDIN_DIR) -o $@ gpu/standin/standin.c $(STANDIN_DIR)/stubs.c -Wl,-soname,libcuda.so.1 -lpthread -lm
 
 # test-cuda runs every package's tests in the cuda build against the
 # stand-in driver: no GPU needed. A second pass runs the kernel-level
 # tests (kernels/..., gpu) in the stand-in's race exposure: each launch's
 # blocks in shuffled units on STANDIN_THREADS host threads
 # (kernels/host/launch.h), without -race (which does not see C threads;
-# a few seconds).
+# a few seconds). A third runs the gpu package and the device learner's
+# tests on the stand-in's H200 profile (132 SMs, so grids of up to 2,112
+# blocks; pageable uploads that block; about 2 minutes).
 STANDIN_THREADS ?= 4
 test-cuda: standin
 	CGO_LDFLAGS="-L$(CUDA_STUBS)" LD_LIBRARY_PATH=$(CURDIR)/$(STANDIN_DIR) \
 		sh -c '$(GO) vet -tags trajring_cuda ./... && $(RACE) -tags trajring_cuda -count=1 ./... && \
-		TRAJRING_STANDIN_THREADS=$(STANDIN_THREADS) $(GO) test -tags trajring_cuda -count=1 ./kernels/... ./gpu/'
+		TRAJRING_STANDIN_THREADS=$(STANDIN_THREADS) $(GO) test -tags trajring_cuda -count=1 ./kernels/... ./gpu/ && \
+		TRAJRING_STANDIN_PROFILE=h200 $(GO) test -tags trajring_cuda -count=1 ./gpu/ && \
+		TRAJRING_STANDIN_PROFILE=h200 $(GO) test -tags trajring_cuda -count=1 -run '\''TestDeviceLearner|TestRunCartPoleGPULearns'\'' ./agents/dqn/'
 
 # train-gpu-standin trains DQN on CartPole-v1 with `trajring train -backend
 # gpu` and the default flags on the stand-in driver (the device learner's

@@ -37,9 +37,9 @@ type operand struct {
 	n    int64 // bytes
 }
 
-// operand checks that t is a device tensor of this backend of dtype dt
-// whose first count elements lie in one live arena, and returns them. It
-// runs with the backend entered.
+// operand checks that t is a device tensor of this backend of dtype dt,
+// at an address aligned to its elements, whose first count elements lie
+// in one live arena, and returns them. It runs with the backend entered.
 func (b *Backend) operand(what string, t *tensor.Dense, dt tensor.Dtype, count int64) (operand, error) {
 	if t == nil {
 		return operand{}, fmt.Errorf("%w: %s: no tensor", ErrBounds, what)
@@ -55,6 +55,11 @@ func (b *Backend) operand(what string, t *tensor.Dense, dt tensor.Dtype, count i
 	_, p, err := b.source(t, bytes)
 	if err != nil {
 		return operand{}, fmt.Errorf("%s: %w", what, err)
+	}
+	if p%uint64(size) != 0 {
+		// The kernel's typed loads would fault on a GPU with the sticky
+		// CUDA_ERROR_MISALIGNED_ADDRESS, losing the context.
+		return operand{}, fmt.Errorf("%w: %s: device address %#x is not a multiple of its %d-byte elements", ErrBounds, what, p, size)
 	}
 	return operand{addr: p, n: bytes}, nil
 }

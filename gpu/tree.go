@@ -141,6 +141,11 @@ func (b *Backend) UpdatePriorities(m kernels.Mirror, keys, prios *tensor.Dense, 
 	}
 	wa := uint64(w.ptr) + uint64(m.WinnersOff)
 	ka, pa := uint64(keys.Uintptr()), uint64(prios.Uintptr())
+	if ka%8 != 0 || pa%4 != 0 {
+		// The kernels' typed loads would fault on a GPU with the sticky
+		// CUDA_ERROR_MISALIGNED_ADDRESS.
+		return fmt.Errorf("%w: keys at %#x or priorities at %#x not aligned to their 8- and 4-byte elements", ErrBounds, ka, pa)
+	}
 	if err := b.launchGrid(kernels.UpdateClaim, n, 1, 1, ia, uint64(m.TreeN), ka, uint64(n), wa, epoch); err != nil {
 		return err
 	}
