@@ -48,6 +48,8 @@ type pyJob struct {
 	Draws  string `json:"draws,omitempty"`
 	Next   string `json:"next,omitempty"`
 	NDraws int    `json:"n_draws,omitempty"`
+	// K is the frames per stacked observation of a "stacked" job.
+	K int `json:"k,omitempty"`
 }
 
 // newPyJob describes an operation over a layout's arrays.

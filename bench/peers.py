@@ -28,6 +28,11 @@ does, drawing included):
                done from next_step_type (SB3's ReplayBuffer._get_samples)
   scatter      write W rows at each row's cursor (add)
   export       every transition, time-major then env (allExperiences)
+  stacked      transitions whose observations are stacked over the last k
+               frames ("k"): frames t-k+1..t and t-k+2..t+1 of each draw's
+               row gathered by fancy indexing (slots wrapping in the row's
+               ring), frames before an episode's first step (a later frame
+               of the window is First) zeroed, the other fields at t
 """
 import json
 import os
@@ -120,6 +125,34 @@ def numpy_op(np, rng, job, cols):
             out["done"] = (out.pop("next_step_type") == 2)
             return out
         return op
+    if kind == "stacked":
+        k, cap = job["k"], job["capacity"]
+        nxt = drawer(np, rng, job, b, 2)
+        nxt2 = drawer(np, rng, job, b, 2, "next")
+        back = np.arange(-(k - 1), 1, dtype=np.int64)
+        st = cols["step_type"]
+
+        def windows(base):
+            row, slot = base // cap, base % cap
+            w = row[:, None] * cap + (slot[:, None] + back[None, :]) % cap
+            first = st[w[:, 1:]] == 0
+            zero = np.zeros((b, k), dtype=bool)
+            zero[:, :-1] = np.flip(np.cumsum(np.flip(first, 1), 1), 1) > 0
+            return w.ravel(), zero
+
+        def op():
+            idx = nxt()
+            nidx = nxt2() if nxt2 else idx + 1
+            out = {k2: v[idx] for k2, v in cols.items() if k2 != "step_type" and k2 not in obs_names}
+            for prefix, base in (("", idx), ("next_", nidx)):
+                w, zero = windows(base)
+                for name in obs_names:
+                    fr = cols[name][w].reshape((b, k) + cols[name].shape[1:])
+                    fr[zero] = 0
+                    out[prefix + name] = fr
+            out["done"] = (out.pop("next_step_type") == 2)
+            return out
+        return op
     if kind == "scatter":
         w = b
         src = {k: v[:w].copy() for k, v in cols.items()}
@@ -180,6 +213,35 @@ def torch_op(np, torch, rng, job, cols):
             nidx = torch.from_numpy(nxt2()) if nxt2 else idx + 1
             for k in obs_names:
                 out["next_" + k] = tcols[k].index_select(0, nidx)
+            out["done"] = out.pop("next_step_type") == 2
+            return out
+        return op
+    if kind == "stacked":
+        k, cap = job["k"], job["capacity"]
+        nxt = drawer(np, rng, job, b, 2)
+        nxt2 = drawer(np, rng, job, b, 2, "next")
+        back = torch.arange(-(k - 1), 1, dtype=torch.int64)
+        st = tcols["step_type"]
+
+        def windows(base):
+            row, slot = base // cap, base % cap
+            w = (row[:, None] * cap + (slot[:, None] + back[None, :]) % cap).reshape(-1)
+            first = (st.index_select(0, w).view(b, k)[:, 1:] == 0).to(torch.int32)
+            zero = torch.zeros((b, k), dtype=torch.bool)
+            zero[:, :-1] = torch.flip(torch.cumsum(torch.flip(first, [1]), 1), [1]) > 0
+            return w, zero
+
+        def op():
+            idx = torch.from_numpy(nxt())
+            nidx = torch.from_numpy(nxt2()) if nxt2 else idx + 1
+            out = {k2: v.index_select(0, idx) for k2, v in tcols.items() if k2 != "step_type" and k2 not in obs_names}
+            for prefix, base in (("", idx), ("next_", nidx)):
+                w, zero = windows(base)
+                for name in obs_names:
+                    rest = tuple(tcols[name].shape[1:])
+                    fr = tcols[name].index_select(0, w).view((b, k) + rest)
+                    fr.masked_fill_(zero.view((b, k) + (1,) * len(rest)), 0)
+                    out[prefix + name] = fr
             out["done"] = out.pop("next_step_type") == 2
             return out
         return op

@@ -20,6 +20,9 @@ func Scenarios(mode Mode, filter *regexp.Regexp) []string {
 	suffix := fmt.Sprintf(" (%s steps)", fmtRate(float64(pixelSteps)))
 	all = append(all, "sample pixels L=1 B=256"+suffix, "transitions pixels B=256"+suffix,
 		"sample pixels L=64 padded B=32"+suffix, "table uniform pixels B=256"+suffix)
+	for _, b := range stackedBatches(mode) {
+		all = append(all, stackedRowName(4, b, suffix))
+	}
 	// lowDimGroup: 16 envs of 62500 steps.
 	items := 16 * 62500
 	if mode == Quick {

@@ -191,7 +191,7 @@ func (r *runner) pixelGroup(ctx context.Context) error {
 	if r.opt.Mode == Quick {
 		capacity = 512 // 131,072 steps
 	}
-	names := []string{"sample pixels L=1", "transitions pixels", "table uniform pixels", "sample pixels L=64 padded"}
+	names := []string{"sample pixels L=1", "transitions pixels", "table uniform pixels", "sample pixels L=64 padded", "transitions pixels stacked"}
 	if !r.anyWanted(names) {
 		return nil
 	}
@@ -217,6 +217,13 @@ func (r *runner) pixelGroup(ctx context.Context) error {
 			return err
 		}
 		if err := r.run(r.tableScenario(f, t, "sample", "table uniform pixels B=256"+suffix, n, nil)); err != nil {
+			return err
+		}
+	}
+	// Frame stacking (issue 45, stack.go): DQN's Atari batch, and B=256
+	// outside quick runs.
+	for _, b := range stackedBatches(r.opt.Mode) {
+		if err := r.run(r.stackedScenario(f, "sample", stackedRowName(4, b, suffix), b, 4)); err != nil {
 			return err
 		}
 	}

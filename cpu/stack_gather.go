@@ -71,9 +71,13 @@ func (*Backend) StackGather(g kernels.FrameStackGather) error {
 		dst  []byte
 		off  int64
 	}
-	passes := []pass{{wins: append([]kernels.WinDesc(nil), unsafe.Slice((*kernels.WinDesc)(unsafe.Pointer(&sel.b[g.CurOff])), g.N)...), dst: out.b, off: g.Col.OutOff}}
+	// The windows are read in place: Bad keeps the outputs (frames, and
+	// the validity bytes and weights of Mark) off them.
+	all := [2]pass{{wins: unsafe.Slice((*kernels.WinDesc)(unsafe.Pointer(&sel.b[g.CurOff])), g.N), dst: out.b, off: g.Col.OutOff}}
+	passes := all[:1]
 	if next != nil {
-		passes = append(passes, pass{wins: append([]kernels.WinDesc(nil), unsafe.Slice((*kernels.WinDesc)(unsafe.Pointer(&sel.b[g.NextOff])), g.N)...), dst: next.b, off: g.NextOutOff})
+		all[1] = pass{wins: unsafe.Slice((*kernels.WinDesc)(unsafe.Pointer(&sel.b[g.NextOff])), g.N), dst: next.b, off: g.NextOutOff}
+		passes = all[:2]
 	}
 	for _, p := range passes {
 		for i, w := range p.wins {

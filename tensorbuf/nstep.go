@@ -127,7 +127,7 @@ func (b *Buffer) SampleNStepInto(tr *Transitions, n int, opt NStepOptions) error
 	if err := b.checkTransitionsSize("n-step sample", n, int64(opt.Horizon), 4); err != nil {
 		return err
 	}
-	plan, err := b.stackPlan(opt.Stack)
+	plan, err := b.stackPlan(opt.Stack, &tr.splan)
 	if err != nil {
 		return err
 	}
@@ -165,7 +165,7 @@ func (b *Buffer) AllNStepExperiences(mode ExportMode, opt NStepOptions) ([]*Tran
 	if err := opt.validate(); err != nil {
 		return nil, err
 	}
-	plan, err := b.stackPlan(opt.Stack)
+	plan, err := b.stackPlan(opt.Stack, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -83,11 +83,19 @@ var _ FrameStacker = (*cpu.Backend)(nil)
 // too), a field that is not an observation, a field named twice, K below
 // 1 or above the row capacity. Every dtype and shape stacks (a leading
 // axis of K is added); the sample's size is checked by stackSize.
-func (b *Buffer) stackPlan(st []FrameStack) ([]int, error) {
+// The plan is built in *dst (nil: new memory), so that a sampler reusing
+// its Transitions allocates nothing.
+func (b *Buffer) stackPlan(st []FrameStack, dst *[]int) ([]int, error) {
 	if len(st) == 0 {
 		return nil, nil
 	}
-	plan := make([]int, b.nUser)
+	var plan []int
+	if dst != nil {
+		plan = grow(dst, b.nUser)
+		clear(plan)
+	} else {
+		plan = make([]int, b.nUser)
+	}
 	for _, s := range st {
 		i, ok := b.byName[s.Field]
 		switch {
@@ -217,7 +225,11 @@ func (b *Buffer) gatherStacks(tr *Transitions) error {
 			continue
 		}
 		wins := grow(&tr.swins, n*int(k))
-		for pass, off := range []int64{tr.out.offs[i], tr.out.offs[ns]} {
+		for pass := range 2 {
+			off := tr.out.offs[i]
+			if pass == 1 {
+				off = tr.out.offs[ns]
+			}
 			for j, r := range tr.Rows {
 				t := tr.Steps[j]
 				if pass == 1 {
@@ -235,9 +247,10 @@ func (b *Buffer) gatherStacks(tr *Transitions) error {
 					wins[int64(j)*k+f] = w
 				}
 			}
-			col := b.ring[i]
-			col.Out, col.OutOff = tr.out.arena, off
-			if err := b.be.GatherWindows([]Column{col}, wins, 1, b.capacity, nil, 0); err != nil {
+			cols := grow(&tr.scols, 1)
+			cols[0] = b.ring[i]
+			cols[0].Out, cols[0].OutOff = tr.out.arena, off
+			if err := b.be.GatherWindows(cols, wins, 1, b.capacity, nil, 0); err != nil {
 				return fmt.Errorf("%w: frame-stack gather: %w", ErrBackend, err)
 			}
 		}

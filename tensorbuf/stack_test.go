@@ -673,3 +673,52 @@ func TestFrameStackMemory(t *testing.T) {
 		t.Fatalf("1M steps take %d bytes, over 7.5 GB", perStep*1_000_000)
 	}
 }
+
+// TestFrameStackAllocs: stacked samples reusing their transitions
+// allocate what unstacked ones do once sized: nothing for direct samples
+// and host-selected tables (a device-selected table's transitions
+// allocate the same few small objects with or without stacks).
+func TestFrameStackAllocs(t *testing.T) {
+	b := newStackBuffer(t, nil, 4, 64)
+	writeStackRows(t, b, randomStackRows(rand.New(rand.NewPCG(1, 2)), 4, 200))
+	ctx := context.Background()
+	measure := func(stack []tensorbuf.FrameStack) map[string]float64 {
+		opt := tensorbuf.NStepOptions{Horizon: 2, DiscountFactor: 0.9, Stack: stack}
+		calls := map[string]func() error{}
+		tr := new(tensorbuf.Transitions)
+		calls["SampleNStepInto"] = func() error { return b.SampleNStepInto(tr, 32, opt) }
+		for _, dev := range []bool{false, true} {
+			tbl, err := b.NewTable(tensorbuf.TableConfig{Name: fmt.Sprint(dev, len(stack)), Selector: tensorbuf.Uniform, Seed: 2, DeviceSelection: dev})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r := range 4 {
+				for p := b.Oldest(r); p+1 < b.Cursor(r); p++ {
+					if _, err := tbl.Insert(tensorbuf.Item{Row: r, Start: p, Len: 2, Priority: 1}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			tt := new(tensorbuf.TableTransitions)
+			calls[fmt.Sprintf("table SampleTransitionsInto (device selection %v)", dev)] = func() error { return tbl.SampleTransitionsInto(ctx, tt, 32, opt) }
+		}
+		got := map[string]float64{}
+		for name, f := range calls {
+			if err := f(); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			got[name] = testing.AllocsPerRun(50, func() {
+				if err := f(); err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+			})
+		}
+		return got
+	}
+	plain, stacked := measure(nil), measure([]tensorbuf.FrameStack{{Field: "frame", K: 4}})
+	for name, n := range stacked {
+		if n != plain[name] || (!strings.Contains(name, "true") && n != 0) {
+			t.Errorf("%s: %v allocations per call stacked, %v unstacked", name, n, plain[name])
+		}
+	}
+}

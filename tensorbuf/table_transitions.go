@@ -145,7 +145,7 @@ func (t *Table) SampleTransitionsInto(ctx context.Context, tr *TableTransitions,
 	if err := t.b.checkTransitionsSize("table transitions", n, int64(opt.Horizon), 4); err != nil {
 		return err
 	}
-	plan, err := t.b.stackPlan(opt.Stack)
+	plan, err := t.b.stackPlan(opt.Stack, &tr.splan)
 	if err != nil {
 		return err
 	}

@@ -223,18 +223,20 @@ func (t *Table) sampleTransitionsDevLocked(ts TransitionSelector, tr *TableTrans
 	}
 	cur, next := tr.cols[:0], tr.nextCols[:0]
 	nextSpec := b.nUser
-	var stacks []kernels.FrameStackGather
 	for i := range b.nUser {
 		col := b.ring[i]
 		col.Out, col.OutOff = out.arena, out.offs[i]
 		if tr.stacked(i) {
-			// One launch writes both stacks (kernels/stack_gather.cu).
-			stacks = append(stacks, kernels.FrameStackGather{
+			// One launch writes both stacks (kernels/stack_gather.cu),
+			// after the check that wrote the windows.
+			if err := b.be.(FrameStacker).StackGather(kernels.FrameStackGather{
 				Col: col, NextOut: out.arena, NextOutOff: out.offs[nextSpec], K: int64(tr.stack[i]), N: int64(n),
 				Rows: int64(b.numEnvs), Capacity: b.capacity,
 				Sel: sa, CurOff: so[selCur], NextOff: so[selNext], ValidOff: so[selValid], MaskedOff: so[selMasked], Mark: true,
 				Meta: mm.arena.arena, MetaOff: mm.arena.offs[0], Cursors: mm.arena.arena, CursorsOff: mm.arena.offs[1],
-			})
+			}); err != nil {
+				return fmt.Errorf("%w: frame-stack gather: %w", ErrBackend, err)
+			}
 			nextSpec++
 			continue
 		}
@@ -252,11 +254,6 @@ func (t *Table) sampleTransitionsDevLocked(ts TransitionSelector, tr *TableTrans
 	if len(next) > 0 {
 		if err := ts.GatherWindowsAt(next, sa, so[selNext], int64(n), 1, b.capacity, nil, 0); err != nil {
 			return fmt.Errorf("%w: gather next steps: %w", ErrBackend, err)
-		}
-	}
-	for _, g := range stacks {
-		if err := b.be.(FrameStacker).StackGather(g); err != nil {
-			return fmt.Errorf("%w: frame-stack gather: %w", ErrBackend, err)
 		}
 	}
 	if err := ts.NStepRewardAt(b.ring[b.nUser+colReward], out.arena, out.offs[k], sa, so[selSteps], int64(n), b.capacity, opt.DiscountFactor); err != nil {

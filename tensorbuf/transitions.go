@@ -69,6 +69,8 @@ type Transitions struct {
 	stack  []int     // K of each stacked user field, nil for none (stack.go)
 	lost   []bool    // per transition: its stack reaches an overwritten step
 	swins  []Window  // scratch: one-step windows of stacked frames
+	scols  []Column  // scratch: the column of a stacked gather
+	splan  []int     // scratch: a request's stack plan (stackPlan)
 }
 
 // transitionSpecs lays out transitions: user fields, the next observation
