@@ -130,7 +130,12 @@ func RunCartPole(ctx context.Context, cfg TrainConfig) (*Result, error) {
 	// Collection also stops at an interrupt (cctx); the rest of the
 	// round runs on ctx.
 	cctx := ctx
-	if cfg.Interrupt != nil {
+	if cfg.Interrupt != nil && ctx.Done() == nil {
+		// A context that cannot be canceled: the interrupt is the only
+		// way collection ends early, and the driver sees it at its next
+		// step, not once a goroutine has run.
+		cctx = interruptContext{ctx, cfg.Interrupt}
+	} else if cfg.Interrupt != nil {
 		var cancel context.CancelFunc
 		cctx, cancel = context.WithCancel(ctx)
 		defer cancel()
@@ -568,6 +573,24 @@ func (t *trainer) checkpoint(force bool) error {
 	t.gen++
 	t.savedAt = p.EnvSteps
 	return nil
+}
+
+// interruptContext is a context that cannot otherwise be canceled, done
+// once the interrupt channel is closed.
+type interruptContext struct {
+	context.Context
+	interrupt <-chan struct{}
+}
+
+func (c interruptContext) Done() <-chan struct{} { return c.interrupt }
+
+func (c interruptContext) Err() error {
+	select {
+	case <-c.interrupt:
+		return context.Canceled
+	default:
+		return nil
+	}
 }
 
 // finishInterrupted returns the result of a run that Interrupt ended:
