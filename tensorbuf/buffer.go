@@ -27,6 +27,13 @@ type Config struct {
 	Backend Backend
 	// Seed seeds the random choices of the buffer's direct samplers.
 	Seed uint64
+	// Dir, when not empty, makes the buffer file-backed (docs/files.md):
+	// its rings and step metadata are shared mappings of files in this
+	// directory (created if missing; one holding a buffer already is
+	// refused, see Open), so a buffer may exceed the host's memory and
+	// outlive its process: Sync makes its state durable and Open reopens
+	// it. It needs the cpu backend (nil selects it).
+	Dir string
 }
 
 // column is one field's ring storage: numEnvs*capacity steps, at offset
@@ -114,6 +121,9 @@ type Buffer struct {
 
 	// cleanup frees the rings of a buffer dropped without Close.
 	cleanup runtime.Cleanup
+
+	// file is the state of a file-backed buffer (file.go), or nil.
+	file *fileStore
 }
 
 // ringRef is what the cleanup of a dropped Buffer frees; it must not
@@ -142,10 +152,21 @@ func freeRings(r ringRef) {
 // gpu backend: the device's free memory), the arenas against the
 // backend's figure and the host metadata against the host's. A figure
 // that cannot be read (the host's, off Linux) is not checked.
-func New(cfg Config) (*Buffer, error) { return newBuffer(cfg, cpu.MemAvailable) }
+func New(cfg Config) (*Buffer, error) {
+	if cfg.Dir != "" {
+		return newFileBuffer(cfg, cpu.MemAvailable)
+	}
+	return newBuffer(cfg, cpu.MemAvailable)
+}
 
 // newBuffer is New with the host's available memory read by hostMem.
 func newBuffer(cfg Config, hostMem func() (int64, error)) (*Buffer, error) {
+	return newBufferStore(cfg, hostMem, nil)
+}
+
+// newBufferStore is newBuffer with the rings and the metadata mirror from
+// store when it is not nil (a file-backed buffer, file.go).
+func newBufferStore(cfg Config, hostMem func() (int64, error), store ringStore) (*Buffer, error) {
 	if cfg.NumEnvs <= 0 || cfg.Capacity <= 0 {
 		return nil, fmt.Errorf("%w: NumEnvs %d and Capacity %d must be positive", ErrConfig, cfg.NumEnvs, cfg.Capacity)
 	}
@@ -194,6 +215,14 @@ func newBuffer(cfg Config, hostMem func() (int64, error)) (*Buffer, error) {
 			return nil, fmt.Errorf("%w: %w", ErrBackend, err)
 		}
 	}
+	if store != nil {
+		// The rings and the metadata live in files: only the rows' host
+		// state takes memory, and the disk must hold the files.
+		ringBytes, hostBytes = 0, int64(cfg.NumEnvs)*rowMetaBytes
+		if err := checkStoreDisk(store, steps, strides); err != nil {
+			return nil, err
+		}
+	}
 	if err := checkMemory(be, ringBytes, hostBytes, hostMem); err != nil {
 		return nil, fmt.Errorf("%w: %d rows of %d steps of %d bytes: %w", ErrConfig, cfg.NumEnvs, cfg.Capacity, b.StepBytes(), err)
 	}
@@ -203,7 +232,12 @@ func newBuffer(cfg Config, hostMem func() (int64, error)) (*Buffer, error) {
 	b.tables = make(map[string]*Table)
 	b.seed = cfg.Seed
 	for i, stride := range strides {
-		a, err := be.Alloc(steps * stride)
+		var a Arena
+		if store != nil {
+			a, err = store.allocRing(be, i, steps*stride, stride)
+		} else {
+			a, err = be.Alloc(steps * stride)
+		}
 		if err != nil {
 			b.freeArenas()
 			return nil, fmt.Errorf("%w: allocating ring arena %d of %d (%d bytes): %w", ErrBackend, i, len(strides), steps*stride, err)
@@ -215,7 +249,14 @@ func newBuffer(cfg Config, hostMem func() (int64, error)) (*Buffer, error) {
 		b.ring = append(b.ring, b.ringColumn(i))
 	}
 	b.planHostRows()
-	b.meta = make([]uint8, steps)
+	if store != nil {
+		if b.meta, err = store.metaBytes(be, steps); err != nil {
+			b.freeArenas()
+			return nil, err
+		}
+	} else {
+		b.meta = make([]uint8, steps)
+	}
 	b.memBytes += steps
 	// A buffer dropped without Close gives its rings back when the garbage
 	// collector finds it (and its writers and tables) unreachable, as an
@@ -344,10 +385,17 @@ func (b *Buffer) Close() error {
 		b.mu.Unlock()
 		return fmt.Errorf("%w: buffer closed twice", ErrClosed)
 	}
+	var ferr error
+	if b.file != nil {
+		ferr = b.syncLocked()
+	}
 	b.closed = true
 	b.closedFlag.Store(true)
 	b.cleanup.Stop()
 	b.freeArenas()
+	if b.file != nil {
+		b.file.close(b.be)
+	}
 	tables := b.tableList
 	b.mu.Unlock()
 	for _, t := range tables {
@@ -358,7 +406,7 @@ func (b *Buffer) Close() error {
 		t.notifyLocked()
 		t.mu.Unlock()
 	}
-	return nil
+	return ferr
 }
 
 // Backend returns the buffer's backend.

@@ -56,8 +56,17 @@ func (s *cowState) savedLocked(c int, slot, stepBytes int64) bool {
 // save writes the cut and not what the writer puts there. When the kept
 // bytes would exceed cowLimit it waits (releasing b.mu) for the save to
 // stream some; a buffer closed meanwhile fails with ErrClosed, before
-// anything is written.
+// anything is written. A file-backed buffer then journals the synced
+// contents of the slots (fileStore.beforeWrite).
 func (b *Buffer) beforeRingWrite(idx []int64) error {
+	if err := b.cowBeforeWrite(idx); err != nil {
+		return err
+	}
+	return b.file.beforeWrite(b, idx)
+}
+
+// cowBeforeWrite is beforeRingWrite's part for copy-on-write saves.
+func (b *Buffer) cowBeforeWrite(idx []int64) error {
 	for {
 		s := b.ckpt.cow
 		if s == nil {

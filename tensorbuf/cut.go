@@ -38,6 +38,9 @@ func (w *Writer) MarkCut(rows ...int) error {
 		if *m&metaCut != 0 {
 			continue
 		}
+		if err := b.file.beforeWrite(b, []int64{b.slot(r, pos-1)}); err != nil {
+			return err
+		}
 		*m |= metaCut
 		b.stats.Cuts++
 		if StepType(*m&metaStepMask) != Last && b.capacity > 1 {

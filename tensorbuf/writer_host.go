@@ -157,7 +157,7 @@ func (w *Writer) addHostRow(s *Step) (bool, error) {
 		}
 	}
 	ix := b.slot(r, b.cursor[r])
-	if b.ckpt.cow != nil {
+	if b.ckpt.cow != nil || b.file != nil {
 		w.idx = append(w.idx[:0], ix)
 		if err := b.beforeRingWrite(w.idx); err != nil {
 			return true, err

@@ -1,0 +1,26 @@
+//go:build !linux
+
+package cpu
+
+import (
+	"errors"
+	"fmt"
+	"os"
+)
+
+// ErrNoFileMap: this platform has no file-backed arenas.
+var errNoFileMap = errors.New("cpu: file-backed arenas need Linux")
+
+// MapFile is only implemented on Linux; elsewhere it fails.
+func MapFile(f *os.File, off, n int64, random bool) (*Arena, error) {
+	return nil, fmt.Errorf("%w: %s", errNoFileMap, f.Name())
+}
+
+// Flush has nothing to flush off Linux.
+func (a *Arena) Flush() error { return nil }
+
+// Msync has nothing to flush off Linux.
+func Msync(b []byte) error { return nil }
+
+// Retire does nothing off Linux.
+func (a *Arena) Retire() error { return nil }
