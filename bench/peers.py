@@ -237,11 +237,11 @@ def torch_op(np, torch, rng, job, cols):
             out = {k2: v.index_select(0, idx) for k2, v in tcols.items() if k2 != "step_type" and k2 not in obs_names}
             for prefix, base in (("", idx), ("next_", nidx)):
                 w, zero = windows(base)
+                pad = torch.nonzero(zero.reshape(-1)).squeeze(1)
                 for name in obs_names:
-                    rest = tuple(tcols[name].shape[1:])
-                    fr = tcols[name].index_select(0, w).view((b, k) + rest)
-                    fr.masked_fill_(zero.view((b, k) + (1,) * len(rest)), 0)
-                    out[prefix + name] = fr
+                    fr = tcols[name].index_select(0, w)
+                    fr.index_fill_(0, pad, 0)
+                    out[prefix + name] = fr.view((b, k) + tuple(tcols[name].shape[1:]))
             out["done"] = out.pop("next_step_type") == 2
             return out
         return op
@@ -274,7 +274,11 @@ def torch_op(np, torch, rng, job, cols):
 
 def measure_turn(op, budget_s, min_ops, max_ops):
     """Times op until max_ops calls, or min_ops calls and budget_s seconds;
-    returns each call's nanoseconds and the turn's."""
+    returns each call's nanoseconds and the turn's. An op with a timed
+    attribute times itself (peer_trajring's Go loop)."""
+    timed = getattr(op, "timed", None)
+    if timed is not None:
+        return timed(budget_s, min_ops, max_ops)
     start = time.perf_counter_ns()
     t_end = start + int(budget_s * 1e9)
     ns = []
@@ -314,18 +318,25 @@ def main():
         req = json.loads(line)
         if req.get("drop"):
             cache_key, cols, job, peers = None, None, None, []
+            if "peer_trajring" in sys.modules:
+                sys.modules["peer_trajring"].drop()
             print(json.dumps({"dropped": True}), flush=True)
             continue
         if req.get("prepare"):
             job = req["prepare"]
             key = (json.dumps(job["fields"]), job["num_envs"], job["capacity"])
-            if key != cache_key:
+            if key != cache_key and job["kind"] != "env":
                 cols = None
                 log("building %s arrays: %d x %d steps" % (job.get("layout", "?"), job["num_envs"], job["capacity"]))
                 cols = build(np, job)
                 cache_key = key
             peers = []
-            op = numpy_op(np, rng, job, cols)
+            op = None if job.get("trajring") else numpy_op(np, rng, job, cols)
+            if job.get("trajring"):
+                # A "python ..." row: trajring from Python is ours, timed
+                # here with its peers (peer_trajring.py, beside this file).
+                import peer_trajring
+                peers = peer_trajring.contestants(np, torch, job, cols, numpy_op, torch_op, default_threads, log)
             if op is not None:
                 peers.append(("numpy", op, None))
                 if torch is not None:
