@@ -13,7 +13,7 @@ import (
 func newInspectCmd() *cobra.Command {
 	var verify bool
 	cmd := &cobra.Command{
-		Use:   "inspect FILE",
+		Use:   "inspect FILE|DIR",
 		Short: "print a checkpoint's specs, rows, tables and sizes",
 		Long: `Prints the summary of a trajring checkpoint (written by Buffer.Save/SaveFile, or
 the replay-*.ckpt files of trajring train -checkpoint-every): format version,
@@ -26,10 +26,16 @@ fast on large checkpoints but does not check the arenas' chunks' contents or
 checksums; -verify also loads the whole checkpoint
 (every chunk's checksum and the metadata) into a CPU buffer, which needs as much
 memory as the buffer itself. A file that is missing, not a checkpoint, truncated
-or corrupt fails with one line naming what is wrong and exit status 1.`,
+or corrupt fails with one line naming what is wrong and exit status 1.
+
+Given the directory of a file-backed buffer (tensorbuf.Config.Dir), it prints
+the same summary as of the buffer's last sync, read from its state file
+without opening the buffer (it may be open in another process); -verify then
+opens the buffer (which needs it closed elsewhere), checking every file's
+header and length and the step metadata.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return usageErrorf("want one checkpoint FILE, got %d arguments", len(args))
+				return usageErrorf("want one checkpoint FILE or buffer DIR, got %d arguments", len(args))
 			}
 			return nil
 		},
@@ -40,7 +46,7 @@ or corrupt fails with one line naming what is wrong and exit status 1.`,
 				return err
 			}
 			if st.IsDir() {
-				return fmt.Errorf("%s is a directory, not a checkpoint file", path)
+				return inspectDir(cmd, path, verify)
 			}
 			info, err := tensorbuf.ReadCheckpointInfoFile(path)
 			if err != nil {

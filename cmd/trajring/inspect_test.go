@@ -128,9 +128,9 @@ func TestInspectErrors(t *testing.T) {
 		{[]string{"inspect", "-verify", write("truncated-arena", data[:len(data)-30])}, 1, "corrupt"},
 		{[]string{"inspect", write("flipped", flipped)}, 1, "corrupt"},
 		{[]string{"inspect", "-verify", write("arena", arena)}, 1, "corrupt"},
-		{[]string{"inspect", dir}, 1, "is a directory"},
-		{[]string{"inspect"}, 2, "want one checkpoint FILE, got 0 arguments"},
-		{[]string{"inspect", good, good}, 2, "want one checkpoint FILE, got 2 arguments"},
+		{[]string{"inspect", dir}, 1, "holds no file-backed buffer"},
+		{[]string{"inspect"}, 2, "want one checkpoint FILE or buffer DIR, got 0 arguments"},
+		{[]string{"inspect", good, good}, 2, "want one checkpoint FILE or buffer DIR, got 2 arguments"},
 		{[]string{"inspect", "-bogus", good}, 2, "unknown flag: -bogus"},
 	} {
 		var out, errb bytes.Buffer
