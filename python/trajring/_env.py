@@ -198,10 +198,14 @@ class VectorEnv:
         """Reset every row; ``seed`` rebuilds the env from that seed first. Returns ``(obs, info)``."""
         if options:
             raise InvalidArgumentError(f"reset options {sorted(options)} are not supported (every row resets)")
-        obs, _, _, _ = self._outputs(False)
+        # All four outputs stay referenced until the call returns: Go
+        # writes rewards and flags into them too (dropping them freed
+        # memory Go then wrote into, corrupting the heap).
+        obs, rew, term, trunc = self._outputs(False)
         reseed = 0 if seed is None else 1
         _lib.call(_lib.lib.trj_env_reset, self._handle, reseed, 0 if seed is None else int(seed) & (2**64 - 1),
                   byref(self._out))
+        del rew, term, trunc
         return self._obs_value(obs), {}
 
     def step(self, actions: Any, writer: Optional[Writer] = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
