@@ -143,6 +143,8 @@ _SIGNATURES: dict[str, list[Any]] = {
     "trj_env_reset": [c_uint64, c_int32, c_uint64, POINTER(EnvOut)],
     "trj_env_step": [c_uint64, POINTER(Arrays), c_uint64, POINTER(EnvOut)],
     "trj_env_close": [c_uint64],
+    # The Go loop of the Python benchmark (bench/peer_trajring.py): env, actions, writer, steps, out_ns.
+    "trj_env_run_go": [c_uint64, POINTER(Arrays), c_uint64, c_int64, _I64P],
 }
 
 for _name, _args in _SIGNATURES.items():
