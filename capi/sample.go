@@ -28,20 +28,13 @@ func sampleCount(n C.int64_t) error {
 //export trj_buffer_sample_sequences
 func trj_buffer_sample_sequences(h C.uint64_t, n, l C.int64_t, episodeAware C.int32_t, into C.uint64_t, out *C.uint64_t, err *C.char, errcap C.int64_t) C.int32_t {
 	return guard(err, errcap, func() error {
-		bo, e := getAs[*bufferObj](uint64(h), kindBuffer)
-		if e != nil {
-			return e
-		}
-		if e := sampleCount(n); e != nil {
-			return e
-		}
 		if l <= 0 || l > math.MaxInt32 {
 			return fmt.Errorf("%w: sequences of %d steps", tensorbuf.ErrInvalidArg, l)
 		}
 		opt := tensorbuf.SequenceOptions{EpisodeAware: episodeAware != 0}
-		return fill(bo, uint64(into), kindBatch, int(n), int(l), func(r *result) error {
-			return bo.b.SampleSequencesInto(r.bt, int(n), int(l), opt)
-		}, out)
+		return sampleBuffer(h, n, int(l), into, out, kindBatch, func(b *tensorbuf.Buffer, r *result) error {
+			return b.SampleSequencesInto(r.bt, int(n), int(l), opt)
+		})
 	})
 }
 
@@ -52,16 +45,9 @@ func trj_buffer_sample_sequences(h C.uint64_t, n, l C.int64_t, episodeAware C.in
 //export trj_buffer_sample_transitions
 func trj_buffer_sample_transitions(h C.uint64_t, n C.int64_t, into C.uint64_t, out *C.uint64_t, err *C.char, errcap C.int64_t) C.int32_t {
 	return guard(err, errcap, func() error {
-		bo, e := getAs[*bufferObj](uint64(h), kindBuffer)
-		if e != nil {
-			return e
-		}
-		if e := sampleCount(n); e != nil {
-			return e
-		}
-		return fill(bo, uint64(into), kindTransitions, int(n), 0, func(r *result) error {
-			return bo.b.SampleTransitionsInto(r.tr, int(n))
-		}, out)
+		return sampleBuffer(h, n, 0, into, out, kindTransitions, func(b *tensorbuf.Buffer, r *result) error {
+			return b.SampleTransitionsInto(r.tr, int(n))
+		})
 	})
 }
 
@@ -71,18 +57,26 @@ func trj_buffer_sample_transitions(h C.uint64_t, n C.int64_t, into C.uint64_t, o
 //export trj_buffer_sample_nstep
 func trj_buffer_sample_nstep(h C.uint64_t, n, horizon C.int64_t, gamma C.double, into C.uint64_t, out *C.uint64_t, err *C.char, errcap C.int64_t) C.int32_t {
 	return guard(err, errcap, func() error {
-		bo, e := getAs[*bufferObj](uint64(h), kindBuffer)
-		if e != nil {
-			return e
-		}
-		if e := sampleCount(n); e != nil {
-			return e
-		}
 		opt := tensorbuf.NStepOptions{Horizon: int(horizon), DiscountFactor: float64(gamma)}
-		return fill(bo, uint64(into), kindTransitions, int(n), 0, func(r *result) error {
-			return bo.b.SampleNStepInto(r.tr, int(n), opt)
-		}, out)
+		return sampleBuffer(h, n, 0, into, out, kindTransitions, func(b *tensorbuf.Buffer, r *result) error {
+			return b.SampleNStepInto(r.tr, int(n), opt)
+		})
 	})
+}
+
+// sampleBuffer is the body of the direct sample exports: it checks the
+// buffer and n and fills a result of kind k (of L l, 0 for transitions)
+// with sample.
+func sampleBuffer(h C.uint64_t, n C.int64_t, l int, into C.uint64_t, out *C.uint64_t, k resultKind,
+	sample func(b *tensorbuf.Buffer, r *result) error) error {
+	bo, err := getAs[*bufferObj](uint64(h), kindBuffer)
+	if err != nil {
+		return err
+	}
+	if err := sampleCount(n); err != nil {
+		return err
+	}
+	return fill(bo, uint64(into), k, int(n), l, func(r *result) error { return sample(bo.b, r) }, out)
 }
 
 // trj_buffer_all_experiences exports every stored transition oldest first
