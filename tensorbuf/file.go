@@ -71,6 +71,9 @@ type fileStore struct {
 	// undoable.
 	jerr   error
 	synced []int64 // per row: the cursor of the last sync
+	// fresh is, per row, the end of the row's slots already journaled as
+	// fresh (recFreshRange) since the last sync.
+	fresh []int64
 	rec    []byte  // scratch for journal frames
 	create bool    // creating: the arenas' files are new
 }
@@ -309,6 +312,7 @@ func newFileBuffer(cfg Config, hostMem func() (int64, error)) (_ *Buffer, err er
 	}
 	fs.create = false
 	fs.synced = make([]int64, b.numEnvs)
+	fs.fresh = make([]int64, b.numEnvs)
 	b.file = fs
 	if err := fs.openJournal(); err != nil {
 		b.file = nil
@@ -432,6 +436,7 @@ func (b *Buffer) syncLocked() error {
 	hook("journal")
 	fs.gen = gen
 	fs.synced = snap.cursor
+	fs.fresh = make([]int64, b.numEnvs)
 	if err := fs.resetJournal(); err != nil {
 		fs.jerr = err
 		return fmt.Errorf("%w: sync of %s: resetting the journal: %w", ErrStorage, fs.dir, err)
@@ -500,8 +505,11 @@ func (fs *fileStore) resetJournal() error {
 // come in frames (u32 length, u32 CRC-32C, records) appended before the
 // writes they undo; a torn last frame is one whose writes never ran.
 const (
-	recFresh = 0 // the slot held no synced step: Open zeroes its metadata
-	recWhole = 1 // the slot's synced bytes and metadata
+	recWhole      = 1 // the slot's synced bytes and metadata
+	recFreshRange = 2 // slots never written before (a u64 count follows): Open zeroes their metadata
+	// freshChunk is the slots one recFreshRange record covers: a row
+	// filling for the first time journals 18 bytes per freshChunk steps.
+	freshChunk = 4096
 )
 
 // beforeWrite is called with b.mu held for writing before the given slots
@@ -532,7 +540,14 @@ func (fs *fileStore) beforeWrite(b *Buffer, idx []int64) error {
 		}
 		switch {
 		case q < 0:
-			rec = fs.appendRecord(b, rec, recFresh, s)
+			// Never written: slots [s%capa, capa) of the row are all fresh.
+			if i := s % capa; i >= fs.fresh[r] {
+				n := min(freshChunk, capa-i)
+				rec = binary.LittleEndian.AppendUint64(rec, uint64(s))
+				rec = append(rec, recFreshRange, 0)
+				rec = binary.LittleEndian.AppendUint64(rec, uint64(n))
+				fs.fresh[r] = i + n
+			}
 		case q < sy:
 			rec = fs.appendRecord(b, rec, recWhole, s)
 		}
@@ -610,15 +625,20 @@ func (fs *fileStore) applyJournal(b *Buffer) error {
 				return fmt.Errorf("%w: %s: a frame ends inside a record", ErrCorrupt, path)
 			}
 			slot, kind := int64(binary.LittleEndian.Uint64(p[o:])), p[o+8]
-			if slot < 0 || slot >= steps || kind > recWhole || (kind == recWhole && 8+n-o < whole) {
+			size := whole
+			if kind == recFreshRange {
+				size = 18
+			}
+			if slot < 0 || slot >= steps || (kind != recWhole && kind != recFreshRange) || 8+n-o < size {
 				return fmt.Errorf("%w: %s: record of slot %d", ErrCorrupt, path, slot)
 			}
-			recs = append(recs, base+o)
-			if kind == recWhole {
-				o += whole
-			} else {
-				o += 10
+			if kind == recFreshRange {
+				if c := int64(binary.LittleEndian.Uint64(p[o+10:])); c < 1 || c > b.capacity-slot%b.capacity {
+					return fmt.Errorf("%w: %s: %d fresh slots from slot %d", ErrCorrupt, path, c, slot)
+				}
 			}
+			recs = append(recs, base+o)
+			o += size
 		}
 		p = p[8+n:]
 		base += 8 + n
@@ -626,6 +646,10 @@ func (fs *fileStore) applyJournal(b *Buffer) error {
 	for i := len(recs) - 1; i >= 0; i-- {
 		r := data[recs[i]:]
 		slot, kind := int64(binary.LittleEndian.Uint64(r)), r[8]
+		if kind == recFreshRange {
+			clear(b.meta[slot : slot+int64(binary.LittleEndian.Uint64(r[10:]))])
+			continue
+		}
 		b.meta[slot] = r[9]
 		if kind == recWhole {
 			o := int64(10)
@@ -731,6 +755,7 @@ func Open(dir string) (_ *Buffer, err error) {
 		return nil, err
 	}
 	fs.synced = slices.Clone(b.cursor)
+	fs.fresh = make([]int64, b.numEnvs)
 	if err := fs.openJournal(); err != nil {
 		return nil, err
 	}
