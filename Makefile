@@ -225,14 +225,26 @@ gpu-check-rehearsal: standin
 # (under two minutes); `bench-go` the Go benchmarks with allocations.
 .PHONY: bench bench-quick bench-go
 
-bench:
+bench: python
 	$(GO) run ./cmd/trajring bench
 
-bench-quick:
+bench-quick: python
 	$(GO) run ./cmd/trajring bench -quick
 
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem ./bench
+
+# bench-python runs the benchmark's "python ..." rows alone (issues 40 and
+# 41, item 5 each): trajring called from Python (table.sample with
+# torch.from_dlpack, the in-place hot loop, one-item samples, a one-row
+# add) next to NumPy and PyTorch on the same data, and CartPole-v1 x 256
+# stepped from Python next to the same loop in Go and a NumPy CartPole, in
+# one Python process taking turns; the JSON goes to bench/results/ as
+# `trajring bench` writes it. BENCH_PYTHON_FLAGS=-quick for smaller buffers.
+BENCH_PYTHON_FLAGS ?=
+.PHONY: bench-python
+bench-python: python
+	$(GO) run ./cmd/trajring bench -run '^python ' $(BENCH_PYTHON_FLAGS)
 
 # bench-learner times agents/dqn's gradient step against PyTorch's same step
 # (scripts/learner_step.py) on 1 and 2 cores, alternated in one run (issue 26

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -19,6 +20,12 @@ import (
 //
 //go:embed peers.py
 var peersScript []byte
+
+// trajringScript is the module peers.py imports for the "python ..."
+// rows, where trajring from Python is ours (see its docstring).
+//
+//go:embed peer_trajring.py
+var trajringScript []byte
 
 // pyField is a field of a Python job's layout.
 type pyField struct {
@@ -50,6 +57,17 @@ type pyJob struct {
 	NDraws int    `json:"n_draws,omitempty"`
 	// K is the frames per stacked observation of a "stacked" job.
 	K int `json:"k,omitempty"`
+	// Trajring, when set, makes the job a "python ..." row: ours is the
+	// trajring package driven from Python in peers.py's process.
+	Trajring *pyTrajring `json:"trajring,omitempty"`
+}
+
+// pyTrajring is what peer_trajring.py runs as ours: Op (see its
+// docstring) with the package found in Path, on Env for env ops.
+type pyTrajring struct {
+	Path string `json:"path"`
+	Op   string `json:"op"`
+	Env  string `json:"env,omitempty"`
 }
 
 // newPyJob describes an operation over a layout's arrays.
@@ -120,7 +138,7 @@ type pyWorker struct {
 	in     io.WriteCloser
 	out    *bufio.Reader
 	stderr *bytes.Buffer
-	script string
+	script string // the directory of peers.py and peer_trajring.py
 }
 
 // findPython returns the interpreter for the peers, or "" and why not.
@@ -149,22 +167,22 @@ func (r *runner) startPython(ctx context.Context) *pyWorker {
 		r.skip("numpy and torch peers", "%s", why)
 		return nil
 	}
-	f, err := os.CreateTemp("", "trajring-peers-*.py")
+	dir, err := os.MkdirTemp("", "trajring-peers-*")
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "peers.py"), peersScript, 0o644)
+	}
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "peer_trajring.py"), trajringScript, 0o644)
+	}
 	if err != nil {
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
 		r.skip("numpy and torch peers", "writing peers.py: %v", err)
 		return nil
 	}
-	_, err = f.Write(peersScript)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		r.skip("numpy and torch peers", "writing peers.py: %v", err)
-		return nil
-	}
-	w := &pyWorker{stderr: new(bytes.Buffer), script: f.Name()}
-	w.cmd = exec.CommandContext(ctx, py, f.Name())
+	w := &pyWorker{stderr: new(bytes.Buffer), script: dir}
+	w.cmd = exec.CommandContext(ctx, py, filepath.Join(dir, "peers.py"))
 	w.cmd.Stderr = w.stderr
 	w.cmd.Env = os.Environ()
 	if os.Getenv("OPENBLAS_CORETYPE") == "" {
@@ -180,7 +198,7 @@ func (r *runner) startPython(ctx context.Context) *pyWorker {
 		err = w.cmd.Start()
 	}
 	if err != nil {
-		os.Remove(f.Name())
+		os.RemoveAll(dir)
 		r.skip("numpy and torch peers", "starting %s: %v", py, err)
 		return nil
 	}
@@ -227,7 +245,7 @@ func (w *pyWorker) send(req pyRequest) error {
 func (w *pyWorker) close() {
 	w.in.Close()
 	w.cmd.Wait()
-	os.Remove(w.script)
+	os.RemoveAll(w.script)
 }
 
 func (w *pyWorker) prepare(j *pyJob, warmup int) ([]string, error) {

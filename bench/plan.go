@@ -62,6 +62,10 @@ func Scenarios(mode Mode, filter *regexp.Regexp) []string {
 		all = append(all, fmt.Sprintf("driver cartpole envs=%d", n))
 	}
 	all = append(all, "collect cartpole envs=256 -> buffer (L=2 items)")
+	// pythonGroup.
+	for _, pr := range pythonRows(mode) {
+		all = append(all, pr.name)
+	}
 	if filter == nil {
 		return all
 	}

@@ -21,10 +21,13 @@ const (
 	// PeerUniformTable is a prioritized row's yardstick, not a peer: the
 	// uniform table of the same items, sampled in the same rounds.
 	PeerUniformTable = "uniform-table"
+	// PeerGoLoop, on the "python env" rows, is the same env loop run in
+	// Go inside the library that Python drives (trj_env_run_go).
+	PeerGoLoop = "go-loop"
 )
 
 // peerOrder is the column order of peers in the markdown table.
-var peerOrder = []string{PeerNumPy, PeerTorch1, PeerTorch, PeerGoPerm, PeerGoIntN, PeerUniformTable}
+var peerOrder = []string{PeerNumPy, PeerTorch1, PeerTorch, PeerGoPerm, PeerGoIntN, PeerUniformTable, PeerGoLoop}
 
 // PeerResult is one peer's measurement of a scenario.
 type PeerResult struct {
@@ -289,7 +292,7 @@ func (rep *Report) Markdown(w io.Writer) error {
 		}
 		fmt.Fprintf(bw, "| %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |",
 			r.Scenario, r.B, r.L, dash(r.S), fmtRate(float64(r.Capacity)), fmtDur(r.Ours.P50), fmtDur(r.Ours.P99),
-			fmtRate(r.StepsPerSec), gb, fmtFrac(r.FracPlain), fmtFrac(r.FracGather), fmtFrac(r.FracCold), sig3(r.Ours.AllocsPerOp))
+			fmtRate(r.StepsPerSec), gb, fmtFrac(r.FracPlain), fmtFrac(r.FracGather), fmtFrac(r.FracCold), fmtAllocs(r.Ours.AllocsPerOp))
 		for _, p := range peerOrder {
 			fmt.Fprintf(bw, " %s |", fmtRatio(r.Peer(p)))
 		}
@@ -306,6 +309,15 @@ func (rep *Report) Markdown(w io.Writer) error {
 		fmt.Fprintf(bw, "- %s\n", n)
 	}
 	return bw.Flush()
+}
+
+// fmtAllocs formats allocations per operation; negative: not measured
+// (ours in Python).
+func fmtAllocs(v float64) string {
+	if v < 0 {
+		return "-"
+	}
+	return sig3(v)
 }
 
 func dash(v int64) string {

@@ -141,7 +141,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	if be.Name() != "cpu" {
 		r.note("ceilings on the %s backend: %s", be.Name(), ceilingNote(be))
 	}
-	groups := []func(context.Context) error{r.pixelGroup, r.lowDimGroup, r.capacityGroup, r.addGroup, r.driverGroup}
+	groups := []func(context.Context) error{r.pixelGroup, r.lowDimGroup, r.capacityGroup, r.addGroup, r.driverGroup, r.pythonGroup}
 	for _, g := range groups {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -332,6 +332,15 @@ func (r *runner) measure(sc *scenario) error {
 	}
 	pyNames, cleanup := r.preparePython(sc, per)
 	defer cleanup()
+	if sc.ours == nil {
+		// A "python ..." row: ours is trajring driven from Python, the
+		// worker's first contestant, taking turns as the others do.
+		if len(pyNames) == 0 || pyNames[0] != pyOurs {
+			return nil // no Python worker: skipped, and the run says why
+		}
+		cs[0] = &contestant{name: pyNames[0], py: true, per: r.pythonBudget(sc, per)}
+		pyNames = pyNames[1:]
+	}
 	for _, name := range pyNames {
 		cs = append(cs, &contestant{name: name, py: true, per: r.pythonBudget(sc, per)})
 	}
@@ -358,6 +367,9 @@ func (r *runner) measure(sc *scenario) error {
 						// No Python column: a peer measured for part of the
 						// row only would not have met the machine as ours did.
 						r.pythonFailed(sc, err)
+						if cs[0].py {
+							return nil // ours ran there: no row
+						}
 						cs = slices.DeleteFunc(cs, func(c *contestant) bool { return c.py })
 						done = done[:len(cs)]
 						break
@@ -396,6 +408,10 @@ func (r *runner) measure(sc *scenario) error {
 				continue
 			}
 			s.AllocsPerOp = -1 // not measured in Python
+			if i == 0 {
+				sc.row.Ours = s
+				continue
+			}
 			sc.row.Peers = append(sc.row.Peers, PeerResult{Name: c.name, Stats: s})
 			continue
 		}
