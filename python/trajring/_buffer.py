@@ -120,7 +120,7 @@ def _ptr(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
 
-class Writer:
+class Writer(_lib.Handle):
     """Adds batched steps to a buffer's rows (a ``tensorbuf.Writer``, or an
     observer that also creates items in tables).
 
@@ -226,21 +226,10 @@ class Writer:
 
     def close(self) -> None:
         """Close the writer and give its rows back. Idempotent."""
-        h, self._handle = self._handle, 0
-        if h:
-            _lib.call(_lib.lib.trj_writer_close, h)
+        self._release(_lib.lib.trj_writer_close)
 
-    def __enter__(self) -> "Writer":
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 def _wait(fn: Any, *args: Any, timeout: Optional[float]) -> None:
@@ -255,7 +244,7 @@ def _as_keys(keys: Any) -> tuple[Any, int, int]:
     return obj, addr, nbytes // 8
 
 
-class Table:
+class Table(_lib.Handle):
     """A table of items over a buffer's steps (Reverb's model; ``tensorbuf.Table``).
 
     Safe for concurrent use from several threads: samplers, inserters and
@@ -368,15 +357,7 @@ class Table:
 
     def close(self) -> None:
         """Release this handle of the table (the table stays in its buffer)."""
-        h, self._handle = self._handle, 0
-        if h:
-            _lib.call(_lib.lib.trj_table_free, h)
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
+        self._release(_lib.lib.trj_table_free)
 
 
 _SELECTORS = {"uniform": "uniform", "prioritized": "prioritized", "fifo": "fifo", "lifo": "lifo",
@@ -386,7 +367,7 @@ _SELECTORS = {"uniform": "uniform", "prioritized": "prioritized", "fifo": "fifo"
 _EXPORT_MODES = {"batch": 2, "sequence": 3}
 
 
-class Buffer:
+class Buffer(_lib.Handle):
     """A ring buffer of trajectory steps (``tensorbuf.Buffer``).
 
     Parameters
@@ -609,18 +590,4 @@ class Buffer:
     def close(self) -> None:
         """Close the buffer. Results already sampled stay readable; writers
         and tables of it raise :class:`ClosedError`. Idempotent."""
-        h, self._handle = self._handle, 0
-        if h:
-            _lib.call(_lib.lib.trj_buffer_close, h)
-
-    def __enter__(self) -> "Buffer":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
+        self._release(_lib.lib.trj_buffer_close)

@@ -96,7 +96,7 @@ def _space(f: dict, batch: Optional[int] = None) -> Union[Box, Discrete]:
     return Box(lo, hi, shape, dtype)
 
 
-class VectorEnv:
+class VectorEnv(_lib.Handle):
     """A batched Go environment: ``num_envs`` rows stepped together in Go, with the GIL released.
 
     The interface is Gymnasium 1.x's ``VectorEnv`` (``reset``, ``step``, ``num_envs``,
@@ -250,21 +250,10 @@ class VectorEnv:
 
     def close(self) -> None:
         """Close the env. Idempotent."""
-        h, self._handle = self._handle, 0
-        if h:
-            _lib.call(_lib.lib.trj_env_close, h)
+        self._release(_lib.lib.trj_env_close)
 
-    def __enter__(self) -> "VectorEnv":
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self) -> str:
         return f"trajring.VectorEnv({self.env_id!r}, num_envs={self.num_envs})"

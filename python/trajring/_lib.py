@@ -241,6 +241,33 @@ def call_waiting(fn: Callable[..., int], *args: Any, timeout: Optional[float] = 
             raise errors.RateLimitedError(f"tensorbuf: rate limiter timed out: waited {timeout} s")
 
 
+class Handle:
+    """An object of the C ABI, held by its handle: ``close`` (each class's own),
+    a ``with`` block or garbage collection releases it, once."""
+
+    _handle = 0
+
+    def _release(self, fn: Callable[..., int]) -> None:
+        h, self._handle = self._handle, 0
+        if h:
+            call(fn, h)
+
+    def close(self) -> None:  # pragma: no cover - every subclass defines its own
+        raise NotImplementedError
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown, or a forked child
+            pass
+
+
 def live_counts() -> tuple[int, int]:
     """Return the live result handles and live DLPack tensors of the process."""
     results, tensors = c_int64(), c_int64()
