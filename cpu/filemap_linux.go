@@ -86,3 +86,50 @@ func (a *Arena) Retire() error {
 	a.mapped = false
 	return nil
 }
+
+// Resident returns the bytes of the arena's pages in memory (mincore),
+// for file mappings the part of the file in the page cache and mapped.
+// Safe for concurrent use.
+func (a *Arena) Resident() (int64, error) {
+	if len(a.b) == 0 {
+		return 0, nil
+	}
+	ps := os.Getpagesize()
+	const window = 1 << 30 // pages checked per call: a 256 KiB vector
+	vec := make([]byte, window/ps)
+	var n int64
+	for off := 0; off < len(a.b); off += window {
+		p := a.b[off:min(off+window, len(a.b))]
+		np := (len(p) + ps - 1) / ps
+		_, _, e := syscall.Syscall(syscall.SYS_MINCORE, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), uintptr(unsafe.Pointer(&vec[0])))
+		if e != 0 {
+			return 0, fmt.Errorf("cpu: mincore: %w", e)
+		}
+		for _, v := range vec[:np] {
+			if v&1 != 0 {
+				n += int64(ps)
+			}
+		}
+	}
+	return n, nil
+}
+
+// Evict drops a MapFile arena's pages from the process's mapping
+// (MADV_DONTNEED: the data stays in the file and the page cache) and then
+// its clean pages from the page cache of f, mapped at off
+// (POSIX_FADV_DONTNEED), so that the memory goes back and later reads come
+// from disk. Dirty pages are kept (written back in the background): flush
+// first to evict everything. Safe for concurrent use with reads.
+func (a *Arena) Evict(f *os.File, off int64) error {
+	if !a.mapped || len(a.b) == 0 {
+		return nil
+	}
+	if err := syscall.Madvise(a.b, 4); err != nil { // MADV_DONTNEED
+		return fmt.Errorf("cpu: madvise: %w", err)
+	}
+	_, _, e := syscall.Syscall6(syscall.SYS_FADVISE64, f.Fd(), uintptr(off), uintptr(len(a.b)), 4, 0, 0) // POSIX_FADV_DONTNEED
+	if e != 0 {
+		return fmt.Errorf("cpu: fadvise: %w", e)
+	}
+	return nil
+}

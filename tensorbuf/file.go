@@ -828,3 +828,62 @@ func checkStoreDisk(store ringStore, steps int64, strides []int64) error {
 	}
 	return checkDisk(fs.dir, need)
 }
+
+// Residency returns the bytes of a file-backed buffer's rings and metadata
+// mirror that are in memory (mincore), and their total size: the fraction
+// of the buffer that samples without reading the disk. A buffer that is
+// not file-backed is all resident. Safe for concurrent use; it costs one
+// byte per 4 KiB page, checked 1 GiB at a time.
+func (b *Buffer) Residency() (resident, total int64, err error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return 0, 0, fmt.Errorf("%w: Residency", ErrClosed)
+	}
+	for i := range b.arenas {
+		total += b.arenas[i].arena.Size()
+	}
+	total += int64(len(b.meta))
+	if b.file == nil {
+		return total, total, nil
+	}
+	arenas := []*cpu.Arena{b.file.metaA}
+	for i := range b.arenas {
+		arenas = append(arenas, b.arenas[i].arena.(*cpu.Arena))
+	}
+	for _, a := range arenas {
+		n, err := a.Resident()
+		if err != nil {
+			return 0, 0, fmt.Errorf("%w: %w", ErrStorage, err)
+		}
+		resident += n
+	}
+	return resident, total, nil
+}
+
+// Evict gives back the memory of a file-backed buffer's rings: their
+// pages leave the process's mappings and, where clean (written by a Sync),
+// the page cache, so that later samples read them from disk. It is for
+// measuring the cold path and for handing memory to other work; the data
+// and the synced state are unchanged. It fails with ErrConfig on a buffer
+// that is not file-backed. Safe for concurrent use; samplers running
+// meanwhile fault their pages back in.
+func (b *Buffer) Evict() error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.file == nil {
+		return fmt.Errorf("%w: Evict of a buffer that is not file-backed", ErrConfig)
+	}
+	if b.closed {
+		return fmt.Errorf("%w: Evict", ErrClosed)
+	}
+	for i := range b.arenas {
+		if err := b.arenas[i].arena.(*cpu.Arena).Evict(b.file.rings[i], dataHeaderLen); err != nil {
+			return fmt.Errorf("%w: %w", ErrStorage, err)
+		}
+	}
+	if err := b.file.metaA.Evict(b.file.metaF, dataHeaderLen); err != nil {
+		return fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	return nil
+}
