@@ -328,7 +328,17 @@ class Table(_lib.Handle):
             from .errors import HandleError
 
             raise HandleError("sample into a released result")
-        _wait(fn, self._handle, *args, _lib.WAIT, h, byref(out), timeout=timeout)
+        # The hot loop's path: one foreign call with the first 100 ms slice
+        # (most samples never wait); call_waiting's loop only after a slice
+        # ran out.
+        rc = _lib.errors._WOULD_BLOCK
+        if timeout is None and not _lib._forked:
+            buf = _lib._errbuf()
+            rc = fn(self._handle, *args, 100, h, byref(out), buf, _lib._ERRCAP)
+            if rc and rc != _lib.errors._WOULD_BLOCK:
+                raise _lib.errors.error_for(rc, buf.value.decode("utf-8", "replace"))
+        if rc:
+            _wait(fn, self._handle, *args, _lib.WAIT, h, byref(out), timeout=timeout)
         if into is not None:
             into._filled()
             return into
