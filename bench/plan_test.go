@@ -28,7 +28,7 @@ func TestScenariosMatchSavedReport(t *testing.T) {
 		if err := json.Unmarshal(b, &rep); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		if rep.Mode != string(Full) {
+		if rep.Mode != string(Full) || rep.Filter != "" {
 			continue
 		}
 		full = full[:0]

@@ -145,6 +145,9 @@ type Report struct {
 	Skipped  []Skip            `json:"skipped,omitempty"`
 	Versions map[string]string `json:"versions,omitempty"`
 	Notes    []string          `json:"notes,omitempty"`
+	// Filter is the -run expression of a run that measured only the
+	// scenarios it matches (make bench-python); empty for a whole run.
+	Filter string `json:"filter,omitempty"`
 }
 
 // DescribeMachine reads the CPU model and memory from /proc where it

@@ -135,6 +135,9 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		},
 	}
 	r.bud, r.rounds = opt.Mode.budget()
+	if opt.Filter != nil {
+		r.rep.Filter = opt.Filter.String()
+	}
 	r.total = len(Scenarios(opt.Mode, opt.Filter))
 	r.tty = isTerminal(opt.Progress)
 	r.note("no peers on table, prioritized and driver rows (no NumPy/PyTorch core of the same work; prioritized rows have the uniform table of the same items as a yardstick), nor Go peers on export; the go-structs-perm peer is not in the plots")
