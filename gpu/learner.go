@@ -118,6 +118,27 @@ func dims(ds ...int) error {
 // float32 Gemm adds without transposes. c must not overlap a or bm. An
 // empty c launches nothing. It is safe for concurrent use.
 func (b *Backend) Gemm(transA, transB, acc bool, m, n, k int, a, bm, c *tensor.Dense) error {
+	return b.GemmEp(transA, transB, acc, m, n, k, a, bm, c, GemmEpilogue{})
+}
+
+// GemmEpilogue is the work GemmEp does on each element of c once its sum
+// is final, bit for bit what the separate launch would do after Gemm.
+type GemmEpilogue struct {
+	// Bias, float32 [n], is added to column j (BiasReLU's add), then
+	// with ReLU negative results are set to 0. nil: no bias (and ReLU
+	// must be false).
+	Bias *tensor.Dense
+	ReLU bool
+	// ReLUGradOf, float32 [m, n], sets c[i,j] to 0 where
+	// !(ReLUGradOf[i,j] > 0) (ReLUGrad with y = ReLUGradOf), after the
+	// bias. nil: none.
+	ReLUGradOf *tensor.Dense
+}
+
+// GemmEp is Gemm followed by ep, in one launch: c = op(a)·op(bm) (+ c),
+// then + bias and ReLU, or the ReLU gradient's mask. The bias and the
+// mask must not overlap c. It is safe for concurrent use.
+func (b *Backend) GemmEp(transA, transB, acc bool, m, n, k int, a, bm, c *tensor.Dense, ep GemmEpilogue) error {
 	if err := b.enterLaunch(); err != nil {
 		return err
 	}
@@ -137,13 +158,39 @@ func (b *Backend) Gemm(transA, transB, acc bool, m, n, k int, a, bm, c *tensor.D
 	if err != nil {
 		return err
 	}
-	if err := disjoint([]operand{pc}, []string{"c"}, []operand{pa, pb}); err != nil {
+	ins := []operand{pa, pb}
+	var pbias, py operand
+	if ep.ReLU && ep.Bias == nil {
+		return fmt.Errorf("%w: gemm: a ReLU epilogue needs a bias", ErrBounds)
+	}
+	if ep.Bias != nil {
+		if pbias, err = b.operand("gemm bias", ep.Bias, tensor.Float32, int64(n)); err != nil {
+			return err
+		}
+		ins = append(ins, pbias)
+	}
+	if ep.ReLUGradOf != nil {
+		if py, err = b.operand("gemm relu gradient y", ep.ReLUGradOf, tensor.Float32, int64(m)*int64(n)); err != nil {
+			return err
+		}
+		ins = append(ins, py)
+	}
+	if err := disjoint([]operand{pc}, []string{"c"}, ins); err != nil {
 		return err
 	}
 	if m == 0 || n == 0 {
 		return nil
 	}
 	flags := uint64(0)
+	if ep.Bias != nil {
+		flags |= 8
+		if ep.ReLU {
+			flags |= 16
+		}
+	}
+	if ep.ReLUGradOf != nil {
+		flags |= 32
+	}
 	if transA {
 		flags |= 1
 	}
@@ -154,7 +201,8 @@ func (b *Backend) Gemm(transA, transB, acc bool, m, n, k int, a, bm, c *tensor.D
 		flags |= 4
 	}
 	tiles := int64((m+15)/16) * int64((n+15)/16)
-	return b.launchGrid(kernels.Gemm, tiles*gemmThreads, 1, 1, pa.addr, pb.addr, pc.addr, uint64(m), uint64(n), uint64(k), flags)
+	return b.launchGrid(kernels.Gemm, tiles*gemmThreads, 1, 1, pa.addr, pb.addr, pc.addr, uint64(m), uint64(n), uint64(k), flags,
+		pbias.addr, py.addr)
 }
 
 // BiasReLU adds bias[j] to column j of the row-major float32 matrix z

@@ -133,6 +133,23 @@ func testLearnerOpsMatchReference(t *testing.T, b *Backend) {
 		host.RefReLUGrad(dy, y)
 		expect(t, b, "relu gradient", ddy, dy)
 
+		// The same product with an epilogue in the same launch: bias
+		// and ReLU, bias alone, or the ReLU gradient's mask.
+		c2 := randF32(rng, m*n)
+		dc2 := upload(t, b, rng, f32, c2)
+		ep, epFlags := GemmEpilogue{Bias: dbias.t, ReLU: trial%3 == 0}, host.GemmBias
+		if trial%3 == 0 {
+			epFlags |= host.GemmReLU
+		}
+		if trial%3 == 2 {
+			ep, epFlags = GemmEpilogue{ReLUGradOf: dyv.t}, host.GemmDReLU
+		}
+		if err := b.GemmEp(tA, tB, acc, m, n, k, da.t, db.t, dc2.t, ep); err != nil {
+			t.Fatal(err)
+		}
+		host.RefGemmEpilogue(a, bm, c2, m, n, k, flags|epFlags, bias, y)
+		expect(t, b, fmt.Sprintf("trial %d: gemm with epilogue %d", trial, epFlags), dc2, c2)
+
 		acts := make([]int64, m)
 		dacts := upload(t, b, rng, tensor.Int64, acts)
 		if err := b.Argmax(dyv.t, dacts.t, m, n); err != nil {
@@ -267,6 +284,18 @@ func TestLearnerOpsRefuseBadOperands(t *testing.T) {
 		{"gemm host tensor", func() error { return b.Gemm(false, false, false, 4, 4, 4, hostT, y.t, out.t) }, ErrArena},
 		{"gemm foreign tensor", func() error { return b.Gemm(false, false, false, 4, 4, 4, foreign.t, y.t, out.t) }, ErrArena},
 		{"gemm nil", func() error { return b.Gemm(false, false, false, 4, 4, 4, nil, y.t, out.t) }, ErrBounds},
+		{"gemm relu without bias", func() error {
+			return b.GemmEp(false, false, false, 4, 4, 4, x.t, y.t, out.t, GemmEpilogue{ReLU: true})
+		}, ErrBounds},
+		{"gemm bias is c", func() error {
+			return b.GemmEp(false, false, false, 4, 4, 4, x.t, y.t, out.t, GemmEpilogue{Bias: out.t})
+		}, ErrBounds},
+		{"gemm relu gradient y is c", func() error {
+			return b.GemmEp(false, false, false, 4, 4, 4, x.t, y.t, out.t, GemmEpilogue{ReLUGradOf: out.t})
+		}, ErrBounds},
+		{"gemm bias float64", func() error {
+			return b.GemmEp(false, false, false, 4, 4, 4, x.t, y.t, out.t, GemmEpilogue{Bias: f64.t})
+		}, ErrBounds},
 		{"bias too short", func() error { return b.BiasReLU(out.t, overlapping, 1, 16, true) }, ErrBounds},
 		{"relu gradient too long", func() error { return b.ReLUGrad(out.t, x.t, 17) }, ErrBounds},
 		{"argmax into its input", func() error { return b.Argmax(out.t, overlapping64, 2, 8) }, ErrBounds},

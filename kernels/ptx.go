@@ -35,7 +35,7 @@ var (
 	UpdateClaim   = Kernel{ID: 10, Module: "update_claim", Entry: "trajring_update_claim", Args: 6}
 	UpdateApply   = Kernel{ID: 11, Module: "update_apply", Entry: "trajring_update_apply", Args: 10}
 	// The learner's kernels (host/gemm.h, mlp.h, td_loss.h, grad_norm.h, adam.h).
-	Gemm        = Kernel{ID: 12, Module: "gemm", Entry: "trajring_gemm", Args: 7}
+	Gemm        = Kernel{ID: 12, Module: "gemm", Entry: "trajring_gemm", Args: 9}
 	BiasReLU    = Kernel{ID: 13, Module: "bias_relu", Entry: "trajring_bias_relu", Args: 5}
 	ReLUGrad    = Kernel{ID: 14, Module: "relu_grad", Entry: "trajring_relu_grad", Args: 3}
 	ColSum      = Kernel{ID: 15, Module: "col_sum", Entry: "trajring_col_sum", Args: 4}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/trajring/trajring/driver"
+	"github.com/trajring/trajring/gpu"
 	"github.com/trajring/trajring/internal/rawbytes"
 	"github.com/trajring/trajring/kernels"
 	"gorgonia.org/tensor"
@@ -156,10 +157,8 @@ func (l *DeviceLearner) forwardN(s *actScratch, obs *tensor.Dense, n int) error 
 	in := obs
 	for i := range l.pw {
 		k, m := l.dims[i], l.dims[i+1]
-		if err := l.be.Gemm(false, false, false, n, m, k, in, l.pw[i], s.h[i]); err != nil {
-			return fmt.Errorf("dqn: forward pass: %w", err)
-		}
-		if err := l.be.BiasReLU(s.h[i], l.pb[i], n, m, i+1 < len(l.pw)); err != nil {
+		if err := l.be.GemmEp(false, false, false, n, m, k, in, l.pw[i], s.h[i],
+			gpu.GemmEpilogue{Bias: l.pb[i], ReLU: i+1 < len(l.pw)}); err != nil {
 			return fmt.Errorf("dqn: forward pass: %w", err)
 		}
 		in = s.h[i]

@@ -153,15 +153,14 @@ func (l *DeviceLearner) step(b DeviceBatch) error {
 
 // forward runs the network (ws, bs) on x [B, ObsDim] into outs, one per
 // layer: products, then bias and ReLU (none on the last layer), the
-// order of Agent's training graph.
+// order of Agent's training graph; one launch a layer (the bias and ReLU
+// are the product's epilogue).
 func (l *DeviceLearner) forward(ws, bs []*tensor.Dense, x *tensor.Dense, outs []*tensor.Dense) error {
 	B, in := l.cfg.BatchSize, x
 	for i := range ws {
 		k, n := l.dims[i], l.dims[i+1]
-		if err := l.be.Gemm(false, false, false, B, n, k, in, ws[i], outs[i]); err != nil {
-			return err
-		}
-		if err := l.be.BiasReLU(outs[i], bs[i], B, n, i+1 < len(ws)); err != nil {
+		if err := l.be.GemmEp(false, false, false, B, n, k, in, ws[i], outs[i],
+			gpu.GemmEpilogue{Bias: bs[i], ReLU: i+1 < len(ws)}); err != nil {
 			return err
 		}
 		in = outs[i]
@@ -191,12 +190,10 @@ func (l *DeviceLearner) backward(x *tensor.Dense) error {
 		if i == 0 {
 			break
 		}
-		// dH = dZ · W^T, then through the ReLU of layer i-1
+		// dH = dZ · W^T, then through the ReLU of layer i-1 (the
+		// product's epilogue)
 		dh := l.dz[next]
-		if err := be.Gemm(false, true, false, B, k, n, dz, l.pw[i], dh); err != nil {
-			return err
-		}
-		if err := be.ReLUGrad(dh, l.h[i-1], B*k); err != nil {
+		if err := be.GemmEp(false, true, false, B, k, n, dz, l.pw[i], dh, gpu.GemmEpilogue{ReLUGradOf: l.h[i-1]}); err != nil {
 			return err
 		}
 		dz, next = dh, 1-next

@@ -20,6 +20,10 @@
  * Every product and sum is rounded to float on its own, in that order
  * (rnf.h), so the device, the host build and the reference agree bit for
  * bit; gonum's float32 Gemm without transposes adds in the same order.
+ * Then the epilogues (TR_GEMM_BIAS, TR_GEMM_RELU, TR_GEMM_DRELU) apply
+ * bias+ReLU or the ReLU gradient to the finished element, as
+ * trajring_bias_relu and trajring_relu_grad would in launches of their
+ * own.
  *
  * Blocks of TR_GEMM_THREADS threads stride over the TR_GEMM_T×TR_GEMM_T
  * tiles of C, one thread per element of a tile. For each slice of
@@ -43,6 +47,13 @@
 #define TR_GEMM_TA 1  /* A is stored k×m */
 #define TR_GEMM_TB 2  /* B is stored n×k */
 #define TR_GEMM_ACC 4 /* add to C instead of overwriting it */
+/* Epilogues, applied to each element of C after its last sum, in this
+ * order, each exactly as its own kernel would (mlp.h): bit for bit what
+ * trajring_gemm followed by trajring_bias_relu or trajring_relu_grad
+ * writes, in one launch. */
+#define TR_GEMM_BIAS 8   /* add bias[j] (tr_bias_relu_run's add) */
+#define TR_GEMM_RELU 16  /* then set negative results to 0 */
+#define TR_GEMM_DRELU 32 /* set C[i,j] to 0 where !(y[i,j] > 0) (tr_relu_grad_run) */
 
 TR_STRICT_BEGIN
 
@@ -112,12 +123,22 @@ TR_HD float tr_gemm_mac(float s, const float *as, const float *bs, tr_i64 kn, in
 	return s;
 }
 
-/* tr_gemm_store writes thread t's sum to C when it lies inside. */
-TR_HD void tr_gemm_store(float *c, tr_i64 m, tr_i64 n, tr_i64 i0, tr_i64 j0, int t, float s)
+/* tr_gemm_store writes thread t's sum to C when it lies inside, through
+ * the epilogues flags asks for (bias: float [n]; y: float [m, n]). */
+TR_HD void tr_gemm_store(float *c, tr_i64 m, tr_i64 n, tr_i64 i0, tr_i64 j0, int t, float s, tr_i64 flags, const float *bias,
+			 const float *y)
 {
 	tr_i64 i = i0 + t / TR_GEMM_T, j = j0 + t % TR_GEMM_T;
-	if (i < m && j < n)
-		c[i * n + j] = s;
+	if (i >= m || j >= n)
+		return;
+	if (flags & TR_GEMM_BIAS) {
+		s = TR_FADD(s, TR_LD(float, bias + j));
+		if ((flags & TR_GEMM_RELU) && s < 0.0f)
+			s = 0.0f;
+	}
+	if ((flags & TR_GEMM_DRELU) && !(TR_LD(float, y + i * n + j) > 0.0f))
+		s = 0.0f;
+	c[i * n + j] = s;
 }
 
 TR_STRICT_END

@@ -50,6 +50,7 @@ static void tr_host_gemm(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr
 	const float *a = TR_ARG_PTR(const float *, p, 0), *b = TR_ARG_PTR(const float *, p, 1);
 	float *c = TR_ARG_PTR(float *, p, 2);
 	tr_i64 m = TR_ARG_I64(p, 3), n = TR_ARG_I64(p, 4), k = TR_ARG_I64(p, 5), flags = TR_ARG_I64(p, 6);
+	const float *bias = TR_ARG_PTR(const float *, p, 7), *yv = TR_ARG_PTR(const float *, p, 8);
 	tr_i64 nblocks = nt / TR_GEMM_THREADS, tiles = tr_gemm_tiles(m, n), blk, tile, k0, i0, j0;
 	float as[TR_GEMM_T * TR_GEMM_TS], bs[TR_GEMM_T * TR_GEMM_TS], s[TR_GEMM_THREADS];
 	int t;
@@ -68,7 +69,7 @@ static void tr_host_gemm(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr
 				tr_host_gemm_mac_tile(s, as, bs, kn);
 			}
 			for (t = 0; t < TR_GEMM_THREADS; t++)
-				tr_gemm_store(c, m, n, i0, j0, t, s[t]);
+				tr_gemm_store(c, m, n, i0, j0, t, s[t], flags, bias, yv);
 		}
 }
 
@@ -171,7 +172,7 @@ TR_STRICT_END
 /* TR_LEARNER_KERNELS are the rows of tr_host_lookup's table for the
  * kernels above. */
 #define TR_LEARNER_KERNELS                                   \
-	{"trajring_gemm", tr_host_gemm, 7},                  \
+	{"trajring_gemm", tr_host_gemm, 9},                  \
 	{"trajring_bias_relu", tr_host_bias_relu, 5},        \
 	{"trajring_relu_grad", tr_host_relu_grad, 3},        \
 	{"trajring_col_sum", tr_host_col_sum, 4},            \

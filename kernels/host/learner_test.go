@@ -100,13 +100,25 @@ func TestGemmMatchesReference(t *testing.T) {
 			k = 0
 		}
 		flags := trial % 8
-		a, b, c := e.values(m*k), e.values(k*n), e.values(m*n)
-		ga, gb, gc := put(e, a), put(e, b), put(e, c)
+		// Every third trial with bias (and ReLU on even trials), every
+		// third with the ReLU gradient's epilogue.
+		switch trial % 3 {
+		case 1:
+			flags |= GemmBias
+			if trial%2 == 0 {
+				flags |= GemmReLU
+			}
+		case 2:
+			flags |= GemmDReLU
+		}
+		a, b, c, bias, y := e.values(m*k), e.values(k*n), e.values(m*n), e.values(n), e.values(m*n)
+		ga, gb, gc, gbias, gy := put(e, a), put(e, b), put(e, c), put(e, bias), put(e, y)
 		gx := gemmGrids[trial%len(gemmGrids)]
-		if err := Launch(kernels.Gemm, gx, 1, 256, ga.addr(), gb.addr(), gc.addr(), uint64(m), uint64(n), uint64(k), uint64(flags)); err != nil {
+		if err := Launch(kernels.Gemm, gx, 1, 256, ga.addr(), gb.addr(), gc.addr(), uint64(m), uint64(n), uint64(k), uint64(flags),
+			gbias.addr(), gy.addr()); err != nil {
 			t.Fatal(err)
 		}
-		RefGemm(a, b, c, m, n, k, flags)
+		RefGemmEpilogue(a, b, c, m, n, k, flags, bias, y)
 		checkOut(e, "gemm", gc, c)
 	}
 }
@@ -132,10 +144,55 @@ func TestGemmExact(t *testing.T) {
 	for _, tc := range tests {
 		e := newEnv(t, 1)
 		ga, gb, gc := put(e, tc.a), put(e, tc.b), put(e, tc.c)
-		if err := Launch(kernels.Gemm, 1, 1, 256, ga.addr(), gb.addr(), gc.addr(), uint64(tc.m), uint64(tc.n), uint64(tc.k), uint64(tc.flags)); err != nil {
+		if err := Launch(kernels.Gemm, 1, 1, 256, ga.addr(), gb.addr(), gc.addr(), uint64(tc.m), uint64(tc.n), uint64(tc.k), uint64(tc.flags), 0, 0); err != nil {
 			t.Fatal(err)
 		}
 		checkOut(e, tc.name, gc, tc.want)
+	}
+}
+
+// TestGemmEpilogueIsTheSeparateLaunches: trajring_gemm with its
+// bias+ReLU or ReLU-gradient epilogue writes bit for bit what
+// trajring_gemm followed by trajring_bias_relu or trajring_relu_grad
+// writes (the learner's fused launches change no result).
+func TestGemmEpilogueIsTheSeparateLaunches(t *testing.T) {
+	dims := []int{1, 3, 16, 17, 33, 64}
+	for trial := range 36 {
+		e := newEnv(t, 7100+uint64(trial))
+		withMode(t, learnerModes[trial%len(learnerModes)])
+		m, n, k := dims[e.rng.IntN(len(dims))], dims[e.rng.IntN(len(dims))], dims[e.rng.IntN(len(dims))]
+		flags := trial % 4 // storage orders
+		a, b, c, bias, y := e.values(m*k), e.values(k*n), e.values(m*n), e.values(n), e.values(m*n)
+		ga, gb, gbias, gy := put(e, a), put(e, b), put(e, bias), put(e, y)
+		fused, sep := put(e, c), put(e, c)
+		ep, relu := GemmDReLU, uint64(0)
+		if trial%2 == 0 {
+			ep = GemmBias
+			if trial%4 == 0 {
+				ep, relu = GemmBias|GemmReLU, 1
+			}
+		}
+		gx := gemmGrids[trial%len(gemmGrids)]
+		if err := Launch(kernels.Gemm, gx, 1, 256, ga.addr(), gb.addr(), fused.addr(), uint64(m), uint64(n), uint64(k),
+			uint64(flags|ep), gbias.addr(), gy.addr()); err != nil {
+			t.Fatal(err)
+		}
+		if err := Launch(kernels.Gemm, gx, 1, 256, ga.addr(), gb.addr(), sep.addr(), uint64(m), uint64(n), uint64(k), uint64(flags), 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if ep == GemmDReLU {
+			err = Launch(kernels.ReLUGrad, 3, 1, 256, sep.addr(), gy.addr(), uint64(m*n))
+		} else {
+			err = Launch(kernels.BiasReLU, 3, 1, 256, sep.addr(), gbias.addr(), uint64(m), uint64(n), relu)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := append([]float32(nil), c...)
+		RefGemmEpilogue(a, b, want, m, n, k, flags|ep, bias, y)
+		checkOut(e, "fused gemm", fused, want)
+		checkOut(e, "gemm, then its own epilogue launch", sep, want)
 	}
 }
 

@@ -16,12 +16,25 @@ const (
 	GemmTransA = 1 // A is stored k×m
 	GemmTransB = 2 // B is stored n×k
 	GemmAcc    = 4 // C += op(A)·op(B)
+	// Epilogues on each finished element of C: + bias[j] (GemmBias),
+	// then negative results set to 0 (GemmReLU); or set to 0 where
+	// !(y[i,j] > 0) (GemmDReLU, the ReLU gradient).
+	GemmBias  = 8
+	GemmReLU  = 16
+	GemmDReLU = 32
 )
 
 // RefGemm is trajring_gemm: C = op(A)·op(B), or C += op(A)·op(B) with
 // GemmAcc, row-major, op(A) m×k, op(B) k×n, each product and sum rounded
 // to float32 in order of k.
 func RefGemm(a, b, c []float32, m, n, k int, flags int) {
+	RefGemmEpilogue(a, b, c, m, n, k, flags, nil, nil)
+}
+
+// RefGemmEpilogue is trajring_gemm with its epilogues: RefGemm, then
+// RefBiasReLU's add and ReLU (GemmBias, GemmReLU; bias [n]) or
+// RefReLUGrad's mask (GemmDReLU; y [m, n]) on each element.
+func RefGemmEpilogue(a, b, c []float32, m, n, k int, flags int, bias, y []float32) {
 	for i := range m {
 		for j := range n {
 			s := float32(0)
@@ -38,6 +51,15 @@ func RefGemm(a, b, c []float32, m, n, k int, flags int) {
 					bv = b[j*k+l]
 				}
 				s = s + float32(av*bv)
+			}
+			if flags&GemmBias != 0 {
+				s = s + bias[j]
+				if flags&GemmReLU != 0 && s < 0 {
+					s = 0
+				}
+			}
+			if flags&GemmDReLU != 0 && !(y[i*n+j] > 0) {
+				s = 0
 			}
 			c[i*n+j] = s
 		}
