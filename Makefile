@@ -246,6 +246,24 @@ BENCH_PYTHON_FLAGS ?=
 bench-python: python
 	$(GO) run ./cmd/trajring bench -run '^python ' $(BENCH_PYTHON_FLAGS)
 
+# bench-huge (issue 44; not CI) measures file-backed buffers past memory:
+# B=256 low-dim samples (L=1, L=4) at 1M, 10M, 100M and 1B steps, resident
+# and cold (evicted), with the fraction resident and the disk's random-read
+# latency measured in the same run; Sync against the bytes dirtied; uniform
+# and prioritized tables of 1M and HUGE_TABLE_MAX items. HUGE_MAX=100000000
+# stops at 100M steps (the 1B buffer needs about 110 GB of disk; capacities
+# whose files do not fit in three quarters of the free space less 4 GiB are
+# skipped). Files go to HUGE_DIR (removed after each capacity); the JSON to
+# bench/results/<host>-<date>-huge.json. Takes minutes to an hour.
+HUGE_MAX ?= 1000000000
+HUGE_TABLE_MAX ?= 100000000
+HUGE_DIR ?= $(CURDIR)/build/huge
+.PHONY: bench-huge
+bench-huge:
+	mkdir -p $(HUGE_DIR)
+	TRAJRING_BENCH_HUGE=1 HUGE_MAX=$(HUGE_MAX) HUGE_TABLE_MAX=$(HUGE_TABLE_MAX) HUGE_DIR=$(HUGE_DIR) \
+		$(GO) test -count=1 -timeout 0 -run '^TestBenchHuge$$' -v ./bench/
+
 # bench-learner times agents/dqn's gradient step against PyTorch's same step
 # (scripts/learner_step.py) on 1 and 2 cores, alternated in one run (issue 26
 # item 5). ROUNDS, STEPS, CORES and BASE (an older agents/dqn test binary) pass through.

@@ -77,6 +77,15 @@ type Row struct {
 	// backend that reports them; 0 elsewhere.
 	LaunchesPerOp float64 `json:"launches_per_op,omitempty"`
 	Note          string  `json:"note,omitempty"`
+	// File-backed rows (the "huge ..." rows of RunHuge): the fraction of
+	// the buffer resident in memory after the row, the disk's random 4 KiB
+	// read latency measured in the same run, the disk reads (major page
+	// faults) per operation, and the ceiling they imply (reads per op times
+	// the read's p50).
+	Resident      float64 `json:"resident_fraction,omitempty"`
+	Disk          *Stats  `json:"disk_read_4k,omitempty"`
+	ReadsPerOp    float64 `json:"disk_reads_per_op,omitempty"`
+	DiskCeilingNS float64 `json:"disk_ceiling_ns,omitempty"`
 }
 
 // Peer returns the named peer's result, or nil.

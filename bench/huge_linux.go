@@ -1,0 +1,448 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/trajring/trajring/cpu"
+	"github.com/trajring/trajring/tensorbuf"
+)
+
+// HugeOptions configures RunHuge. A plain value.
+type HugeOptions struct {
+	// Dir receives the file-backed buffers' directories (removed after
+	// each capacity); its disk must hold the largest buffer with room to
+	// spare, or larger capacities are skipped.
+	Dir string
+	// Max is the largest capacity in steps (1e9 when 0): the sweep runs
+	// 1M, 10M, 100M and 1B steps up to it.
+	Max int64
+	// TableMax is the largest table in items (1e8 when 0); tables larger
+	// than the memory available allows are skipped, saying what they need.
+	TableMax int64
+	// Ops and ColdOps are the samples timed per resident and per cold row
+	// (2000 and 200 when 0).
+	Ops, ColdOps int
+	// Log, when not nil, receives progress lines.
+	Log io.Writer
+}
+
+// hugeRows is the rows of every huge buffer: each row holds capacity/256
+// steps, and a batched add writes 256 steps.
+const hugeRows = 256
+
+// RunHuge measures sampling from file-backed buffers (tensorbuf
+// Config.Dir) past the host's memory: B=256 low-dimensional samples of
+// L=1 and L=4 at 1M, 10M, 100M and 1B steps (up to Max), resident and
+// after Buffer.Evict (cold, read from disk), with the fraction resident,
+// the disk's random 4 KiB read latency measured in the same run (O_DIRECT
+// reads of the buffer's own ring file) and the ceiling it implies for the
+// disk reads a sample makes; the cost of Sync against the bytes dirtied;
+// and uniform and prioritized tables of 1M and TableMax items, with the
+// host memory an item takes. Rows are named "huge ...", in the Report
+// schema. It is not safe for concurrent use with other measurements (it
+// measures the process's page faults).
+func RunHuge(ctx context.Context, opt HugeOptions) (*Report, error) {
+	if opt.Dir == "" {
+		return nil, errors.New("bench: RunHuge needs a directory")
+	}
+	if opt.Max <= 0 {
+		opt.Max = 1_000_000_000
+	}
+	if opt.TableMax <= 0 {
+		opt.TableMax = 100_000_000
+	}
+	if opt.Ops <= 0 {
+		opt.Ops = 2000
+	}
+	if opt.ColdOps <= 0 {
+		opt.ColdOps = 200
+	}
+	h := &huge{opt: opt, rep: &Report{Date: time.Now().UTC(), Mode: "huge", Backend: "cpu", Machine: DescribeMachine()}}
+	h.rep.Notes = append(h.rep.Notes, "file-backed buffers in "+opt.Dir+" on "+mountOf(opt.Dir))
+	if err := h.memoryBaseline(); err != nil {
+		return h.rep, err
+	}
+	for _, c := range []int64{1_000_000, 10_000_000, 100_000_000, 1_000_000_000} {
+		if c > opt.Max {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return h.rep, err
+		}
+		if err := h.capacity(c); err != nil {
+			return h.rep, err
+		}
+	}
+	for _, n := range []int64{1_000_000, opt.TableMax} {
+		if err := ctx.Err(); err != nil {
+			return h.rep, err
+		}
+		if err := h.tables(n); err != nil {
+			return h.rep, err
+		}
+		if n >= opt.TableMax {
+			break
+		}
+	}
+	return h.rep, nil
+}
+
+type huge struct {
+	opt       HugeOptions
+	rep       *Report
+	itemBytes float64 // host bytes per table item, from the 1M tables
+}
+
+func (h *huge) logf(format string, args ...any) {
+	if h.opt.Log != nil {
+		fmt.Fprintf(h.opt.Log, format+"\n", args...)
+	}
+}
+
+func (h *huge) add(r Row) {
+	r.finish()
+	h.rep.Rows = append(h.rep.Rows, r)
+	h.logf("%-52s p50 %9s us  p99 %9s us  resident %5.1f%%  %s", r.Scenario, fmtDur(r.Ours.P50), fmtDur(r.Ours.P99), 100*r.Resident, r.Note)
+}
+
+// memoryBaseline: the same samples from an in-memory buffer of 1M steps.
+func (h *huge) memoryBaseline() error {
+	b, err := Filled(LowDim(), hugeRows, 1_000_000/hugeRows, nil)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	for _, l := range []int{1, 4} {
+		st, _, err := sampleTimes(b, l, 256, h.opt.Ops)
+		if err != nil {
+			return err
+		}
+		h.add(Row{Scenario: fmt.Sprintf("huge memory sample lowdim L=%d B=256 (1M steps)", l), Group: "huge", Layout: "lowdim",
+			Backend: "cpu", B: 256, L: l, S: LowDim().StepBytes(), Capacity: b.Size(), Ours: st, Resident: 1,
+			Note: "in-memory buffer (anonymous memory): the yardstick of the file-backed rows"})
+	}
+	return nil
+}
+
+// capacity runs the rows of one capacity.
+func (h *huge) capacity(steps int64) error {
+	name := fmtRate(float64(steps))
+	l := LowDim()
+	fileBytes := steps*(l.StepBytes()+1) + 64<<20
+	free := diskFree(h.opt.Dir)
+	// Keep a quarter of the disk's free space, and 4 GiB, free.
+	if free >= 0 && fileBytes > free*3/4-4<<30 {
+		h.rep.Skipped = append(h.rep.Skipped, Skip{What: "huge " + name + " steps",
+			Reason: fmt.Sprintf("the buffer's files need %d bytes; %s has %d free (a quarter and 4 GiB are kept free)", fileBytes, h.opt.Dir, free)})
+		h.logf("skipping %s steps: %d bytes needed, %d free", name, fileBytes, free)
+		return nil
+	}
+	dir := filepath.Join(h.opt.Dir, "huge-"+name)
+	_ = os.RemoveAll(dir)
+	defer os.RemoveAll(dir)
+	h.logf("filling %s steps (%.1f GB of files) in %s", name, float64(fileBytes)/1e9, dir)
+	b, err := tensorbuf.New(tensorbuf.Config{NumEnvs: hugeRows, Capacity: int(steps / hugeRows), Fields: l.Fields, Seed: 1, Dir: dir})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	w, err := b.NewWriter()
+	if err != nil {
+		return err
+	}
+	st := newStepper(l, w.Rows())
+	start := time.Now()
+	for t := range steps / hugeRows {
+		if err := w.Add(st.at(t)); err != nil {
+			return fmt.Errorf("bench: filling: %w", err)
+		}
+	}
+	fill := time.Since(start)
+	start = time.Now()
+	if err := b.Sync(); err != nil {
+		return err
+	}
+	syncFull := time.Since(start)
+	h.rep.Notes = append(h.rep.Notes, fmt.Sprintf("huge %s steps: filled in %.1f s (%.2f M steps/s, %.2f GB/s), then the first Sync wrote it in %.1f s",
+		name, fill.Seconds(), float64(steps)/fill.Seconds()/1e6, float64(steps*l.StepBytes())/fill.Seconds()/1e9, syncFull.Seconds()))
+	h.logf("filled in %v, synced in %v", fill, syncFull)
+	for _, sl := range []int{1, 4} {
+		stats, faults, err := sampleTimes(b, sl, 256, h.opt.Ops)
+		if err != nil {
+			return err
+		}
+		h.add(Row{Scenario: fmt.Sprintf("huge sample lowdim L=%d B=256 (%s steps)", sl, name), Group: "huge", Layout: "lowdim",
+			Backend: "cpu-file", B: 256, L: sl, S: l.StepBytes(), Capacity: steps, Ours: stats, Resident: residency(b),
+			ReadsPerOp: faults, Note: "file-backed, resident (page cache)"})
+	}
+	if err := h.syncRows(b, w, st, steps, name); err != nil {
+		return err
+	}
+	// Cold: the rings evicted, every sample reads its pages from disk.
+	if err := b.Sync(); err != nil {
+		return err
+	}
+	if err := b.Evict(); err != nil {
+		return err
+	}
+	disk, err := diskReads(filepath.Join(dir, "ring-0"), 1000)
+	if err != nil {
+		h.rep.Skipped = append(h.rep.Skipped, Skip{What: "disk ceiling " + name, Reason: err.Error()})
+	}
+	for _, sl := range []int{1, 4} {
+		before := residency(b)
+		stats, faults, err := sampleTimes(b, sl, 256, h.opt.ColdOps)
+		if err != nil {
+			return err
+		}
+		r := Row{Scenario: fmt.Sprintf("huge cold sample lowdim L=%d B=256 (%s steps)", sl, name), Group: "huge", Layout: "lowdim",
+			Backend: "cpu-file", B: 256, L: sl, S: l.StepBytes(), Capacity: steps, Ours: stats, Resident: residency(b), ReadsPerOp: faults}
+		if disk != nil {
+			r.Disk = disk
+			r.DiskCeilingNS = faults * disk.P50
+			r.Note = fmt.Sprintf("after Evict: resident %.2f%% before, %.2f%% after; p50 / disk ceiling %.2fx",
+				100*before, 100*r.Resident, Ratio(stats.P50, r.DiskCeilingNS))
+		}
+		h.add(r)
+	}
+	return nil
+}
+
+// syncRows times Sync after dirtying 0, 0.1% and 1% of the buffer's steps
+// (contiguous in each row, overwriting the oldest: the journal keeps the
+// synced steps they replace).
+func (h *huge) syncRows(b *tensorbuf.Buffer, w *tensorbuf.Writer, st *stepper, steps int64, name string) error {
+	l := LowDim()
+	for _, frac := range []float64{0, 0.001, 0.01} {
+		adds := int64(frac * float64(steps) / hugeRows)
+		t0 := b.Cursor(0)
+		for t := range adds {
+			if err := w.Add(st.at(t0 + t)); err != nil {
+				return err
+			}
+		}
+		fi, _ := b.FileInfo()
+		dirty := adds*hugeRows*(l.StepBytes()+1) + fi.JournalBytes
+		start := time.Now()
+		if err := b.Sync(); err != nil {
+			return err
+		}
+		d := float64(time.Since(start).Nanoseconds())
+		h.add(Row{Scenario: fmt.Sprintf("huge sync dirty %.1f%% (%s steps)", 100*frac, name), Group: "huge-sync", Layout: "lowdim",
+			Backend: "cpu-file", B: int(adds * hugeRows), L: 1, S: l.StepBytes(), Capacity: steps,
+			Ours: Stats{Ops: 1, P50: d, P99: d, Mean: d, Min: d}, Resident: residency(b),
+			Note: fmt.Sprintf("%.1f MB dirtied (ring and metadata pages, %.1f MB of it journal) of a %.2f GB buffer: %.1f ms, %.0f MB/s",
+				float64(dirty)/1e6, float64(fi.JournalBytes)/1e6, float64(fi.FileBytes)/1e9, d/1e6, float64(dirty)/d*1e3)})
+	}
+	return nil
+}
+
+// tables: uniform and prioritized tables of n items (Len 1, over the
+// steps of a 1M-step in-memory buffer, each step under n/1M items),
+// sampled B=256.
+func (h *huge) tables(n int64) error {
+	name := fmtRate(float64(n))
+	if h.itemBytes > 0 {
+		need := int64(h.itemBytes * float64(n) * 1.6) // items grow by append: room for a copy
+		if avail, err := cpu.MemAvailable(); err == nil && need > avail {
+			h.rep.Skipped = append(h.rep.Skipped, Skip{What: "huge table " + name + " items",
+				Reason: fmt.Sprintf("%.0f bytes an item (measured at 1M) need about %d bytes with growth; %d available", h.itemBytes, need, avail)})
+			h.logf("skipping tables of %s items: %d bytes needed, %d available", name, need, avail)
+			return nil
+		}
+	}
+	const steps = 1 << 20
+	for _, cfg := range []tensorbuf.TableConfig{
+		{Name: "uniform", Selector: tensorbuf.Uniform, Seed: 13},
+		{Name: "prioritized", Selector: tensorbuf.Prioritized, PriorityExponent: 0.6, Beta: 0.4, Seed: 13},
+	} {
+		b, err := Filled(LowDim(), hugeRows, steps/hugeRows, nil)
+		if err != nil {
+			return err
+		}
+		h.logf("inserting %s %s items", name, cfg.Name)
+		before := heapBytes()
+		t, err := b.NewTable(cfg)
+		if err != nil {
+			b.Close()
+			return err
+		}
+		start := time.Now()
+		per := int64(steps / hugeRows)
+		for k := range n {
+			s := k % steps
+			if _, err := t.Insert(tensorbuf.Item{Row: int(s / per), Start: s % per, Len: 1, Priority: float64(1 + k%16)}); err != nil {
+				b.Close()
+				return err
+			}
+		}
+		ins := time.Since(start)
+		ib := float64(heapBytes()-before) / float64(n)
+		if n == 1_000_000 && cfg.Selector == tensorbuf.Uniform {
+			h.itemBytes = ib
+		} else if n == 1_000_000 {
+			h.itemBytes = max(h.itemBytes, ib)
+		}
+		ns := make([]float64, 0, h.opt.Ops)
+		for i := range h.opt.Ops + 20 {
+			t0 := time.Now()
+			bt, err := t.Sample(context.Background(), 256)
+			if err != nil {
+				b.Close()
+				return err
+			}
+			d := time.Since(t0)
+			_ = bt.Release()
+			if i >= 20 {
+				ns = append(ns, float64(d.Nanoseconds()))
+			}
+		}
+		stats, _ := Summarise(ns)
+		h.add(Row{Scenario: fmt.Sprintf("huge table %s lowdim B=256 (%s items)", cfg.Name, name), Group: "huge-table", Layout: "lowdim",
+			Backend: "cpu", B: 256, L: 1, S: LowDim().StepBytes(), Capacity: steps, Ours: stats, Resident: 1,
+			Note: fmt.Sprintf("%.0f bytes of host memory an item (Go heap growth over the inserts); inserted in %.1f s (%.0f ns an item)",
+				ib, ins.Seconds(), float64(ins.Nanoseconds())/float64(n))})
+		b.Close()
+		t = nil
+		runtime.GC()
+		debug.FreeOSMemory()
+	}
+	return nil
+}
+
+// sampleTimes times ops samples of n sequences of l steps (after 20
+// untimed ones) and returns their Stats and the major page faults (disk
+// reads) per timed sample.
+func sampleTimes(b *tensorbuf.Buffer, l, n, ops int) (Stats, float64, error) {
+	bt, err := b.SampleSequences(n, l, tensorbuf.SequenceOptions{})
+	if err != nil {
+		return Stats{}, 0, err
+	}
+	defer bt.Release()
+	for range 20 {
+		if err := b.SampleSequencesInto(bt, n, l, tensorbuf.SequenceOptions{}); err != nil {
+			return Stats{}, 0, err
+		}
+	}
+	ns := make([]float64, 0, ops)
+	f0 := majorFaults()
+	for range ops {
+		t0 := time.Now()
+		if err := b.SampleSequencesInto(bt, n, l, tensorbuf.SequenceOptions{}); err != nil {
+			return Stats{}, 0, err
+		}
+		ns = append(ns, float64(time.Since(t0).Nanoseconds()))
+	}
+	faults := float64(majorFaults()-f0) / float64(ops)
+	st, err := Summarise(ns)
+	return st, faults, err
+}
+
+func residency(b *tensorbuf.Buffer) float64 {
+	r, t, err := b.Residency()
+	if err != nil || t == 0 {
+		return 0
+	}
+	return float64(r) / float64(t)
+}
+
+func majorFaults() int64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return ru.Majflt
+}
+
+func heapBytes() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+func diskFree(dir string) int64 {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return -1
+	}
+	return int64(st.Bavail) * int64(st.Bsize)
+}
+
+// diskReads times n random 4 KiB reads of path with O_DIRECT (the page
+// cache bypassed), one at a time: the disk's own random-read latency, the
+// ceiling of a sample that must fault its pages in one after another.
+func diskReads(path string, n int) (*Stats, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECT, 0)
+	if err != nil {
+		return nil, fmt.Errorf("bench: opening %s with O_DIRECT: %w", path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	pages := st.Size() / 4096
+	buf, err := syscall.Mmap(-1, 0, 4096, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		return nil, err
+	}
+	defer syscall.Munmap(buf)
+	rng := rand.New(rand.NewPCG(7, uint64(time.Now().UnixNano())))
+	ns := make([]float64, 0, n)
+	for range n {
+		off := rng.Int64N(pages) * 4096
+		t0 := time.Now()
+		if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("bench: O_DIRECT read of %s: %w", path, err)
+		}
+		ns = append(ns, float64(time.Since(t0).Nanoseconds()))
+	}
+	s, err := Summarise(ns)
+	return &s, err
+}
+
+// mountOf names the device and file system holding dir (/proc/mounts).
+func mountOf(dir string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "?"
+	}
+	data, err := os.ReadFile("/proc/mounts")
+	if err != nil {
+		return "?"
+	}
+	best, what := "", "?"
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue
+		}
+		if (abs == f[1] || strings.HasPrefix(abs, strings.TrimSuffix(f[1], "/")+"/")) && len(f[1]) > len(best) {
+			best, what = f[1], f[0]+" ("+f[2]+", mounted at "+f[1]+")"
+		}
+	}
+	if sz := diskSize(abs); sz > 0 {
+		what += fmt.Sprintf(", %.0f GB, %.0f GB free", float64(sz)/1e9, float64(diskFree(abs))/1e9)
+	}
+	return what
+}
+
+func diskSize(dir string) int64 {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return -1
+	}
+	return int64(st.Blocks) * int64(st.Bsize)
+}
