@@ -11,6 +11,7 @@ from typing import Any, Mapping, Optional, Union
 import numpy as np
 
 from . import _lib
+from ._arrays import NUMPY_TO_CODE
 from ._buffer import Writer, _raw
 from .errors import InvalidArgumentError
 
@@ -151,6 +152,20 @@ class VectorEnv(_lib.Handle):
                                     ctypes.addressof(self._act_shape))
         self._obs_dtypes = [(f["name"], np.dtype(f["dtype"]), (self.num_envs, *f["shape"])) for f in self._obs_fields]
         self._act_dtypes = [np.dtype(f["dtype"]) for f in self._act_fields]
+        # A step's outputs live in one fresh block (one allocation and one
+        # address a step, not four), each at a 64-byte aligned offset.
+        off, self._out_plan = 0, []
+        for name, dt, shape in self._obs_dtypes:
+            nb = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+            self._out_plan.append((name, dt, shape, off, nb))
+            off += -(-nb // 64) * 64
+        n = self.num_envs
+        self._rew_off, self._term_off, self._trunc_off = off, off + -(-4 * n // 64) * 64, off + -(-4 * n // 64) * 64 + -(-n // 64) * 64
+        self._out_bytes = self._trunc_off + -(-n // 64) * 64
+        # A single action field: its dtype and ABI code (step's fast path).
+        self._one_act = None
+        if len(self._act_dtypes) == 1 and self._act_dtypes[0] in NUMPY_TO_CODE:
+            self._one_act = (self._act_dtypes[0], NUMPY_TO_CODE[self._act_dtypes[0]])
 
     def _spec(self) -> dict:
         need = c_int64()
@@ -175,19 +190,20 @@ class VectorEnv(_lib.Handle):
         return {f["name"]: {"shape": f["shape"], "dtype": f["dtype"], "role": f["role"]} for f in self.fields}
 
     def _outputs(self, with_step: bool) -> tuple:
+        blk = np.empty(max(self._out_bytes, 1), np.uint8)
+        base = blk.ctypes.data
+        nd = np.ndarray
         obs = {}
-        for i, (name, dt, shape) in enumerate(self._obs_dtypes):
-            a = np.empty(shape, dt)
-            obs[name] = a
-            self._obs_ptrs[i] = a.__array_interface__["data"][0]
-            self._obs_nbytes[i] = a.nbytes
+        for i, (name, dt, shape, off, nb) in enumerate(self._out_plan):
+            obs[name] = nd(shape, dt, blk, off)
+            self._obs_ptrs[i] = base + off
+            self._obs_nbytes[i] = nb
         n = self.num_envs
-        rew = np.empty(n, np.float32)
-        term = np.empty(n, np.bool_)
-        trunc = np.empty(n, np.bool_)
+        rew = nd((n,), np.float32, blk, self._rew_off)
+        term = nd((n,), np.bool_, blk, self._term_off)
+        trunc = nd((n,), np.bool_, blk, self._trunc_off)
         o = self._out
-        o.reward, o.terminated, o.truncated = (rew.__array_interface__["data"][0], term.__array_interface__["data"][0],
-                                               trunc.__array_interface__["data"][0])
+        o.reward, o.terminated, o.truncated = base + self._rew_off, base + self._term_off, base + self._trunc_off
         o.step_type = None
         return obs, rew, term, trunc
 
@@ -217,15 +233,26 @@ class VectorEnv(_lib.Handle):
         trajectory is also written into the buffer in the same call, through the
         writer's observers, as the Go driver writes it.
         """
-        keep = []
-        if len(self._act_fields) == 1 and not isinstance(actions, Mapping):
+        keep: list = []
+        one = self._one_act
+        if one is not None and type(actions) is np.ndarray and actions.dtype == one[0] and actions.flags.c_contiguous \
+                and actions.ndim <= 8:
+            # One action field as a C-contiguous array of its dtype: what
+            # _raw takes, without the cost of its general checks.
+            keep.append(actions)
+            self._act_data[0], self._act_nbytes[0], self._act_dtype[0] = actions.ctypes.data, actions.nbytes, one[1]
+            self._act_ndim[0] = actions.ndim
+            for j, d in enumerate(actions.shape):
+                self._act_shape[j] = d
+            actions = {}
+        elif len(self._act_fields) == 1 and not isinstance(actions, Mapping):
             actions = {self._act_fields[0]["name"]: actions}
-        if not isinstance(actions, Mapping) or set(actions) != {f["name"] for f in self._act_fields}:
+        if not keep and (not isinstance(actions, Mapping) or set(actions) != {f["name"] for f in self._act_fields}):
             from .errors import MissingFieldError
 
             raise MissingFieldError(f"tensorbuf: missing field: actions must be given for {[f['name'] for f in self._act_fields]}")
         off = 0
-        for i, f in enumerate(self._act_fields):
+        for i, f in enumerate(self._act_fields if not keep else ()):
             x = actions[f["name"]]
             if not isinstance(x, np.ndarray) and not type(x).__module__.startswith("torch"):
                 x = np.asarray(x, dtype=self._act_dtypes[i])
