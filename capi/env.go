@@ -294,6 +294,9 @@ func checkFinite(d *tensor.Dense, field, env string) error {
 	var bad = -1
 	switch v := d.Data().(type) {
 	case []float32:
+		if allFinite(v) {
+			return nil
+		}
 		for i, x := range v {
 			if x != x || math.IsInf(float64(x), 0) {
 				bad = i
@@ -301,6 +304,9 @@ func checkFinite(d *tensor.Dense, field, env string) error {
 			}
 		}
 	case []float64:
+		if allFinite(v) {
+			return nil
+		}
 		for i, x := range v {
 			if math.IsNaN(x) || math.IsInf(x, 0) {
 				bad = i
@@ -312,6 +318,25 @@ func checkFinite(d *tensor.Dense, field, env string) error {
 		return fmt.Errorf("%w: %s observation %q element %d is not finite; reset the env", driver.ErrEnv, env, field, bad)
 	}
 	return nil
+}
+
+// allFinite reports whether every value is finite: x*0 is (±)0 for a finite
+// x and NaN for NaN and ±Inf, so four running sums of it stay 0 (no
+// branch a value; the per-value checks took a twentieth of a CartPole x
+// 256 step from Python).
+func allFinite[T float32 | float64](v []T) bool {
+	var a0, a1, a2, a3 T
+	i := 0
+	for ; i+4 <= len(v); i += 4 {
+		a0 += v[i] * 0
+		a1 += v[i+1] * 0
+		a2 += v[i+2] * 0
+		a3 += v[i+3] * 0
+	}
+	for ; i < len(v); i++ {
+		a0 += v[i] * 0
+	}
+	return a0+a1+a2+a3 == 0
 }
 
 // trj_env_reset resets every row (reseeding the env first when
