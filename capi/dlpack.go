@@ -30,8 +30,8 @@ type consumerStreams interface {
 
 // handOff makes a consumer's stream wait for the result's work (see
 // trj_result_dlpack) and remembers the stream until the memory is reused.
-func (r *result) handOff(stream int64) error {
-	if r.buf.device() == deviceHost || stream == -1 {
+func (r *result) handOff(v view, stream int64) error {
+	if v.device == deviceHost || stream == -1 {
 		if stream != -1 {
 			return fmt.Errorf("%w: stream %d for host memory (DLPack: none)", tensorbuf.ErrInvalidArg, stream)
 		}
@@ -104,7 +104,7 @@ func trj_result_dlpack(h C.uint64_t, i C.int64_t, versioned C.int32_t, stream C.
 			return fmt.Errorf("%w: tensor %d of %d", tensorbuf.ErrInvalidArg, i, len(r.views))
 		}
 		v := r.views[i]
-		if err := r.handOff(int64(stream)); err != nil {
+		if err := r.handOff(v, int64(stream)); err != nil {
 			return err
 		}
 		ndim := len(v.shape)
@@ -127,7 +127,7 @@ func trj_result_dlpack(h C.uint64_t, i C.int64_t, versioned C.int32_t, stream C.
 		dlViews.Unlock()
 		r.live++
 		t := C.trj_dl_tensor{
-			device:  C.trj_dl_device{device_type: C.int32_t(r.buf.device()), device_id: 0},
+			device:  C.trj_dl_device{device_type: C.int32_t(v.device), device_id: 0},
 			ndim:    C.int32_t(ndim),
 			dtype:   dlDType(v.dtype),
 			shape:   (*C.int64_t)(unsafe.Pointer(&shape[0])),

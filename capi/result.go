@@ -38,6 +38,9 @@ type view struct {
 	dtype int32
 	shape []int64
 	src   *tensor.Dense // the tensor, whose data refresh pins (host)
+	// device is deviceHost or deviceCUDA: the tensors of a device result
+	// are device memory, its metadata slices (row, step, key, ...) host.
+	device int32
 }
 
 // result is a sample or export handed out through the ABI. Its memory
@@ -102,7 +105,7 @@ func (r *result) addDense(name string, d *tensor.Dense) error {
 	for _, s := range d.Shape() {
 		shape = append(shape, int64(s))
 	}
-	v := view{name: name, dtype: code, shape: shape}
+	v := view{name: name, dtype: code, shape: shape, device: int32(r.buf.device())}
 	if d.DataSize() > 0 {
 		v.addr = d.Uintptr()
 		if r.buf.device() == deviceHost {
@@ -117,7 +120,7 @@ func (r *result) addDense(name string, d *tensor.Dense) error {
 
 // addSlice appends a view of a host slice as a one-dimensional tensor.
 func addSlice[T any](r *result, name string, s []T, code int32) {
-	v := view{name: name, dtype: code, shape: append(r.nextShape(), int64(len(s)))}
+	v := view{name: name, dtype: code, shape: append(r.nextShape(), int64(len(s))), device: deviceHost}
 	if len(s) > 0 {
 		v.data = unsafe.Pointer(&s[0])
 		v.addr = uintptr(v.data)
@@ -229,15 +232,13 @@ func (r *result) refresh() error {
 	}
 	r.spare = old
 	r.pinner.Unpin()
-	if r.buf.device() == deviceHost {
-		for i := range r.views {
-			v := &r.views[i]
-			if v.src != nil {
-				v.data = hostPointer(v.src)
-			}
-			if v.data != nil {
-				r.pinner.Pin(v.data)
-			}
+	for i := range r.views {
+		v := &r.views[i]
+		if v.src != nil {
+			v.data = hostPointer(v.src)
+		}
+		if v.data != nil {
+			r.pinner.Pin(v.data)
 		}
 	}
 	return nil
@@ -521,7 +522,7 @@ func trj_result_tensor(h C.uint64_t, i C.int64_t, desc *C.trj_tensor_desc, err *
 		if len(v.shape) > C.TRJ_MAX_DIMS {
 			return fmt.Errorf("%w: tensor %q has %d dimensions, more than %d", tensorbuf.ErrShape, v.name, len(v.shape), C.TRJ_MAX_DIMS)
 		}
-		*desc = C.trj_tensor_desc{data: C.uint64_t(v.addr), device: C.int32_t(r.buf.device()), dtype: C.int32_t(v.dtype), ndim: C.int32_t(len(v.shape))}
+		*desc = C.trj_tensor_desc{data: C.uint64_t(v.addr), device: C.int32_t(v.device), dtype: C.int32_t(v.dtype), ndim: C.int32_t(len(v.shape))}
 		for j, s := range v.shape {
 			desc.shape[j] = C.int64_t(s)
 		}
@@ -553,7 +554,7 @@ func trj_result_copy(h C.uint64_t, i C.int64_t, dst unsafe.Pointer, dstcap C.int
 		if n == 0 {
 			return nil
 		}
-		if r.buf.device() != deviceHost {
+		if v.device != deviceHost {
 			return fmt.Errorf("%w: tensor %q is in device memory; take it through DLPack", tensorbuf.ErrDeviceTensor, v.name)
 		}
 		copy(unsafe.Slice((*byte)(dst), n), unsafe.Slice((*byte)(v.data), n))

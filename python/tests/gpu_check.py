@@ -57,22 +57,23 @@ def capsule_tensor(capsule: object) -> DLTensor:
     return DLTensor.from_address(get(capsule, b"dltensor"))
 
 
+def expected_obs(step: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """The observation written at step t of row r: [0..7] + 100 t + 10 r, float32."""
+    return (np.arange(8)[None, :] + step[:, None] * 100 + row[:, None] * 10).astype(np.float32)
+
+
 def filled(num_envs: int = 4, steps: int = 64):
     buf = trajring.Buffer({"obs": {"shape": (8,)}, "action": {"dtype": "int64"}}, num_envs=num_envs,
                           capacity=256, seed=1)
     table = buf.table("replay", "prioritized", alpha=0.6, beta=0.4, seed=2)
     w = buf.trajectory_writer({"replay": 2})
     for t in range(steps):
-        obs = np.tile(np.arange(8, dtype=np.float32), (num_envs, 1)) + t * 100 + np.arange(num_envs)[:, None] * 10
+        obs = expected_obs(np.full(num_envs, t), np.arange(num_envs))
         w.add(step_type=[0 if t == 0 else 1] * num_envs, next_step_type=[1] * num_envs,
               reward=np.full(num_envs, t, np.float32), discount=np.ones(num_envs, np.float32), obs=obs,
               action=np.full(num_envs, t % 2))
     w.flush()
     return buf, table
-
-
-def expected_obs(step: np.ndarray, row: np.ndarray) -> np.ndarray:
-    return np.arange(8, dtype=np.float32)[None, :] + step[:, None] * 100 + row[:, None] * 10
 
 
 def main() -> int:
@@ -91,8 +92,11 @@ def main() -> int:
         a = batch["obs"]
         if a.__dlpack_device__() != (2, 0):
             raise AssertionError(f"device {a.__dlpack_device__()}, want (2, 0): not a trajring_cuda build")
-        t = capsule_tensor(a.__dlpack__(stream=1))
-        assert t.device_type == 2 and t.data == a.data_ptr and t.ndim == 2 and t.byte_offset == 0
+        capsule = a.__dlpack__(stream=1)  # held: its destructor frees the tensor
+        t = capsule_tensor(capsule)
+        assert (t.device_type, t.ndim, t.byte_offset) == (2, 2, 0), (t.device_type, t.ndim, t.byte_offset)
+        assert t.data == a.data_ptr, (hex(t.data or 0), hex(a.data_ptr))
+        del t, capsule
         return f"kDLCUDA, data {a.data_ptr:#x}"
 
     @check("torch on a non-default stream")
@@ -106,11 +110,9 @@ def main() -> int:
             doubled = obs * 2                                # enqueued right after, on s
         s.synchronize()
         assert obs.is_cuda and obs.data_ptr() == batch["obs"].data_ptr
-        step = torch.from_dlpack(batch["step"]).cpu().numpy() if batch["step"].device == 1 else None
+        assert batch["step"].device == 1  # host-selected: the rows and steps are host metadata
         host = obs.cpu().numpy()
-        if step is not None:
-            row = np.asarray(batch["row"])
-            np.testing.assert_array_equal(host, expected_obs(step, row))
+        np.testing.assert_array_equal(host, expected_obs(np.asarray(batch["step"]), np.asarray(batch["row"])))
         np.testing.assert_array_equal(doubled.cpu().numpy(), host * 2)
         return f"data_ptr equal, {host.shape} values equal a host copy"
 
@@ -124,7 +126,9 @@ def main() -> int:
         s = torch.cuda.Stream()
         batch = table.sample_transitions(128)
         with torch.cuda.stream(s):
-            v = {k: torch.from_dlpack(batch[k]) for k in ("obs", "next_obs", "action", "reward", "discount", "weight")}
+            # Fields are device tensors; a host-selected sample's weights are host metadata.
+            v = {k: torch.from_dlpack(batch[k]).to(dev) for k in ("obs", "next_obs", "action", "reward", "discount", "weight")}
+            assert all(v[k].data_ptr() == batch[k].data_ptr for k in ("obs", "next_obs", "action", "reward"))
             with torch.no_grad():
                 target = v["reward"] + 0.99 * v["discount"] * q(v["next_obs"]).max(1).values
             pred = q(v["obs"]).gather(1, v["action"].long().unsqueeze(1)).squeeze(1)
@@ -148,7 +152,6 @@ def main() -> int:
             return ("skip", "JAX sees no GPU")
         batch = table.sample_transitions(32)
         x = jax.dlpack.from_dlpack(batch["obs"])
-        row, step = np.asarray(batch["row"]) if batch["row"].device == 1 else None, None
         assert x.shape == (32, 8)
         return f"jax array {x.shape} {x.dtype}"
 

@@ -76,8 +76,10 @@ class Array:
 
     @property
     def device(self) -> int:
-        """The DLPack device type: 1 (CPU) or 2 (CUDA)."""
-        return self._result._device
+        """The DLPack device type: 1 (CPU) or 2 (CUDA). In a cuda build a sample's tensors
+        are device memory and its metadata from the host (``row``, ``step``, and ``key``,
+        ``probability``, ``weight``, ``valid`` of host-selected samples) host memory."""
+        return self._result._desc(self._index)[3]
 
     @property
     def data_ptr(self) -> int:
@@ -88,7 +90,7 @@ class Array:
         return f"trajring.Array({self.name!r}, shape={self.shape}, dtype={self.dtype})"
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        return (self._result._device, 0)
+        return (self.device, 0)
 
     def __dlpack__(self, *, stream: Optional[int] = None, max_version: Optional[tuple[int, int]] = None,
                    dl_device: Optional[tuple[int, int]] = None, copy: Optional[bool] = None) -> object:
@@ -100,7 +102,7 @@ class Array:
         says for producers that cannot honour them. On the CPU ``stream`` must
         be None.
         """
-        dev = self._result._device
+        dev = self.device
         if copy:
             raise BufferError("trajring exports views of its memory; copy=True is not supported")
         if dl_device is not None and tuple(dl_device) != (dev, 0):
@@ -119,9 +121,9 @@ class Array:
 
     def numpy(self) -> np.ndarray:
         """Return a writable NumPy array viewing the tensor (no copy)."""
-        if self._result._device != KDLCPU:
+        if self.device != KDLCPU:
             raise DeviceTensorError(f"tensor {self.name!r} is in device memory; use torch.from_dlpack")
-        addr, code, shape = self._result._desc(self._index)
+        addr, code, shape, _ = self._result._desc(self._index)
         capsule = self._result._capsule(self._index, 0)
         dt = CODE_TO_NUMPY[code]
         interface = {"shape": shape, "typestr": dt.str, "data": (addr, False), "version": 3}
@@ -139,7 +141,7 @@ class Array:
 
     def tobytes(self) -> bytes:
         """Return a copy of the tensor's bytes, read by the engine (host memory only)."""
-        addr, code, shape = self._result._desc(self._index)
+        addr, code, shape, _ = self._result._desc(self._index)
         n = int(np.prod(shape, dtype=np.int64)) * CODE_TO_NUMPY[code].itemsize
         buf = ctypes.create_string_buffer(max(n, 1))
         _lib.call(_lib.lib.trj_result_copy, self._result._handle, self._index, buf, n)
@@ -170,7 +172,6 @@ class Result(Mapping[str, Array]):
     def __init__(self, buffer: "Buffer", handle: int) -> None:
         self._buffer = buffer
         self._handle = handle
-        self._device = buffer._device
         self._torch: dict[str, Any] = {}
         self._numpy: dict[str, np.ndarray] = {}
         self._refresh()
@@ -184,7 +185,7 @@ class Result(Mapping[str, Array]):
         self.length = l.value if l.value else None
         self._names = self._buffer._result_names(self._handle, kind.value, count.value)
         self._index = {name: i for i, name in enumerate(self._names)}
-        self._descs: list[Optional[tuple[int, int, tuple[int, ...]]]] = [None] * count.value
+        self._descs: list[Optional[tuple[int, int, tuple[int, ...], int]]] = [None] * count.value
 
     def _filled(self) -> None:
         """Called after a refill: views cached by torch()/numpy() keep the
@@ -192,12 +193,13 @@ class Result(Mapping[str, Array]):
         if not self._torch and not self._numpy:
             self._refresh()
 
-    def _desc(self, i: int) -> tuple[int, int, tuple[int, ...]]:
+    def _desc(self, i: int) -> tuple[int, int, tuple[int, ...], int]:
+        """(address, dtype code, shape, DLPack device type) of tensor i, read once per fill."""
         d = self._descs[i]
         if d is None:
             desc = _lib.TensorDesc()
             _lib.call(_lib.lib.trj_result_tensor, self._handle, i, ctypes.byref(desc))
-            d = (desc.data, desc.dtype, tuple(desc.shape[: desc.ndim]))
+            d = (desc.data, desc.dtype, tuple(desc.shape[: desc.ndim]), desc.device)
             self._descs[i] = d
         return d
 
