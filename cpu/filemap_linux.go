@@ -133,3 +133,18 @@ func (a *Arena) Evict(f *os.File, off int64) error {
 	}
 	return nil
 }
+
+// WillNeed asks the kernel to read the pages of the arena's bytes [off,
+// off+n) into memory without waiting for them (MADV_WILLNEED), so that
+// the reads of many scattered ranges proceed together; a hint: errors and
+// ranges outside the arena are ignored. Safe for concurrent use.
+func (a *Arena) WillNeed(off, n int64) {
+	if !a.mapped || off < 0 || n <= 0 || off+n > int64(len(a.b)) {
+		return
+	}
+	ps := int64(os.Getpagesize())
+	lo := off / ps * ps
+	hi := off + n
+	p := a.b[lo:hi]
+	_, _, _ = syscall.Syscall(syscall.SYS_MADVISE, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), 3) // MADV_WILLNEED
+}

@@ -30,3 +30,6 @@ func (a *Arena) Resident() (int64, error) { return int64(len(a.b)), nil }
 
 // Evict does nothing off Linux.
 func (a *Arena) Evict(f *os.File, off int64) error { return nil }
+
+// WillNeed does nothing off Linux.
+func (a *Arena) WillNeed(off, n int64) {}

@@ -272,9 +272,11 @@ func (b *Buffer) prepare(bt *Batch, n, maxL int) (realloc bool, err error) {
 // tensors; rebuild forces new tensor views.
 func (b *Buffer) gather(bt *Batch, n, l int, rebuild bool) error {
 	b.batchCols(bt, rebuild)
+	start := b.file.beforeGather(b, bt.wins) // file-backed: prefetch when cold
 	if err := b.be.GatherWindows(bt.cols, bt.wins, int64(l), b.capacity, bt.out.arena, bt.out.offs[len(b.cols)]); err != nil {
 		return fmt.Errorf("%w: gather windows: %w", ErrBackend, err)
 	}
+	b.file.afterGather(start, len(bt.wins))
 	return b.views(bt, n, l, rebuild)
 }
 

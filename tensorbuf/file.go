@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/trajring/trajring/cpu"
@@ -73,9 +74,12 @@ type fileStore struct {
 	synced []int64 // per row: the cursor of the last sync
 	// fresh is, per row, the end of the row's slots already journaled as
 	// fresh (recFreshRange) since the last sync.
-	fresh  []int64
-	rec    []byte // scratch for journal frames
-	create bool   // creating: the arenas' files are new
+	fresh []int64
+	rec   []byte // scratch for journal frames
+	// prefetch: samples ask for their windows' pages first
+	// (file_prefetch.go); atomic, as samplers hold b.mu for reading.
+	prefetch atomic.Bool
+	create   bool // creating: the arenas' files are new
 }
 
 // FileInfo describes a file-backed buffer's directory (Buffer.FileInfo).

@@ -142,6 +142,7 @@ func TestFileBufferMatchesMemory(t *testing.T) {
 		if !bytes.Equal(ckptBytes(t, mem), ckptBytes(t, fb)) {
 			t.Fatal("checkpoints differ")
 		}
+		fb.file.prefetch.Store(round%2 == 1) // the cold path's advice changes nothing
 		ms, err := mem.SampleSequences(8, 3, SequenceOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -157,11 +158,12 @@ func TestFileBufferMatchesMemory(t *testing.T) {
 				t.Fatalf("round %d: sampled %s differs", round, name)
 			}
 		}
-		mb, err := mt.Sample(context.Background(), 5)
+		fb.file.prefetch.Store(round%2 == 1)
+		mb, err := mt.Sample(context.Background(), 8)
 		if err != nil {
 			t.Fatal(err)
 		}
-		fbt, err := ft.Sample(context.Background(), 5)
+		fbt, err := ft.Sample(context.Background(), 8)
 		if err != nil {
 			t.Fatal(err)
 		}
