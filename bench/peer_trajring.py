@@ -17,6 +17,8 @@ trajring package) and "op":
                the result; the result and its views are dropped inside
                the timed call (their deleters run there)
   sample_into  table.sample(b, into=batch), views made once (hot loop)
+  seq_into     buf.sample_sequences(b, 1, into=batch): the direct uniform
+               sample (no table), views made once
   trans_into   table.sample_transitions(b, into=batch), views made once
   sample_new   table.sample(b): a new result, no views
   add          writer.add of one step of the job's rows (a plain writer)
@@ -283,6 +285,14 @@ def contestants(np, torch, job, cols, numpy_op, torch_op, default_threads, log):
 
             def ours():
                 tab.sample(b, into=batch)
+            ours.keep = (batch, views)
+        elif kind == "seq_into":
+            buf = held["buf"]
+            batch = buf.sample_sequences(b, 1)
+            views = batch.torch() if torch is not None else batch.numpy()
+
+            def ours():
+                buf.sample_sequences(b, 1, into=batch)
             ours.keep = (batch, views)
         elif kind == "trans_into":
             tab = held["tables"]["l2"]
