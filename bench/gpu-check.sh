@@ -4,14 +4,18 @@
 # in a 15-minute lease) and leaves exactly three files in $OUT, the folder
 # that comes back from a device machine: summary.txt, gpu-check.json (per
 # step: name, status pass/fail/skip/timeout, seconds, limit, key figures)
-# and logs.tgz (every step's log). They are rewritten after every step, so
-# a run killed from outside still returns what it did.
+# and logs.tgz (every step's log). They are rewritten after every step,
+# each under a temporary name and then renamed, so a run killed from
+# outside, even mid-write, still returns what it did.
 #
 #   bench/gpu-check.sh prepare [DIR]   here (Go, CUDA toolkit): builds
-#       stripped, gzipped `go test -c -tags trajring_cuda` binaries of gpu,
-#       tensorbuf and agents/dqn and the trajring binary into DIR (default
-#       build/gpu-check, ignored by git, the one path to carry); fails if
-#       DIR is over 40 MiB or DIR plus the working tree over 60 MiB.
+#       stripped, xz-compressed `go test -c -tags trajring_cuda` binaries
+#       of gpu, tensorbuf and agents/dqn and the trajring binary into DIR
+#       (default build/gpu-check, ignored by git, the one path to carry),
+#       with the Python package of `make python-cuda` (python-cuda/, when
+#       the Makefile has the target) and then compute-sanitizer and its
+#       libraries (sanitizer.txz) if they fit; fails if DIR is over 40 MiB
+#       or DIR plus the working tree over 60 MiB.
 #   bench/gpu-check.sh run [DIR]       on the GPU machine, in the repository
 #       root (the working tree travels with DIR; no Go there): the steps
 #       below, each under its own limit, all under the deadline.
@@ -36,12 +40,17 @@
 #   fault-probe     an illegal address in a real kernel is ErrDeviceLost and
 #                   later calls fail fast (TestStickyFaultProbe; on the
 #                   stand-in its injected twin)
-#   tensorbuf-tests tensorbuf's tests on the gpu backend, -short
-#                   (rehearsal: the device subset)
-#   memcheck, synccheck, racecheck   compute-sanitizer on kernel subsets
-#                   with the contended tree-repair test (skipped on the
-#                   stand-in or without compute-sanitizer)
-#   ptx-jit         CUDA_FORCE_PTX_JIT=1 over the CPU-equality tests
+#   tensorbuf-tests tensorbuf's tests on the gpu backend, -short, less
+#                   the model tests and the host-side checkpoint sweeps
+#                   (make test runs them; rehearsal: the device subset)
+#   memcheck, synccheck, racecheck   compute-sanitizer (the machine's, else
+#                   the carried one) on kernel subsets with the contended
+#                   tree-repair test, the learner's kernels (GEMM's shared
+#                   memory) and nstep_check (skipped on the stand-in, which
+#                   checks the lists select their tests, or without
+#                   compute-sanitizer: "sanitizers: not available")
+#   ptx-jit         CUDA_FORCE_PTX_JIT=1 over the CPU-equality tests, the
+#                   learner's and nstep_check's included
 #   stream-order    the real-driver tests of issue 27 items 1-3 (stream-
 #                   ordered uploads, UpdatePrioritiesDeviceAfter, cross-
 #                   stream consumers), repeated
@@ -49,13 +58,24 @@
 #                   (BenchmarkDeviceSelection at B=256), then TestHostTime
 #   benchmarks      BenchmarkOps, BenchmarkDevice, BenchmarkDeviceSelection
 #                   at B=65,536, fixed iteration counts (-test.benchtime=Nx)
-#   learner         a fixed number of DQN gradient steps (MLP 256x256,
+#   learner         the device learner's correctness tests
+#                   (TestDeviceLearnerMatchesAgent,
+#                   TestDeviceLearnerTrainsOnTableTransitions), then a
+#                   fixed number of DQN gradient steps (MLP 256x256,
 #                   batch 64): DeviceLearner queued back to back as
 #                   `train -backend gpu` runs them (BenchmarkDeviceTrainRound)
 #                   and synced after each (BenchmarkDeviceTrainStep), and the
 #                   CPU learner (BenchmarkTrainStep) in the same run:
 #                   gradient steps/s of each and host µs per step
 #   demo            a `trajring demo -backend gpu` smoke run
+#   python          python3 python-cuda/gpu_check.py (make python-cuda's
+#                   package, carried) under a timeout: pass, skip (no
+#                   python-cuda/, no python3 with NumPy, or what the
+#                   script skips) or fail
+#
+# Every test binary runs with -test.timeout inside its step's limit (a
+# hang leaves Go's goroutine dump), and the three files are written under
+# a temporary name and renamed (a kill mid-write leaves the last whole).
 set -uo pipefail
 export LC_ALL=C
 
@@ -65,30 +85,42 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 # --- the plan: names, limits and test lists, shared by run and rehearse.
 
 steps=(preflight nvidia-smi gpu-tests no-device fault-probe tensorbuf-tests memcheck synccheck racecheck
-	ptx-jit stream-order host-time benchmarks learner demo)
+	ptx-jit stream-order host-time benchmarks learner demo python)
 declare -A limit=(
-	[preflight]=20 [nvidia-smi]=10 [gpu-tests]=40 [no-device]=15 [fault-probe]=20 [tensorbuf-tests]=75
-	[memcheck]=40 [synccheck]=20 [racecheck]=30 [ptx-jit]=30 [stream-order]=25 [host-time]=35
-	[benchmarks]=60 [learner]=30 [demo]=15
+	[preflight]=20 [nvidia-smi]=10 [gpu-tests]=40 [no-device]=15 [fault-probe]=15 [tensorbuf-tests]=50
+	[memcheck]=45 [synccheck]=20 [racecheck]=30 [ptx-jit]=30 [stream-order]=25 [host-time]=35
+	[benchmarks]=55 [learner]=40 [demo]=15 [python]=20
 )
 deadline_default=480
 reserve=10 # seconds kept for the last summary and logs.tgz
 
 # Tests named by the steps (top-level names; rehearse checks they exist).
+# The learner's kernels (GEMM, the only one with shared memory, bias+ReLU,
+# column sums, TD loss, grad norm, Adam) and nstep_check (the device
+# transitions' metadata) run under every sanitizer and the forced JIT.
+learner_kernel_tests="TestLearnerOpsMatchReference TestNStepCheckMatchesCPU"
 memcheck_tests="TestGatherRowsMatchesCPU TestGatherWindowsMatchesCPU TestScatterMatchesCPU TestConcatMatchesCPU
 	TestNStepRewardMatchesCPU TestScatterFromMatchesCPU TestDeviceSelectionMatchesCPU TestSumTreeMatchesCPU
-	TestUpdateRepairContended TestUploadIsStreamOrdered"
-barrier_tests="TestSumTreeMatchesCPU TestUpdateRepairContended TestDeviceSelectionMatchesCPU"
+	TestUpdateRepairContended TestUploadIsStreamOrdered $learner_kernel_tests"
+barrier_tests="TestSumTreeMatchesCPU TestUpdateRepairContended TestDeviceSelectionMatchesCPU $learner_kernel_tests"
 jit_gpu_tests="TestGatherRowsMatchesCPU TestGatherWindowsMatchesCPU TestGatherWindowsExact TestScatterMatchesCPU
 	TestScatterFromMatchesCPU TestConcatMatchesCPU TestNStepRewardMatchesCPU TestNStepRewardExact
-	TestSumTreeMatchesCPU TestDeviceSelectionMatchesCPU TestUpdateRepairContended"
+	TestSumTreeMatchesCPU TestDeviceSelectionMatchesCPU TestUpdateRepairContended $learner_kernel_tests"
 jit_tensorbuf_tests="TestSeededSamplesMatchAcrossBackends TestDeviceSelectionMatchesHost TestDevicePrioritizedMatchesHost"
 jit_tensorbuf_rehearsal="TestSeededSamplesMatchAcrossBackends"
+jit_gpu_rehearsal="TestGatherRowsMatchesCPU $learner_kernel_tests"
 order_gpu_tests="TestUploadIsStreamOrdered TestStreamOrderingModel TestStreamOrderingWithAConsumer"
 order_tensorbuf_tests="TestUpdatePrioritiesDeviceAfterOrdersALearner TestBatchSourceOrdersAGPUConsumer
 	TestAddFromDeviceWaitsForProducerStream"
 fault_tests="TestStickyFaultProbe TestStickyFaultIsReportedAndFailsFast"
-tensorbuf_skip="TestPropertyAgainstModel TestNStepAgainstModel"
+# The device learner's correctness on the device, before its benchmarks.
+learner_tests="TestDeviceLearnerMatchesAgent TestDeviceLearnerTrainsOnTableTransitions"
+# tensorbuf-tests leaves out the two model tests (host logic through
+# thousands of small syncs: minutes on the stand-in) and the host-side
+# checkpoint sweeps (child processes, file corruption: host code that CI's
+# make test-sweeps runs; each kill-test child would start a CUDA context).
+host_sweeps="TestCheckpointKill TestCheckpointCorruption TestCheckpointStoredCorruption"
+tensorbuf_skip="TestPropertyAgainstModel TestNStepAgainstModel $host_sweeps"
 tensorbuf_rehearsal="TestSeededSamplesMatchAcrossBackends TestSteadyStateMakesNoDeviceWideCalls
 	TestAddFromDeviceMatchesHost TestCheckpointKeepsDevicePriorities TestBatchSourceOrdersAGPUConsumer
 	TestDroppedDeviceResultsAreFreed TestDeviceBatchIsRefusedByAddAndPrintsSafely TestDefaultBackendIsNStepper"
@@ -104,15 +136,33 @@ prepare() {
 	local dir=$1
 	mkdir -p "$dir/bin"
 	export CGO_LDFLAGS="${CGO_LDFLAGS:-} -L${CUDA_STUBS:-/usr/lib/x86_64-linux-gnu/stubs}"
-	rm -f "$dir"/bin/*
+	rm -f "$dir"/bin/* "$dir/sanitizer.txz"
 	echo "gpu-check: go test -c -tags trajring_cuda ./gpu ./tensorbuf ./agents/dqn; go build -tags trajring_cuda ./cmd/trajring -> $dir/bin"
 	"${GO:-go}" test -c -tags trajring_cuda -ldflags='-s -w' -o "$dir/bin/" ./gpu ./tensorbuf ./agents/dqn
 	"${GO:-go}" build -tags trajring_cuda -ldflags='-s -w' -o "$dir/bin/trajring" ./cmd/trajring
-	gzip -6 -f "$dir/bin/gpu.test" "$dir/bin/tensorbuf.test" "$dir/bin/dqn.test" "$dir/bin/trajring"
+	# xz -2: a quarter smaller than gzip (so compute-sanitizer and the
+	# Python package fit the budget too), under a second to unpack each.
+	xz -2 -T2 -f "$dir/bin/gpu.test" "$dir/bin/tensorbuf.test" "$dir/bin/dqn.test" "$dir/bin/trajring"
 	{
 		echo "commit: $(git rev-parse HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo ' (uncommitted changes)')"
 		echo "built: $(date -u +%FT%TZ) with $("${GO:-go}" version)"
 	} >"$dir/bin/manifest.txt"
+	# The Python package with a trajring_cuda libtrajring.so and its
+	# gpu_check.py (issue 40), when the Makefile has the target that
+	# builds it: into $dir/python-cuda (PYTHON_CUDA_DIR), or copied there
+	# from build/python-cuda.
+	rm -rf "$dir/python-cuda"
+	if make -n python-cuda >/dev/null 2>&1; then
+		echo "gpu-check: make python-cuda PYTHON_CUDA_DIR=$dir/python-cuda"
+		make python-cuda PYTHON_CUDA_DIR="$dir/python-cuda" GO="${GO:-go}"
+		if [ ! -d "$dir/python-cuda" ] && [ -d build/python-cuda ]; then
+			cp -r build/python-cuda "$dir/python-cuda"
+		fi
+		# The shared library goes compressed (run unpacks it).
+		find "$dir/python-cuda" -name '*.so' -exec xz -2 -T2 -f {} +
+	else
+		echo "gpu-check: no make target python-cuda yet: the python step will skip"
+	fi
 	local kib tree
 	kib=$(du -sk "$dir" | cut -f1)
 	tree=$( (git ls-files -z; git ls-files -z --others --exclude-standard) | du -ck --files0-from=- 2>/dev/null | tail -n 1 | cut -f1)
@@ -120,6 +170,27 @@ prepare() {
 	if [ "$kib" -gt $((40 * 1024)) ] || [ $((kib + tree)) -gt $((60 * 1024)) ]; then
 		echo "gpu-check: over budget (carried folder 40 MiB, with the tree 60 MiB; the device tool takes 64)" >&2
 		exit 1
+	fi
+	# compute-sanitizer with the libraries it loads from its own folder
+	# (the toolkit's, xz-compressed: about 4 MiB), when it fits the budget;
+	# else the run's sanitizer steps say the sanitizers were not available
+	# unless the GPU machine has its own.
+	local san sandir sk
+	san=$(command -v compute-sanitizer || true)
+	sandir=/usr/lib/nvidia-cuda-toolkit/compute-sanitizer
+	[ -n "$san" ] && [ ! -e "$sandir/libsanitizer-collection.so" ] && sandir=$(dirname "$(readlink -f "$san")")
+	if [ -n "$san" ] && [ -e "$sandir/libsanitizer-collection.so" ]; then
+		tar -cJf "$dir/sanitizer.txz" --exclude include -C "$sandir" . -C "$(dirname "$(readlink -f "$san")")" "$(basename "$(readlink -f "$san")")"
+		sk=$(du -sk "$dir/sanitizer.txz" | cut -f1)
+		if [ $((kib + sk)) -gt $((40 * 1024)) ] || [ $((kib + sk + tree)) -gt $((60 * 1024)) ]; then
+			rm -f "$dir/sanitizer.txz"
+			echo "gpu-check: compute-sanitizer ($sk KiB) does not fit the budget: not carried"
+		else
+			kib=$((kib + sk))
+			echo "gpu-check: compute-sanitizer from $sandir carried ($sk KiB); $dir is now $kib KiB"
+		fi
+	else
+		echo "gpu-check: no compute-sanitizer here (scripts/install-cuda.sh): not carried"
 	fi
 	echo "gpu-check: on the GPU machine, carry [\"$dir\"] and run: bash bench/gpu-check.sh run $dir"
 }
@@ -145,7 +216,7 @@ gotest() {
 	shift
 	local left=$((step_end - $(date +%s) - 3))
 	[ "$left" -lt 2 ] && left=2
-	echo "+ $bin.test $*"
+	echo "+ $bin.test -test.timeout=${left}s $*"
 	(cd "$root/$pkg" && exec "$work/bin/$bin.test" -test.v -test.count=1 -test.timeout="${left}s" "$@")
 }
 
@@ -228,8 +299,8 @@ body_no-device() {
 		echo "GPU_CHECK_FAIL: want -backend default to fall back to the cpu backend"
 		return 1
 	fi
-	echo "+ CUDA_VISIBLE_DEVICES= gpu.test -test.run TestStartupTime (must start and fail with ErrNoDevice)"
-	out=$(cd "$root/gpu" && "$work/bin/gpu.test" -test.run '^TestStartupTime$' -test.count=1 2>&1)
+	echo "+ CUDA_VISIBLE_DEVICES= gpu.test -test.run TestStartupTime -test.timeout=10s (must start and fail with ErrNoDevice)"
+	out=$(cd "$root/gpu" && "$work/bin/gpu.test" -test.run '^TestStartupTime$' -test.count=1 -test.timeout=10s 2>&1)
 	rc=$?
 	echo "$out (exit $rc)"
 	if [ $rc -eq 0 ] || [[ $out != *"gpu: no usable CUDA driver or device"* ]]; then
@@ -252,21 +323,59 @@ body_tensorbuf-tests() {
 	fi
 }
 
-# sanitize TOOL TESTS: compute-sanitizer over the gpu test binary.
+# sanitizer prints the compute-sanitizer to use: the machine's own (it
+# matches the driver), else the one prepare carried (the toolkit's, with
+# the libraries it loads, unpacked by run into $work/sanitizer); nothing
+# when neither is there.
+sanitizer() {
+	local san
+	san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer /usr/local/cuda*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -n 1)
+	[ -z "$san" ] && [ -x "$work/sanitizer/compute-sanitizer" ] && san=$work/sanitizer/compute-sanitizer
+	echo "$san"
+}
+
+# unpack_sanitizer unpacks the carried compute-sanitizer (prepare's
+# sanitizer.txz) into $work/sanitizer, once.
+unpack_sanitizer() {
+	[ -s "$carried/sanitizer.txz" ] && [ ! -d "$work/sanitizer" ] || return 0
+	mkdir -p "$work/sanitizer"
+	tar -xJf "$carried/sanitizer.txz" -C "$work/sanitizer" 2>/dev/null ||
+		python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$carried/sanitizer.txz" "$work/sanitizer" 2>/dev/null ||
+		rm -rf "$work/sanitizer"
+}
+
+# sanitize TOOL TESTS: compute-sanitizer over the gpu test binary, with
+# -test.timeout inside the step's limit so a hang leaves a stack dump. On
+# the stand-in it checks that the pattern selects every named test (the
+# binary's -test.list) and skips.
 sanitize() {
-	local tool=$1 tests=$2 san
+	local tool=$1 tests=$2 san left t listed
+	left=$((step_end - $(date +%s) - 3))
+	[ "$left" -lt 2 ] && left=2
 	if on_standin; then
+		echo "+ gpu.test -test.list $(re $tests) (the stand-in: the tests compute-sanitizer would run)"
+		listed=$(cd "$root/gpu" && "$work/bin/gpu.test" -test.list "$(re $tests)") || return
+		echo "$listed"
+		for t in $tests; do
+			grep -qx "$t" <<<"$listed" || { echo "GPU_CHECK_FAIL: $tool: the pattern does not select $t"; return 1; }
+		done
+		echo "GPU_CHECK_FIG: tests=$(wc -w <<<"$tests") selected"
 		echo "GPU_CHECK_SKIP: stand-in driver (compute-sanitizer needs the NVIDIA driver)"
 		return 0
 	fi
-	san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
+	san=$(sanitizer)
 	if [ -z "$san" ]; then
-		echo "GPU_CHECK_SKIP: compute-sanitizer not found"
+		unpack_sanitizer
+		san=$(sanitizer)
+	fi
+	if [ -z "$san" ]; then
+		echo "GPU_CHECK_SKIP: sanitizers not available (no compute-sanitizer on the machine or in the carried folder)"
 		return 0
 	fi
-	echo "+ $san --tool $tool gpu.test -test.run $(re $tests)"
+	echo "GPU_CHECK_FIG: compute_sanitizer=$san"
+	echo "+ $san --tool $tool gpu.test -test.run $(re $tests) -test.timeout ${left}s"
 	(cd "$root/gpu" && exec "$san" --tool "$tool" --error-exitcode 3 --report-api-errors no --print-limit 20 \
-		"$work/bin/gpu.test" -test.v -test.count=1 -test.run "$(re $tests)")
+		"$work/bin/gpu.test" -test.v -test.count=1 -test.timeout="${left}s" -test.run "$(re $tests)")
 }
 
 body_memcheck() { sanitize memcheck "$memcheck_tests"; }
@@ -275,12 +384,16 @@ body_racecheck() { sanitize racecheck "$barrier_tests"; }
 
 body_ptx-jit() {
 	export CUDA_FORCE_PTX_JIT=1 CUDA_CACHE_DISABLE=1
-	local short=() tb=$jit_tensorbuf_tests
+	local short=() tb=$jit_tensorbuf_tests gt=$jit_gpu_tests
 	if [ -n "$rehearsal" ]; then
+		# The stand-in has no JIT, and gpu-tests ran every one of these:
+		# the learner's kernel tests and one data kernel's show the
+		# step runs them.
 		short=(-test.short)
 		tb=$jit_tensorbuf_rehearsal
+		gt=$jit_gpu_rehearsal
 	fi
-	gotest gpu "${short[@]}" -test.run "$(re $jit_gpu_tests)" || return
+	gotest gpu "${short[@]}" -test.run "$(re $gt)" || return
 	gotest tensorbuf -test.short -test.run "$(re $tb)"
 }
 
@@ -325,6 +438,9 @@ body_learner() {
 		echo "GPU_CHECK_FAIL: no dqn.test in the carried folder (bench/gpu-check.sh prepare)"
 		return 1
 	fi
+	# Correctness first: the device learner's step against the host
+	# Agent's, and training on a device-selected table's transitions.
+	gotest agents/dqn -test.run "$(re $learner_tests)" || return
 	res=$work/learner-bench.txt
 	gotest agents/dqn -test.run '^$' -test.bench "$(re $learner_benchmarks)" -test.benchtime ${n}x | tee "$res"
 	rc=${PIPESTATUS[0]}
@@ -354,7 +470,56 @@ body_demo() {
 	"$work/bin/trajring" demo -backend gpu -progress 0 "${args[@]}"
 }
 
+# The python step (issue 40): the carried python-cuda/ (make python-cuda:
+# the Python package with a trajring_cuda libtrajring.so, and
+# gpu_check.py) run with the machine's python3 under a timeout; the
+# script decides what it skips (GPU_CHECK_SKIP/FIG/FAIL lines count as in
+# every step; TRAJRING_GPU_CHECK_REHEARSAL=1 on the stand-in).
+body_python() {
+	local d=$work/python-cuda left py so
+	# The carried package (prepare), its shared library unpacked.
+	if [ -d "$carried/python-cuda" ] && [ ! -d "$d" ]; then
+		cp -r "$carried/python-cuda" "$d"
+		while IFS= read -r so; do
+			unxz_to "$so" "${so%.xz}" && rm -f "$so"
+		done < <(find "$d" -name '*.so.xz')
+	fi
+	if [ ! -f "$d/gpu_check.py" ]; then
+		echo "GPU_CHECK_SKIP: no python-cuda/gpu_check.py in the carried folder (make python-cuda, which prepare runs when the Makefile has it)"
+		return 0
+	fi
+	# The first python3 that has NumPy (the package needs it): the one on
+	# PATH, else the system's (here the first may be a bare pyenv one).
+	local c
+	py=
+	for c in $(command -v python3) /usr/bin/python3; do
+		if [ -x "$c" ] && "$c" -c 'import numpy' 2>/dev/null; then
+			py=$c
+			break
+		fi
+	done
+	if [ -z "$py" ]; then
+		echo "GPU_CHECK_SKIP: no python3 with NumPy on this machine"
+		return 0
+	fi
+	left=$((step_end - $(date +%s) - 3))
+	[ "$left" -lt 2 ] && left=2
+	echo "GPU_CHECK_FIG: python=$("$py" --version 2>&1)"
+	echo "+ timeout $left python3 python-cuda/gpu_check.py"
+	(cd "$work" && TRAJRING_GPU_CHECK_REHEARSAL=$rehearsal PYTHONPATH=$d${PYTHONPATH:+:$PYTHONPATH} \
+		exec timeout -k 2 "$left" "$py" python-cuda/gpu_check.py)
+	local rc=$?
+	[ $rc -eq 124 ] || [ $rc -eq 137 ] && echo "GPU_CHECK_FAIL: gpu_check.py ran past its ${left} s"
+	return $rc
+}
+
 # --- run (on the GPU machine)
+
+# unxz_to XZ OUT: XZ decompressed into OUT (xz, else Python's lzma).
+unxz_to() {
+	xz -dc "$1" >"$2" 2>/dev/null ||
+		python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$1" "$2"
+}
 
 run() {
 	# $OUT and the EXIT trap first: whatever fails later, the files come back.
@@ -366,21 +531,33 @@ run() {
 	deadline_s=${GPU_CHECK_DEADLINE:-$deadline_default}
 	deadline=$((t_start + deadline_s))
 	declare -gA status secs reason figs
+	sanitizers="not checked yet"
 	trap finish EXIT
 	trap 'exit 130' INT TERM
 	export rehearsal=${GPU_CHECK_REHEARSAL:-} work root
 	dir=$(cd "$1" 2>/dev/null && pwd) || dir=$1
+	export carried=$dir
 	unset TRAJRING_STANDIN_THREADS TRAJRING_STANDIN_FAULT_LAUNCH TRAJRING_STANDIN_NODEVICE TRAJRING_HOSTTIME
 	export GOTRACEBACK=all CUDA_CACHE_PATH="$work/cuda-cache"
 	write_files
 
-	for z in "$dir"/bin/*.gz; do
+	# The binaries, unpacked at once (in parallel); the Python package and
+	# compute-sanitizer only by the steps that use them.
+	for z in "$dir"/bin/*.xz; do
 		[ -e "$z" ] || continue
-		local b
-		b=$work/bin/$(basename "${z%.gz}")
-		gunzip -c "$z" >"$b" && chmod +x "$b"
+		(b=$work/bin/$(basename "${z%.xz}") && unxz_to "$z" "$b" && chmod +x "$b") &
 	done
+	wait
 	cp "$dir/bin/manifest.txt" "$work/bin/" 2>/dev/null
+	sanitizers=$(sanitizer)
+	if [ -z "$sanitizers" ] && [ -s "$dir/sanitizer.txz" ]; then
+		sanitizers="the carried one (prepare's sanitizer.txz)"
+	fi
+	if [ -n "$rehearsal" ]; then
+		sanitizers="not run on the stand-in (found: ${sanitizers:-none})"
+	elif [ -z "$sanitizers" ]; then
+		sanitizers="not available (no compute-sanitizer on the machine or in the carried folder): memcheck, synccheck and racecheck skipped"
+	fi
 	# The NVIDIA container runtime mounts the driver under
 	# /usr/local/nvidia; make the loader find it if it does not.
 	if [ -x "$work/bin/gpu.test" ] && ldd "$work/bin/gpu.test" | grep -q 'libcuda\.so\.1 => not found'; then
@@ -543,9 +720,10 @@ write_files() {
 				for (i = 3; i < NF; i += 2) if ($i ~ /^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$/) printf ",\"%s\":%s", $(i+1), $i
 				printf "}"; s = "," }'
 		printf ']}\n'
-	} >"$out/gpu-check.json"
+	} >"$out/.gpu-check.json.tmp" && mv -f "$out/.gpu-check.json.tmp" "$out/gpu-check.json"
 	{
 		echo "== bench/gpu-check.sh ${rehearsal:+(rehearsal on the stand-in driver) }on $(hostname) at $(date -u +%FT%TZ): $result, $elapsed s of $deadline_s"
+		echo "sanitizers: $sanitizers"
 		printf '%-16s %-8s %7s %6s  %s\n' step status seconds limit "reason / key figures"
 		for s in "${steps[@]}"; do
 			[ -n "${status[$s]:-}" ] || continue
@@ -571,9 +749,9 @@ write_files() {
 				;;
 			esac
 		done
-	} >"$out/summary.txt"
+	} >"$out/.summary.txt.tmp" && mv -f "$out/.summary.txt.tmp" "$out/summary.txt"
 	cp "$out/summary.txt" "$work/logs/summary.txt"
-	tar -czf "$out/logs.tgz" -C "$work" logs 2>/dev/null
+	tar -czf "$out/.logs.tgz.tmp" -C "$work" logs 2>/dev/null && mv -f "$out/.logs.tgz.tmp" "$out/logs.tgz"
 }
 
 finish() {
@@ -610,7 +788,7 @@ rehearse() {
 	local tmp
 	tmp=$(mktemp -d) || exit 2
 	for p in gpu tensorbuf dqn; do
-		gunzip -c "$dir/bin/$p.test.gz" >"$tmp/$p.test" && chmod +x "$tmp/$p.test"
+		xz -dc "$dir/bin/$p.test.xz" >"$tmp/$p.test" && chmod +x "$tmp/$p.test"
 		LD_LIBRARY_PATH=$standin "$tmp/$p.test" -test.list '.*' >"$tmp/$p.list" || no "$p.test -test.list"
 	done
 	local t
@@ -618,12 +796,36 @@ rehearse() {
 		TestStandinRaceExposure; do
 		grep -qx "$t" "$tmp/gpu.list" || no "gpu has no test $t"
 	done
-	for t in $jit_tensorbuf_tests $order_tensorbuf_tests $tensorbuf_rehearsal $tensorbuf_skip TestHostTime; do
+	for t in $jit_tensorbuf_tests $order_tensorbuf_tests $tensorbuf_rehearsal $tensorbuf_skip $host_sweeps TestHostTime; do
 		grep -qx "$t" "$tmp/tensorbuf.list" || no "tensorbuf has no test $t"
 	done
 	for t in BenchmarkOps; do grep -qx "$t" "$tmp/gpu.list" || no "gpu has no $t"; done
 	for t in BenchmarkDevice BenchmarkDeviceSelection; do grep -qx "$t" "$tmp/tensorbuf.list" || no "tensorbuf has no $t"; done
-	for t in $learner_benchmarks; do grep -qx "$t" "$tmp/dqn.list" || no "agents/dqn has no $t"; done
+	for t in $learner_benchmarks $learner_tests; do grep -qx "$t" "$tmp/dqn.list" || no "agents/dqn has no $t"; done
+	# The learner's kernels are in every sanitizer's and the JIT's list.
+	for t in $learner_kernel_tests; do
+		for l in memcheck_tests barrier_tests jit_gpu_tests; do
+			grep -qw "$t" <<<"${!l}" || no "$l leaves out $t"
+		done
+	done
+	# The three files are only ever written under a temporary name and
+	# renamed (a kill mid-write leaves the previous file whole).
+	if grep -nE '(>|-czf) *"\$out/(summary\.txt|gpu-check\.json|logs\.tgz)"' "$self"; then
+		no "a file of \$OUT is written in place (lines above), not under a temporary name and renamed"
+	fi
+	# compute-sanitizer goes with the binaries when this machine has it and
+	# it fits; then it unpacks into a folder that runs.
+	if command -v compute-sanitizer >/dev/null; then
+		if [ -s "$dir/sanitizer.txz" ]; then
+			mkdir -p "$tmp/san"
+			tar -xJf "$dir/sanitizer.txz" -C "$tmp/san" || no "$dir/sanitizer.txz does not unpack"
+			[ -x "$tmp/san/compute-sanitizer" ] && [ -e "$tmp/san/libsanitizer-collection.so" ] ||
+				no "$dir/sanitizer.txz lacks compute-sanitizer or libsanitizer-collection.so"
+			"$tmp/san/compute-sanitizer" --version >/dev/null || no "the carried compute-sanitizer does not start"
+		else
+			echo "rehearse: compute-sanitizer is not carried (over budget): the GPU run's sanitizers need the machine's own"
+		fi
+	fi
 
 	# checkout OUT: OUT holds exactly the three files and the JSON parses.
 	checkout() {
@@ -654,6 +856,31 @@ rehearse() {
 	for s in nvidia-smi memcheck synccheck racecheck; do
 		grep -q "\"name\":\"$s\",\"status\":\"skip\",[^}]*\"reason\":\"[^\"]" "$o/gpu-check.json" || no "step $s: want skip with a reason"
 	done
+	grep -q '^sanitizers: ' "$o/summary.txt" || no "the summary does not say which sanitizers ran"
+	grep -q '"name":"python","status":"\(pass\|skip\)"' "$o/gpu-check.json" || no "the python step did not pass or skip"
+	[ -d "$dir/python-cuda" ] && ! grep -q '"name":"python","status":"pass"' "$o/gpu-check.json" &&
+		grep -q '"name":"python","status":"skip","seconds":[0-9.]*,"limit_s":[0-9]*,"reason":"no python-cuda' "$o/gpu-check.json" &&
+		no "the python step did not find the carried python-cuda/"
+	# The tests run in the steps the plan says.
+	mkdir -p "$tmp/logs"
+	tar -xzf "$o/logs.tgz" -C "$tmp" || no "logs.tgz does not unpack"
+	local lg=$tmp/logs
+	for t in $learner_tests; do
+		grep -q "^--- PASS: $t " "$lg/learner.log" || no "the learner step did not pass $t"
+	done
+	awk '/^Benchmark/ { b = 1 } /^--- PASS: TestDeviceLearner/ && b { bad = 1 } END { exit bad }' "$lg/learner.log" ||
+		no "the learner step ran its tests after its benchmarks"
+	for t in $learner_kernel_tests; do
+		grep -q "^--- PASS: $t " "$lg/ptx-jit.log" || no "ptx-jit did not pass $t"
+		for s in memcheck synccheck racecheck; do grep -qx "$t" "$lg/$s.log" || no "$s does not select $t"; done
+	done
+	for t in $host_sweeps; do
+		! grep -q "^=== RUN   $t\$" "$lg/tensorbuf-tests.log" || no "tensorbuf-tests ran the host-side sweep $t"
+	done
+	# Every test binary run has -test.timeout (a hang leaves a stack dump).
+	if grep -h '^+ .*\.test ' "$lg"/*.log | grep -v -e '-test\.timeout' -e '-test\.list'; then
+		no "the runs above have no -test.timeout"
+	fi
 
 	# Without binaries: it fails, and still leaves its files.
 	mkdir -p "$tmp/none" "$tmp/out2"
