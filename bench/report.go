@@ -79,9 +79,9 @@ type Row struct {
 	Note          string  `json:"note,omitempty"`
 	// File-backed rows (the "huge ..." rows of RunHuge): the fraction of
 	// the buffer resident in memory after the row, the disk's random 4 KiB
-	// read latency measured in the same run, the disk reads (major page
-	// faults) per operation, and the ceiling they imply (reads per op times
-	// the read's p50).
+	// read latency measured in the same run (one read at a time), the 4 KiB
+	// pages read from disk per operation, and the ceiling they imply read
+	// one at a time (pages per op times the read's p50).
 	Resident      float64 `json:"resident_fraction,omitempty"`
 	Disk          *Stats  `json:"disk_read_4k,omitempty"`
 	ReadsPerOp    float64 `json:"disk_reads_per_op,omitempty"`
