@@ -59,7 +59,11 @@ func ExampleFrameStack() {
 		panic(err)
 	}
 	defer exp[0].Release()
-	first := exp[0].Observation["frame"].Data().([]uint8) // [9, 1, 4, 84, 84]: transition 0 is step 0
+	h, err := exp[0].Host() // host memory in every build (device memory in cuda builds)
+	if err != nil {
+		panic(err)
+	}
+	first := h.Observation["frame"].Data().([]uint8) // [9, 1, 4, 84, 84]: transition 0 is step 0
 	for f := range 4 {
 		fmt.Print(first[f*84*84], " ")
 	}
