@@ -66,6 +66,15 @@ python-cuda:
 python-train-seeds: python
 	PYTHON=$(PYTHON) bash scripts/python-train-seeds.sh
 
+# test-python-cuda runs the package's tests against a trajring_cuda build of
+# the library on the stand-in driver (device results, DLPack streams,
+# device priorities), and the device check's Python script.
+.PHONY: test-python-cuda
+test-python-cuda: standin python-cuda
+	cd python && LD_LIBRARY_PATH=$(CURDIR)/$(STANDIN_DIR) TRAJRING_LIBRARY=$(CURDIR)/$(PYCUDA)/trajring/libtrajring.so \
+		$(PYTHON) -m pytest -q -p no:cacheprovider tests/test_cuda_standin.py
+	LD_LIBRARY_PATH=$(CURDIR)/$(STANDIN_DIR) $(PYTHON) $(PYCUDA)/gpu_check.py
+
 test-python: python
 	cd python && $(PYTHON) -m pytest -q -p no:cacheprovider tests
 

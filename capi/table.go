@@ -23,6 +23,9 @@ import (
 type tableObj struct {
 	buf *bufferObj
 	t   *tensorbuf.Table
+
+	mu      sync.Mutex      // guards scratch
+	scratch tensorbuf.Arena // device keys and priorities (priorities_device.go)
 }
 
 // tableSpec is the JSON form of a tensorbuf.TableConfig.
@@ -145,8 +148,11 @@ func trj_table_get(buf C.uint64_t, name *C.char, out *C.uint64_t, err *C.char, e
 //export trj_table_free
 func trj_table_free(h C.uint64_t, err *C.char, errcap C.int64_t) C.int32_t {
 	return guard(err, errcap, func() error {
-		_, e := handles.remove(uint64(h), kindTable)
-		return e
+		obj, e := handles.remove(uint64(h), kindTable)
+		if e != nil {
+			return e
+		}
+		return obj.(*tableObj).freeScratch()
 	})
 }
 

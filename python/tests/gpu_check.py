@@ -14,6 +14,7 @@ import ctypes
 import json
 import os
 import sys
+import tempfile
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -66,7 +67,8 @@ def filled(num_envs: int = 4, steps: int = 64):
     buf = trajring.Buffer({"obs": {"shape": (8,)}, "action": {"dtype": "int64"}}, num_envs=num_envs,
                           capacity=256, seed=1)
     table = buf.table("replay", "prioritized", alpha=0.6, beta=0.4, seed=2)
-    w = buf.trajectory_writer({"replay": 2})
+    buf.table("device", "prioritized", alpha=0.6, beta=0.4, seed=3, device_selection=True)
+    w = buf.trajectory_writer({"replay": 2, "device": 2})
     for t in range(steps):
         obs = expected_obs(np.full(num_envs, t), np.arange(num_envs))
         w.add(step_type=[0 if t == 0 else 1] * num_envs, next_step_type=[1] * num_envs,
@@ -124,11 +126,11 @@ def main() -> int:
         q = torch.nn.Sequential(torch.nn.Linear(8, 64), torch.nn.ReLU(), torch.nn.Linear(64, 2)).to(dev)
         opt = torch.optim.Adam(q.parameters(), lr=1e-3)
         s = torch.cuda.Stream()
-        batch = table.sample_transitions(128)
+        dtable = buf.table("device")  # selects on the device: keys and weights are device memory too
+        batch = dtable.sample_transitions(128)
         with torch.cuda.stream(s):
-            # Fields are device tensors; a host-selected sample's weights are host metadata.
-            v = {k: torch.from_dlpack(batch[k]).to(dev) for k in ("obs", "next_obs", "action", "reward", "discount", "weight")}
-            assert all(v[k].data_ptr() == batch[k].data_ptr for k in ("obs", "next_obs", "action", "reward"))
+            v = {k: torch.from_dlpack(batch[k]) for k in ("obs", "next_obs", "action", "reward", "discount", "weight")}
+            assert all(v[k].is_cuda and v[k].data_ptr() == batch[k].data_ptr for k in v)
             with torch.no_grad():
                 target = v["reward"] + 0.99 * v["discount"] * q(v["next_obs"]).max(1).values
             pred = q(v["obs"]).gather(1, v["action"].long().unsqueeze(1)).squeeze(1)
@@ -137,9 +139,15 @@ def main() -> int:
             opt.zero_grad()
             loss.backward()
             opt.step()
+            before = dtable.max_priority
+            dtable.update_priorities(batch["key"], (td.abs().detach() + 1e-6).float())  # on s, device to device
         s.synchronize()
-        table.update_priorities(batch["key"], td.abs().detach().cpu().numpy() + 1e-6)
-        return f"loss {loss.item():.4f}; priorities written from a host copy of |TD|"
+        with tempfile.TemporaryDirectory() as tmp:
+            buf.save(os.path.join(tmp, "ck"))  # the host learns the device's priorities before a checkpoint
+        after = dtable.max_priority  # the running maximum priority
+        want = max(before, float((td.abs() + 1e-6).max()))
+        assert abs(after - want) <= 1e-5 * max(1.0, want), (before, after, want)
+        return f"loss {loss.item():.4f}; {len(td)} priorities written on the device (max {after:.4f})"
 
     @check("jax.dlpack.from_dlpack")
     def _():

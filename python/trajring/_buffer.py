@@ -87,6 +87,12 @@ def _raw(x: Any, what: str, list_dtype: Optional[np.dtype] = None) -> tuple[Any,
     ``numpy.asarray`` takes (lists become ``list_dtype``) are accepted; no
     copy is made of arrays and tensors.
     """
+    if type(x) is np.ndarray and x.flags.c_contiguous:
+        # The common case first: the general checks below cost a
+        # microsecond an array, a per-call overhead of adds.
+        code = NUMPY_TO_CODE.get(x.dtype)
+        if code is not None:
+            return x, x.ctypes.data, x.nbytes, code, x.shape
     if isinstance(x, Array):
         x = x.numpy()
     if _is_torch(x):
@@ -105,7 +111,16 @@ def _raw(x: Any, what: str, list_dtype: Optional[np.dtype] = None) -> tuple[Any,
     return x, x.__array_interface__["data"][0], x.nbytes, code, x.shape
 
 
+def _on_device(x: Any) -> bool:
+    """Whether x is device memory: a trajring Array of a device result or a CUDA torch tensor."""
+    if isinstance(x, Array):
+        return x.device != 1
+    return _is_torch(x) and bool(x.is_cuda)
+
+
 def _column(x: Any, dtype: type, what: str) -> np.ndarray:
+    if type(x) is np.ndarray and x.dtype.type is dtype and x.ndim == 1 and x.flags.c_contiguous:
+        return x
     if _is_torch(x):
         if x.device.type != "cpu":
             raise DeviceTensorError(f"tensorbuf: device tensor where host memory is needed: {what} is on {x.device}")
@@ -117,7 +132,7 @@ def _column(x: Any, dtype: type, what: str) -> np.ndarray:
 
 
 def _ptr(a: np.ndarray) -> int:
-    return a.__array_interface__["data"][0]
+    return a.ctypes.data
 
 
 class Writer(_lib.Handle):
@@ -148,6 +163,10 @@ class Writer(_lib.Handle):
         s.shape = ctypes.addressof(self._shape)
         self._names = [f.name for f in buffer.fields]
         self._list_dtypes = [f.dtype for f in buffer.fields]
+        self._name_keys = set(self._names)
+        # What the field arrays of the Step hold now: add rewrites them
+        # only when an address, size, dtype or shape changed.
+        self._held: Optional[list] = None
         n = c_int64()
         _lib.call(_lib.lib.trj_writer_rows, handle, None, 0, byref(n))
         rows = (c_int64 * max(n.value, 1))()
@@ -196,23 +215,29 @@ class Writer(_lib.Handle):
             s.rows, s.nrows = None, ncols
         s.step_type, s.next_step_type, s.reward, s.discount = _ptr(st), _ptr(nst), _ptr(rew), _ptr(disc)
         s.ncols = ncols
-        if len(fields) != self._nf or any(name not in fields for name in self._names):
+        if fields.keys() != self._name_keys:
             extra = sorted(set(fields) - set(self._names))
             if extra:
                 raise UnknownFieldError(f"tensorbuf: unknown field: {extra} (the buffer has {self._names})")
             missing = [n for n in self._names if n not in fields]
             raise MissingFieldError(f"tensorbuf: missing field: {missing} (the buffer has {self._names})")
-        off = 0
+        cur = []
         for i, name in enumerate(self._names):
             obj, addr, nbytes, code, shape = _raw(fields[name], f"field {name!r}", self._list_dtypes[i])
             keep.append(obj)
-            self._data[i], self._nbytes[i], self._dtype[i] = addr, nbytes, code
-            if len(shape) > 8:
-                raise InvalidArgumentError(f"field {name!r} has {len(shape)} dimensions (at most 8)")
-            self._ndim[i] = len(shape)
-            for d in shape:
-                self._shape[off] = d
-                off += 1
+            cur.append((addr, nbytes, code, shape))
+        if cur != self._held:
+            self._held = None
+            off = 0
+            for i, (addr, nbytes, code, shape) in enumerate(cur):
+                if len(shape) > 8:
+                    raise InvalidArgumentError(f"field {self._names[i]!r} has {len(shape)} dimensions (at most 8)")
+                self._data[i], self._nbytes[i], self._dtype[i] = addr, nbytes, code
+                self._ndim[i] = len(shape)
+                for d in shape:
+                    self._shape[off] = d
+                    off += 1
+            self._held = cur
         _lib.call(_lib.lib.trj_writer_add, self._handle, byref(s))
         del keep
 
@@ -350,7 +375,16 @@ class Table(_lib.Handle):
         ``keys`` and ``priorities`` are 1-d arrays or torch CPU tensors of one
         length (priorities float32 or float64, read in place). Nothing changes
         unless every key is held and every priority valid.
+
+        In a cuda build, device keys and priorities (a sample's ``key`` array and
+        a CUDA torch tensor of float32 priorities) go to the table without a trip
+        through the host, ordered after the work of torch's current stream
+        (``Table.UpdatePrioritiesDevice``: a prioritized table with
+        ``device_selection``; there keys the table no longer holds are skipped).
         """
+        if _on_device(keys) or _on_device(priorities):
+            self._update_priorities_device(keys, priorities)
+            return
         kobj, kaddr, n = _as_keys(keys)
         pobj, paddr, pbytes, code, pshape = _raw(priorities, "priorities", np.dtype("float64"))
         if code not in (0, 1):
@@ -360,6 +394,38 @@ class Table(_lib.Handle):
         if m != n:
             raise InvalidArgumentError(f"tensorbuf: invalid argument: {n} keys and {m} priorities")
         _lib.call(_lib.lib.trj_table_update_priorities, self._handle, kaddr, paddr, code, n)
+
+    def _update_priorities_device(self, keys: Any, priorities: Any) -> None:
+        stream = -1
+        addrs, n = [], []
+        for x, what, want in ((keys, "keys", "int64"), (priorities, "priorities", "float32")):
+            if isinstance(x, Array):
+                if x.device != 2 or x.dtype != np.dtype(want) or len(x.shape) != 1:
+                    raise DTypeError(f"tensorbuf: wrong dtype: device {what} must be a 1-d {want} device array")
+                addrs.append(x.data_ptr)
+                n.append(x.shape[0])
+            elif _is_torch(x) and x.is_cuda:
+                import torch
+
+                if x.dtype != getattr(torch, want) or x.dim() != 1 or not x.is_contiguous():
+                    raise DTypeError(f"tensorbuf: wrong dtype: device {what} must be a contiguous 1-d torch.{want}")
+                addrs.append(x.data_ptr())
+                n.append(x.numel())
+                s = torch.cuda.current_stream(x.device).cuda_stream
+                stream = s if s else 1  # torch's default stream is the legacy one
+            else:
+                raise DeviceTensorError(f"tensorbuf: device tensor where host memory is needed: {what} on the host "
+                                        "while the other is device memory")
+        if n[0] != n[1]:
+            raise InvalidArgumentError(f"tensorbuf: invalid argument: {n[0]} keys and {n[1]} priorities")
+        _lib.call(_lib.lib.trj_table_update_priorities_device, self._handle, addrs[0], addrs[1], 0, n[0], stream)
+
+    @property
+    def max_priority(self) -> float:
+        """The table's running maximum priority: the priority new items get by default."""
+        out = ctypes.c_double()
+        _lib.call(_lib.lib.trj_table_max_priority, self._handle, byref(out))
+        return out.value
 
     def set_beta(self, beta: float) -> None:
         """Set the importance-weight exponent of a prioritized table."""

@@ -129,6 +129,8 @@ _SIGNATURES: dict[str, list[Any]] = {
     "trj_table_delete": [c_uint64, c_void_p, c_int64],
     "trj_table_update_priorities": [c_uint64, c_void_p, c_void_p, c_int32, c_int64],
     "trj_table_set_beta": [c_uint64, c_double],
+    "trj_table_update_priorities_device": [c_uint64, c_uint64, c_uint64, c_int32, c_int64, c_int64],
+    "trj_table_max_priority": [c_uint64, POINTER(c_double)],
     "trj_table_sample": [c_uint64, c_int64, c_int64, c_uint64, _U64P],
     "trj_table_sample_transitions": [c_uint64, c_int64, c_int64, c_double, c_int64, c_uint64, _U64P],
     "trj_result_free": [c_uint64],
