@@ -722,3 +722,14 @@ func TestFrameStackAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestFrameStackHindsightRefused: hindsight relabeling does not stack
+// frames; a HindsightConfig asking for it fails with ErrConfig.
+func TestFrameStackHindsightRefused(t *testing.T) {
+	b, _ := newGoalBuffer(t, nil, 16, nil)
+	cfg := lineConfig(tensorbuf.GoalFinal, 1, tensorbuf.RelabelAtSample)
+	cfg.NStep = tensorbuf.NStepOptions{Horizon: 1, DiscountFactor: 1, Stack: []tensorbuf.FrameStack{{Field: "obs", K: 2}}}
+	if _, err := tensorbuf.NewHindsight(b, cfg); !errors.Is(err, tensorbuf.ErrConfig) {
+		t.Fatalf("NewHindsight with NStep.Stack: %v, want ErrConfig", err)
+	}
+}
