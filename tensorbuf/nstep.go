@@ -134,9 +134,7 @@ func (b *Buffer) SampleNStepInto(tr *Transitions, n int, opt NStepOptions) error
 	if err := b.stackSize("n-step sample", n, plan); err != nil {
 		return err
 	}
-	if err := tr.setStack(plan); err != nil {
-		return err
-	}
+	tr.want = plan
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if b.closed {
@@ -175,7 +173,7 @@ func (b *Buffer) AllNStepExperiences(mode ExportMode, opt NStepOptions) ([]*Tran
 		return nil, fmt.Errorf("%w: AllNStepExperiences", ErrClosed)
 	}
 	tr := new(Transitions)
-	tr.stack = plan
+	tr.want = plan
 	tr.Rows, tr.Steps = b.allTransitions()
 	if sk := stackMax(plan); sk > 1 {
 		// Transitions whose stacks reach an overwritten step are none.

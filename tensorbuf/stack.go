@@ -166,10 +166,12 @@ func (b *Buffer) stackKept(row int, t, k int64) bool {
 	return !lost
 }
 
-// setStack makes tr's layout follow plan (the K of each user field, nil
-// for none), dropping its memory when the layout changes.
-func (tr *Transitions) setStack(plan []int) error {
-	if slices.Equal(plan, tr.stack) && (plan == nil) == (tr.stack == nil) {
+// applyStack makes tr's layout follow the plan its sampler asked for
+// (tr.want: the K of each user field, nil for none), dropping its memory
+// when the layout changes. reserve calls it, once the call can no longer
+// fail before it writes tr, so that a failed call leaves tr as it was.
+func (tr *Transitions) applyStack() error {
+	if slices.Equal(tr.want, tr.stack) && (tr.want == nil) == (tr.stack == nil) {
 		return nil
 	}
 	var err error
@@ -177,7 +179,7 @@ func (tr *Transitions) setStack(plan []int) error {
 		err = tr.out.replace()
 	}
 	tr.out, tr.shared, tr.specs, tr.shape, tr.first = nil, false, nil, nil, 0
-	tr.stack = slices.Clone(plan)
+	tr.stack = slices.Clone(tr.want)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrBackend, err)
 	}

@@ -644,6 +644,20 @@ func TestFrameStackBadInput(t *testing.T) {
 	if !slices.Equal(a.Keys, bb.Keys) || hostBytes(t, &a.Transitions) != hostBytes(t, &bb.Transitions) {
 		t.Fatalf("refused samples consumed draws: keys %v, twin's %v", a.Keys, bb.Keys)
 	}
+	// A stacked sample that fails for want of transitions (an empty
+	// buffer) leaves the unstacked transitions passed to it as they were.
+	empty := newStackBuffer(t, nil, 1, capacity)
+	plainTr := new(tensorbuf.Transitions)
+	if err := b.SampleTransitionsInto(plainTr, 8); err != nil {
+		t.Fatal(err)
+	}
+	plainBefore := hostBytes(t, plainTr)
+	if err := empty.SampleNStepInto(plainTr, 8, good); !errors.Is(err, tensorbuf.ErrEmpty) {
+		t.Fatalf("stacked sample of an empty buffer: %v, want ErrEmpty", err)
+	}
+	if hostBytes(t, plainTr) != plainBefore {
+		t.Fatal("a stacked sample that failed changed the transitions passed to it")
+	}
 	// A sample of stacked frames past the sample limit is refused too.
 	big := tensorbuf.NStepOptions{Horizon: 1, DiscountFactor: 1, Stack: good.Stack}
 	if err := b.SampleNStepInto(tr, 1<<40, big); err == nil {

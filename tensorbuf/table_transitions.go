@@ -152,9 +152,7 @@ func (t *Table) SampleTransitionsInto(ctx context.Context, tr *TableTransitions,
 	if err := t.b.stackSize("table transitions", n, plan); err != nil {
 		return err
 	}
-	if err := tr.setStack(plan); err != nil {
-		return err
-	}
+	tr.want = plan
 	// Try first, wait only when not yet served (as SampleInto).
 	if err := t.ctxErr(ctx); err != nil {
 		return err
@@ -186,7 +184,7 @@ func (t *Table) sampleTransitionsOnce(tr *TableTransitions, n int, opt NStepOpti
 	}
 	if t.dev != nil {
 		ts, ok := b.be.(TransitionSelector)
-		if _, fs := b.be.(FrameStacker); ok && (fs || tr.stack == nil) {
+		if _, fs := b.be.(FrameStacker); ok && (fs || tr.want == nil) {
 			return true, t.sampleTransitionsDevLocked(ts, tr, n, opt)
 		}
 	}

@@ -66,7 +66,8 @@ type Transitions struct {
 	draws  []uint64  // scratch of a sample's draws
 	wins   []Window  // n-step windows (materialiseWindows)
 	disc   []float32 // n-step discounts (materialiseWindows)
-	stack  []int     // K of each stacked user field, nil for none (stack.go)
+	stack  []int     // K of each stacked user field in the layout, nil for none (stack.go)
+	want   []int     // the stack plan of the sample being made (applyStack)
 	lost   []bool    // per transition: its stack reaches an overwritten step
 	swins  []Window  // scratch: one-step windows of stacked frames
 	scols  []Column  // scratch: the column of a stacked gather
@@ -133,6 +134,9 @@ func (b *Buffer) reserve(tr *Transitions, n int64) (realloc bool, err error) {
 			}
 		}
 		tr.out, tr.specs, tr.shape, tr.owner = nil, nil, nil, b
+	}
+	if err := tr.applyStack(); err != nil {
+		return false, err
 	}
 	if tr.out == nil {
 		tr.out = &outArena{kind: "Transitions"}
@@ -318,9 +322,7 @@ func (b *Buffer) SampleTransitionsInto(tr *Transitions, n int) error {
 	if err := b.checkTransitionsSize("sample of transitions", n, 1, 0); err != nil {
 		return err
 	}
-	if err := tr.setStack(nil); err != nil {
-		return err
-	}
+	tr.want = nil
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if b.closed {
@@ -405,7 +407,7 @@ func (b *Buffer) drawTransitions(tr *Transitions, n int) error {
 	first := d.first(&tr.draws, n)
 	// A transition whose frame stacks reach an overwritten step is none
 	// (FrameStack); without stacking sk is 1 and every step is kept.
-	sk := stackMax(tr.stack)
+	sk := stackMax(tr.want)
 	ok := func(w Window) bool { return !b.isBoundary(int(w.Row), w.Start) && b.stackKept(int(w.Row), w.Start, sk) }
 	for k := range n {
 		var w Window
