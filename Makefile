@@ -255,6 +255,14 @@ BENCH_PYTHON_FLAGS ?=
 bench-python: python
 	$(GO) run ./cmd/trajring bench -run '^python ' $(BENCH_PYTHON_FLAGS)
 
+# test-file-backed (issue 44; not in make test: about 3 minutes) runs
+# tensorbuf's whole suite with every cpu buffer file-backed (Config.Dir in a
+# fresh directory): the property test against the model, the seeded
+# samples, checkpoints and kill tests on buffers in files.
+.PHONY: test-file-backed
+test-file-backed:
+	d=$$(mktemp -d) && TRAJRING_TEST_FILE_BACKED=$$d $(GO) test -count=1 ./tensorbuf/; s=$$?; rm -rf $$d; exit $$s
+
 # bench-huge (issue 44; not CI) measures file-backed buffers past memory:
 # B=256 low-dim samples (L=1, L=4) at 1M, 10M, 100M and 1B steps, resident
 # and cold (evicted), with the fraction resident and the disk's random-read

@@ -153,6 +153,11 @@ func freeRings(r ringRef) {
 // backend's figure and the host metadata against the host's. A figure
 // that cannot be read (the host's, off Linux) is not checked.
 func New(cfg Config) (*Buffer, error) {
+	if cfg.Dir == "" && fileBackedForTests != nil {
+		if _, ok := cfg.Backend.(*cpu.Backend); ok || cfg.Backend == nil {
+			cfg.Dir = fileBackedForTests()
+		}
+	}
 	if cfg.Dir != "" {
 		return newFileBuffer(cfg, cpu.MemAvailable)
 	}
@@ -378,7 +383,11 @@ func (b *Buffer) freeArenas() {
 // Calls that only touch a table's metadata (Size, Delete, SetBeta,
 // UpdatePriorities) keep working. Batches and transitions keep their own
 // memory and stay valid until released. A buffer dropped without Close
-// frees its memory once the garbage collector finds it unreachable.
+// frees its memory once the garbage collector finds it unreachable. A
+// file-backed buffer (Config.Dir) is synced first (see Sync): Close
+// returns the sync's error, if any, after releasing everything (its
+// files, mappings and directory lock); its directory then holds the last
+// synced state.
 func (b *Buffer) Close() error {
 	b.mu.Lock()
 	if b.closed {

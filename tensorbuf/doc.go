@@ -70,6 +70,17 @@
 // tensors. FIFO, LIFO, MinHeap, MaxHeap, WithoutReplacement,
 // MaxTimesSampled and rate limits stay on the host.
 //
+// # File-backed buffers
+//
+// With Config.Dir the rings and the step metadata are shared mappings of
+// preallocated files in that directory, so a buffer may be larger than
+// memory and outlive its process: Sync makes its state durable (writing
+// the dirty pages and the cursors, tables and random state), and Open
+// reopens it, after a crash, exactly as of the last sync (an undo journal
+// puts back the synced steps overwritten since). A directory is open in
+// one Buffer at a time (ErrLocked); I/O failures wrap ErrStorage. See
+// docs/files.md.
+//
 // # Seeded draws
 //
 // Every random choice of a table and of a direct sampler is a pure

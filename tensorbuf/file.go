@@ -345,7 +345,7 @@ func (fs *fileStore) openJournal() error {
 	return nil
 }
 
-// checkDisk fails with ErrStorage (and syscall.ENOSPC) when the
+// checkDisk fails with ErrConfig, ErrStorage and syscall.ENOSPC when the
 // directory's file system has less free space than need bytes.
 func checkDisk(dir string, need int64) error {
 	var st syscall.Statfs_t
@@ -354,7 +354,7 @@ func checkDisk(dir string, need int64) error {
 	}
 	free := int64(st.Bavail) * int64(st.Bsize)
 	if need > free {
-		return fmt.Errorf("%w: the buffer needs %d bytes on disk in %s but %d are free: %w", ErrStorage, need, dir, free, syscall.ENOSPC)
+		return fmt.Errorf("%w (%w): the buffer needs %d bytes on disk in %s but %d are free: %w", ErrConfig, ErrStorage, need, dir, free, syscall.ENOSPC)
 	}
 	return nil
 }
@@ -405,6 +405,12 @@ func (b *Buffer) fileSnapLocked() (*bufSnap, error) {
 	}
 	return s, nil
 }
+
+// fileBackedForTests, when set by a test binary (TRAJRING_TEST_FILE_BACKED,
+// file_suite_test.go), makes New file-backed for every cpu buffer that
+// names no directory, in the directory it returns: the suite's tests then
+// run on file-backed buffers.
+var fileBackedForTests func() string
 
 // syncTestHook, when set by a test, runs at each stage of a sync.
 var syncTestHook func(stage string)
