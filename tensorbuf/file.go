@@ -120,7 +120,7 @@ func lockDir(dir string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: buffer directory %s: %w", ErrConfig, dir, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := flockFile(f); err != nil {
 		_ = f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, fmt.Errorf("%w: %s is open in another buffer (of this process or another): %w", ErrLocked, dir, err)
@@ -348,11 +348,10 @@ func (fs *fileStore) openJournal() error {
 // checkDisk fails with ErrConfig, ErrStorage and syscall.ENOSPC when the
 // directory's file system has less free space than need bytes.
 func checkDisk(dir string, need int64) error {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
+	free, ok := diskFree(dir)
+	if !ok {
 		return nil // nothing to compare with: fallocate decides
 	}
-	free := int64(st.Bavail) * int64(st.Bsize)
 	if need > free {
 		return fmt.Errorf("%w (%w): the buffer needs %d bytes on disk in %s but %d are free: %w", ErrConfig, ErrStorage, need, dir, free, syscall.ENOSPC)
 	}
