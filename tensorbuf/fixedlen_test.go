@@ -39,8 +39,7 @@ func TestBatchFixedLen(t *testing.T) {
 	if n, l := bt.Len(); n != 1 || l != 4 {
 		t.Fatalf("Len = (%d, %d), want (1, 4)", n, l)
 	}
-	mask := bt.Mask.Data().([]bool)
-	if !slices.Equal(mask, []bool{true, true, false, false}) {
+	if mask := hostMask(t, bt); !slices.Equal(mask, []bool{true, true, false, false}) {
 		t.Fatalf("mask = %v, want the item's 2 steps then 2 of padding", mask)
 	}
 	obs := bt.Fields["obs"]
@@ -51,7 +50,7 @@ func TestBatchFixedLen(t *testing.T) {
 	if n, l := bt.Len(); n != 1 || l != 4 || bt.Fields["obs"].Uintptr() != ptr {
 		t.Fatalf("second sample: Len (%d, %d), memory moved %v; want (1, 4) in place", n, l, bt.Fields["obs"].Uintptr() != ptr)
 	}
-	if mask := bt.Mask.Data().([]bool); !slices.Equal(mask, []bool{true, false, false, false}) {
+	if mask := hostMask(t, bt); !slices.Equal(mask, []bool{true, false, false, false}) {
 		t.Fatalf("mask = %v, want one real step", mask)
 	}
 
@@ -71,4 +70,16 @@ func TestBatchFixedLen(t *testing.T) {
 	if err := tb.SampleInto(context.Background(), bt, 1); !errors.Is(err, tensorbuf.ErrInvalidArg) {
 		t.Fatalf("FixedLen -1: %v, want ErrInvalidArg", err)
 	}
+}
+
+// hostMask returns a host copy of a batch's mask (device memory in cuda
+// builds).
+func hostMask(t *testing.T, bt *tensorbuf.Batch) []bool {
+	t.Helper()
+	h, err := bt.Host()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release()
+	return slices.Clone(h.Mask.Data().([]bool))
 }
