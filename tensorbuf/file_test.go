@@ -151,6 +151,7 @@ func TestFileBufferMatchesMemory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		ms, fs = hostBatch(t, ms), hostBatch(t, fs) // device memory in cuda builds
 		for _, name := range []string{"obs", "img", RewardName} {
 			a, _ := ms.Field(name)
 			c, _ := fs.Field(name)
@@ -167,14 +168,26 @@ func TestFileBufferMatchesMemory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, _ := mb.Field("img")
-		c, _ := fbt.Field("img")
+		a, _ := hostBatch(t, mb).Field("img")
+		c, _ := hostBatch(t, fbt).Field("img")
 		if !bytes.Equal(a.Header.Raw, c.Header.Raw) {
 			t.Fatalf("round %d: table samples differ", round)
 		}
 		_ = mb.Release()
 		_ = fbt.Release()
 	}
+}
+
+// hostBatch returns a host copy of bt (whose tensors are device memory
+// in cuda builds, which the host must not read).
+func hostBatch(t *testing.T, bt *Batch) *Batch {
+	t.Helper()
+	h, err := bt.Host()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Release() })
+	return h
 }
 
 // TestFileBufferRefusals: a locked directory, a directory holding a
