@@ -330,3 +330,57 @@ func TestFileBufferEvict(t *testing.T) {
 		t.Fatalf("Evict of an in-memory buffer: %v", err)
 	}
 }
+
+// TestFileBufferCloseWhileSampling: Close while samplers and a writer run
+// on a file-backed buffer: they stop with ErrClosed, nothing faults, and
+// the directory reopens with what Close synced.
+func TestFileBufferCloseWhileSampling(t *testing.T) {
+	dir := t.TempDir()
+	b, w, tb := newFileKillBuffer(t, dir, 64)
+	killAdd(t, b, w, tb, 100)
+	done := make(chan error, 3)
+	for i := range 3 {
+		go func() {
+			for {
+				var err error
+				switch i {
+				case 0:
+					var bt *Batch
+					if bt, err = tb.Sample(context.Background(), 8); err == nil {
+						_ = bt.Release()
+					}
+				case 1:
+					var bt *Batch
+					if bt, err = b.SampleSequences(8, 4, SequenceOptions{}); err == nil {
+						_ = bt.Release()
+					}
+				default:
+					rows := w.Rows()
+					pos := make([]int64, len(rows))
+					for k, r := range rows {
+						pos[k] = b.Cursor(r)
+					}
+					err = w.Add(killStep(rows, pos))
+				}
+				if err != nil {
+					done <- err
+					return
+				}
+			}
+		}()
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := <-done; !errors.Is(err, ErrClosed) {
+			t.Fatalf("after Close: %v, want ErrClosed", err)
+		}
+	}
+	lb, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Close()
+	verifyStored(t, lb)
+}
