@@ -152,8 +152,10 @@ func TestVanishedActorVisible(t *testing.T) {
 				return
 			}
 			waitFor(t, 15*time.Second, "the later actor's steps", func() bool { return in.Stats().Steps == 32 })
-			if a, w := in.Occupancy(); a != 1 || w != 0 {
-				t.Errorf("occupancy %d actors, %d waiting; want 1, 0", a, w)
+			// The later actor holds its rows, or, idle for ActorIdle itself
+			// by now on a loaded machine, has been freed too; none waits.
+			if a, w := in.Occupancy(); a > 1 || w != 0 {
+				t.Errorf("occupancy %d actors, %d waiting; want at most 1, 0", a, w)
 			}
 		})
 	}
