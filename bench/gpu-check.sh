@@ -57,7 +57,8 @@
 #   host-time       host µs per device-selected sample and per launch
 #                   (BenchmarkDeviceSelection at B=256), then TestHostTime
 #   benchmarks      BenchmarkOps, BenchmarkDevice, BenchmarkDeviceSelection
-#                   at B=65,536, fixed iteration counts (-test.benchtime=Nx)
+#                   at B=65,536, BenchmarkFrameStackDevice, fixed iteration
+#                   counts (-test.benchtime=Nx)
 #   learner         the device learner's correctness tests
 #                   (TestDeviceLearnerMatchesAgent,
 #                   TestDeviceLearnerTrainsOnTableTransitions), then a
@@ -427,7 +428,10 @@ body_benchmarks() {
 	if [ -z "$rehearsal" ]; then # it fills 262,144 items: too slow on the stand-in
 		gotest tensorbuf -test.run '^$' -test.bench '^BenchmarkDeviceSelection$/./^B65536$' -test.benchtime ${n}x || return
 	fi
-	gotest tensorbuf "${short[@]}" -test.run '^$' -test.bench '^BenchmarkDevice$' -test.benchtime ${n}x
+	gotest tensorbuf "${short[@]}" -test.run '^$' -test.bench '^BenchmarkDevice$' -test.benchtime ${n}x || return
+	# Frame stacking (issue 45): device-selected stacks (kernels/stack_gather.cu)
+	# beside host-selected and unstacked table transitions of 84x84 frames.
+	gotest tensorbuf "${short[@]}" -test.run '^$' -test.bench '^BenchmarkFrameStackDevice$' -test.benchtime ${n}x
 }
 
 # learner_benchmarks names the learner step's benchmarks.
@@ -802,7 +806,7 @@ rehearse() {
 		grep -qx "$t" "$tmp/tensorbuf.list" || no "tensorbuf has no test $t"
 	done
 	for t in BenchmarkOps; do grep -qx "$t" "$tmp/gpu.list" || no "gpu has no $t"; done
-	for t in BenchmarkDevice BenchmarkDeviceSelection; do grep -qx "$t" "$tmp/tensorbuf.list" || no "tensorbuf has no $t"; done
+	for t in BenchmarkDevice BenchmarkDeviceSelection BenchmarkFrameStackDevice; do grep -qx "$t" "$tmp/tensorbuf.list" || no "tensorbuf has no $t"; done
 	for t in $learner_benchmarks $learner_tests; do grep -qx "$t" "$tmp/dqn.list" || no "agents/dqn has no $t"; done
 	# The learner's kernels are in every sanitizer's and the JIT's list.
 	for t in $learner_kernel_tests; do

@@ -63,7 +63,10 @@ func TestCloseAfterCancel(t *testing.T) {
 	if err := q.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the second actor's steps", func() bool { return in.Stats().Steps == want+32 })
+	waitFor(t, 10*time.Second, "the second actor's steps and bye", func() bool {
+		st := in.Stats()
+		return st.Steps == want+32 && st.Leaves == 2 // the bye is ingested after the last frame
+	})
 	if st := in.Stats(); st.Joins != 2 || st.Leaves != 2 || st.Dead != 0 {
 		t.Fatalf("stats %+v", st)
 	}
