@@ -41,12 +41,20 @@ type cartPoleState [4]float64
 // step advances s by one Euler step under action a (0 or 1) and reports
 // whether the new state is terminal.
 func (s *cartPoleState) step(a int64) (terminated bool) {
+	cos, sin := sinCos(s[2])
+	return s.advance(a, cos, sin)
+}
+
+// advance is step with cos(theta) and sin(theta) already computed, so a
+// batch can take every row's trigonometry in one loop and the dependent
+// divisions of the dynamics in another, where the processor overlaps
+// them across rows (Go does not reorder the two for us).
+func (s *cartPoleState) advance(a int64, cos, sin float64) (terminated bool) {
 	x, xDot, theta, thetaDot := s[0], s[1], s[2], s[3]
 	force := -CartPoleForceMag
 	if a == 1 {
 		force = CartPoleForceMag
 	}
-	cos, sin := math.Cos(theta), math.Sin(theta)
 	temp := (force + cartPolePoleMassLength*thetaDot*thetaDot*sin) / cartPoleTotalMass
 	thetaAcc := (CartPoleGravity*sin - cos*temp) /
 		(CartPoleLength * (4.0/3.0 - CartPoleMassPole*cos*cos/cartPoleTotalMass))
@@ -111,6 +119,7 @@ func rowRNG(seed uint64, r int) *rand.Rand {
 type CartPole struct {
 	state    []cartPoleState
 	steps    []int
+	sc       [][2]float64 // cos and sin of each row's theta during Step
 	rngs     []*rand.Rand
 	maxSteps int
 	b        buffers
@@ -126,6 +135,7 @@ func NewCartPole(numEnvs int, seed uint64) (*CartPole, error) {
 	c := &CartPole{
 		state:    make([]cartPoleState, numEnvs),
 		steps:    make([]int, numEnvs),
+		sc:       make([][2]float64, numEnvs),
 		rngs:     make([]*rand.Rand, numEnvs),
 		maxSteps: CartPoleMaxSteps,
 	}
@@ -201,12 +211,19 @@ func (c *CartPole) Step(action map[string]*tensor.Dense) (*driver.TimeStep, erro
 	}
 	ts := c.b.next()
 	obs := ts.Observation[CartPoleObservationName].Float32s()
+	// Two passes over the rows (bit for bit what step does row by row):
+	// the trigonometry first, then the dynamics, whose chain of
+	// divisions overlaps across rows only in a loop this small.
+	sc := c.sc
+	for r := range c.state {
+		sc[r][0], sc[r][1] = sinCos(c.state[r][2])
+	}
 	for r := range c.state {
 		if prev.StepType[r] == tensorbuf.Last {
 			c.resetRow(ts, obs, r)
 			continue
 		}
-		terminated := c.state[r].step(a[r])
+		terminated := c.state[r].advance(a[r], sc[r][0], sc[r][1])
 		c.steps[r]++
 		c.state[r].write(obs[4*r : 4*r+4])
 		ts.Reward[r] = 1

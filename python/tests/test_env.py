@@ -46,6 +46,47 @@ def test_vector_api():
     env.close()
 
 
+def test_outputs_reused_only_when_unreferenced():
+    """A step's arrays are fresh to the caller: memory is reused only once
+    nothing refers to a block's arrays, and held arrays keep their values."""
+    env = trajring.make("CartPole-v1", num_envs=4, seed=2)
+    env.reset()
+    acts = np.array([0, 1, 0, 1], np.int64)
+
+    def addresses(out):
+        return {a.ctypes.data for a in out[:4]}
+
+    # Dropped outputs: their memory comes back within the pool's few blocks.
+    seen = [addresses(env.step(acts)) for _ in range(8)]
+    assert len(set().union(*seen)) <= 3 * 4, "dropped outputs were not reused"
+    # Held outputs, in every way one can hold them, are never written again.
+    obs, rew, term, trunc, _ = env.step(acts)
+    held = {
+        "obs": obs,
+        "rew_torch": torch.from_numpy(rew),  # holds rew
+        "term_slice": term[1:],  # a view: holds term's memory
+        "trunc_list": [trunc],
+        "obs_row": obs[2],
+    }
+    copies = {k: (v[0] if isinstance(v, list) else v).clone() if isinstance(v, torch.Tensor)
+              else np.array(v[0] if isinstance(v, list) else v) for k, v in held.items()}
+    mine = addresses((obs, rew, term, trunc))
+    del obs, rew, term, trunc
+    for i in range(20):
+        out = env.step(acts)
+        assert not (addresses(out) & mine), f"step {i} wrote into held arrays"
+        del out
+    for k, v in held.items():
+        v = v[0] if isinstance(v, list) else v
+        same = torch.equal(v, copies[k]) if isinstance(v, torch.Tensor) else np.array_equal(v, copies[k])
+        assert same, f"{k} changed after later steps"
+    # Once released, the held block is reused again.
+    del held, copies, v
+    later = set().union(*(addresses(env.step(acts)) for _ in range(8)))
+    assert mine & later, "a released block was never reused"
+    env.close()
+
+
 def test_next_step_autoreset():
     env = trajring.make("CartPole-v1", num_envs=2, seed=4)
     twin = trajring.make("CartPole-v1", num_envs=2, seed=4)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+from sys import getrefcount
 from ctypes import byref, c_int64, c_uint64
 from typing import Any, Mapping, Optional, Union
 
@@ -97,6 +98,27 @@ def _space(f: dict, batch: Optional[int] = None) -> Union[Box, Discrete]:
     return Box(lo, hi, shape, dtype)
 
 
+_POOL = 3
+"""Output blocks a VectorEnv keeps for reuse (a step loop holds one or two)."""
+
+
+def _refs(entry: list) -> int:
+    """The summed reference counts of an output block and its arrays; it equals
+    the sum taken when the block was made (no count falls below the pool's own
+    references) exactly when nothing outside the pool holds any of them."""
+    return (getrefcount(entry[0]) + getrefcount(entry[2]) + getrefcount(entry[3]) + getrefcount(entry[4])
+            + sum(map(getrefcount, entry[1])))
+
+
+def _address(a: np.ndarray) -> int:
+    """The data address of a C-contiguous array: through ctypes' buffer export
+    for a writable one (a third of the time of ``a.ctypes.data``), else NumPy's."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(a))
+    except (TypeError, ValueError, BufferError):  # read-only or empty
+        return a.ctypes.data
+
+
 class VectorEnv(_lib.Handle):
     """A batched Go environment: ``num_envs`` rows stepped together in Go, with the GIL released.
 
@@ -112,8 +134,9 @@ class VectorEnv(_lib.Handle):
     exactly the trajectories the Go driver stores.
 
     ``step`` and ``reset`` return fresh NumPy arrays that Go writes in place (no
-    Python-side copy); they are never overwritten by later steps, as EnvPool's. Not
-    safe for concurrent use.
+    Python-side copy); they are never overwritten by later steps, as EnvPool's (the
+    memory of arrays no longer referenced anywhere is reused). Not safe for
+    concurrent use.
     """
 
     def __init__(self, env_id: str, num_envs: int = 1, seed: int = 0) -> None:
@@ -133,6 +156,8 @@ class VectorEnv(_lib.Handle):
         self.observation_space = self._spaces(self._obs_fields, self.num_envs)
         self.action_space = self._spaces(self._act_fields, self.num_envs)
         n = len(self._obs_fields)
+        self._pool: list = []
+        self._cur_block: Optional[list] = None
         self._out = _lib.EnvOut()
         self._obs_ptrs = (ctypes.c_void_p * max(n, 1))()
         self._obs_nbytes = (c_int64 * max(n, 1))()
@@ -145,6 +170,7 @@ class VectorEnv(_lib.Handle):
         self._act_dtype = (ctypes.c_int32 * max(na, 1))()
         self._act_ndim = (ctypes.c_int32 * max(na, 1))()
         self._act_shape = (c_int64 * max(8 * na, 1))()
+        self._acts_ref, self._out_ref = byref(self._acts), byref(self._out)
         a = self._acts
         a.n = na
         a.data, a.nbytes = ctypes.addressof(self._act_data), ctypes.addressof(self._act_nbytes)
@@ -189,26 +215,49 @@ class VectorEnv(_lib.Handle):
         """The spec of a buffer that stores this env's trajectories (``trajring.Buffer(env.buffer_spec(), ...)``)."""
         return {f["name"]: {"shape": f["shape"], "dtype": f["dtype"], "role": f["role"]} for f in self.fields}
 
-    def _outputs(self, with_step: bool) -> tuple:
+    def _new_block(self) -> list:
+        """A fresh output block: ``[blk, obs views, rew, term, trunc, addresses]``."""
         blk = np.empty(max(self._out_bytes, 1), np.uint8)
         base = blk.ctypes.data
         nd = np.ndarray
-        obs = {}
-        for i, (name, dt, shape, off, nb) in enumerate(self._out_plan):
-            obs[name] = nd(shape, dt, blk, off)
-            self._obs_ptrs[i] = base + off
-            self._obs_nbytes[i] = nb
         n = self.num_envs
+        views = tuple(nd(shape, dt, blk, off) for (_, dt, shape, off, _) in self._out_plan)
         rew = nd((n,), np.float32, blk, self._rew_off)
         term = nd((n,), np.bool_, blk, self._term_off)
         trunc = nd((n,), np.bool_, blk, self._trunc_off)
-        o = self._out
-        o.reward, o.terminated, o.truncated = base + self._rew_off, base + self._term_off, base + self._trunc_off
-        o.step_type = None
-        return obs, rew, term, trunc
+        return [blk, views, rew, term, trunc, base]
 
-    def _obs_value(self, obs: dict) -> Any:
-        return next(iter(obs.values())) if len(obs) == 1 else obs
+    def _outputs(self, with_step: bool) -> tuple:
+        """The arrays a step or reset writes, pointed at by ``self._out``.
+
+        They are fresh to the caller: a block of them is handed out again only
+        when no reference to the block or to any of its arrays is left outside
+        the pool (a view or a torch tensor of one holds a reference), so a held
+        array is never overwritten. Reusing a free block saves allocating it and
+        making its views every step (about 2 us a step).
+        """
+        for e in self._pool:
+            if _refs(e) == e[6]:
+                blk = e
+                break
+        else:
+            blk = self._new_block()
+            blk.append(_refs(blk))
+            # When every pooled block is held, the oldest leaves the pool (its
+            # holders keep it) and the new one takes its place.
+            self._pool = self._pool[-(_POOL - 1):] + [blk]
+        if blk is not self._cur_block:
+            self._cur_block = blk
+            base = blk[5]
+            for i, (_, _, _, off, nb) in enumerate(self._out_plan):
+                self._obs_ptrs[i] = base + off
+                self._obs_nbytes[i] = nb
+            o = self._out
+            o.reward, o.terminated, o.truncated = base + self._rew_off, base + self._term_off, base + self._trunc_off
+            o.step_type = None
+        views = blk[1]
+        obs = views[0] if len(views) == 1 else {f[0]: v for f, v in zip(self._out_plan, views)}
+        return obs, blk[2], blk[3], blk[4]
 
     def reset(self, *, seed: Optional[int] = None, options: Optional[Mapping[str, Any]] = None) -> tuple[Any, dict]:
         """Reset every row; ``seed`` rebuilds the env from that seed first. Returns ``(obs, info)``."""
@@ -220,9 +269,9 @@ class VectorEnv(_lib.Handle):
         obs, rew, term, trunc = self._outputs(False)
         reseed = 0 if seed is None else 1
         _lib.call(_lib.lib.trj_env_reset, self._handle, reseed, 0 if seed is None else int(seed) & (2**64 - 1),
-                  byref(self._out))
+                  self._out_ref)
         del rew, term, trunc
-        return self._obs_value(obs), {}
+        return obs, {}
 
     def step(self, actions: Any, writer: Optional[Writer] = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
         """Step every row; returns ``(obs, reward, terminated, truncated, info)``.
@@ -240,7 +289,7 @@ class VectorEnv(_lib.Handle):
             # One action field as a C-contiguous array of its dtype: what
             # _raw takes, without the cost of its general checks.
             keep.append(actions)
-            self._act_data[0], self._act_nbytes[0], self._act_dtype[0] = actions.ctypes.data, actions.nbytes, one[1]
+            self._act_data[0], self._act_nbytes[0], self._act_dtype[0] = _address(actions), actions.nbytes, one[1]
             self._act_ndim[0] = actions.ndim
             for j, d in enumerate(actions.shape):
                 self._act_shape[j] = d
@@ -271,9 +320,9 @@ class VectorEnv(_lib.Handle):
             from .errors import HandleError
 
             raise HandleError("step with a closed writer")
-        _lib.call(_lib.lib.trj_env_step, self._handle, byref(self._acts), w, byref(self._out))
+        _lib.call(_lib.lib.trj_env_step, self._handle, self._acts_ref, w, self._out_ref)
         del keep
-        return self._obs_value(obs), rew, term, trunc, {}
+        return obs, rew, term, trunc, {}
 
     def close(self) -> None:
         """Close the env. Idempotent."""
