@@ -2,6 +2,7 @@ package tensorbuf
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/trajring/trajring/cpu"
 	"github.com/trajring/trajring/internal/rawbytes"
@@ -143,9 +144,11 @@ func (o *outArena) hostCopy(specs []outSpec, first, count int64) (*outArena, *cp
 }
 
 // Batch is a sample of sequences: every field shaped [n, L, ...shape]
-// (L is the longest item of the batch), the built-in columns and the mask
-// shaped [n, L]. Its tensors live in the buffer's backend memory (device
-// memory in cuda builds); Host returns a host copy.
+// (L is the longest item of the batch; a field stacked over its last K
+// frames [n, L, K, ...shape], see SequenceOptions.Stack), the built-in
+// columns and the mask shaped [n, L]. Its tensors live in the buffer's
+// backend memory (device memory in cuda builds); Host returns a host
+// copy.
 //
 // A Batch is reused by the SampleInto calls, which keep its memory when it
 // is large enough. Tensors taken from it stay valid, and show each new
@@ -183,6 +186,13 @@ type Batch struct {
 	Weights       []float64
 	// TableSize is the number of items in the table when sampled.
 	TableSize int
+	// Valid, for a sample with stacked frames (SequenceOptions.Stack,
+	// Table.SampleStackedInto), is false for an item whose first step's
+	// stack reaches a step the ring has overwritten (its lost frames are
+	// zeros): only table samples can return such an item, and a learner
+	// masks it out as it masks TableTransitions.Valid. It is empty for
+	// samples without stacking.
+	Valid []bool
 	// KeyTensor (uint64), ProbabilityTensor and WeightTensor (float64),
 	// each shaped [n], hold the keys, probabilities and weights of a
 	// sample selected on the backend (TableConfig.DeviceSelection), in
@@ -209,6 +219,10 @@ type Batch struct {
 	wins   []Window
 	prefix []int64
 	draws  []uint64 // scratch of a direct sample's draws
+	stack  []int    // K of each stacked user field in the layout, nil for none (stack_sequence.go)
+	splan  []int    // scratch: a request's stack plan (stackPlan)
+	swins  []Window // scratch: one-step windows of stacked frames
+	scols  []Column // scratch: the column of a stacked gather
 	meta   outArena // KeyTensor & co. and the drawn windows (table_device.go)
 	metaN  int
 	metaT  *Table // the table that selected into meta, for HostMeta's Items
@@ -237,34 +251,54 @@ func (bt *Batch) Release() error {
 }
 
 // batchSpecs returns the output specs of a batch of the buffer: user
-// fields, the built-in columns, then the mask.
-func (b *Buffer) batchSpecs(dst []outSpec) []outSpec {
+// fields (stacked over plan[i] frames where plan[i] > 0), the built-in
+// columns, then the mask.
+func (b *Buffer) batchSpecs(dst []outSpec, plan []int) []outSpec {
 	dst = dst[:0]
 	for i := range b.cols {
 		c := &b.cols[i]
-		dst = append(dst, outSpec{name: c.Name, dtype: c.DType, shape: c.Shape, stepBytes: c.stepBytes})
+		s := outSpec{name: c.Name, dtype: c.DType, shape: c.Shape, stepBytes: c.stepBytes}
+		if i < len(plan) && plan[i] > 0 {
+			s.shape = append([]int{plan[i]}, c.Shape...)
+			s.stepBytes = int64(plan[i]) * c.stepBytes
+		}
+		dst = append(dst, s)
 	}
 	return append(dst, outSpec{name: MaskName, dtype: Bool, stepBytes: 1})
 }
 
-// prepare makes room in bt for n items of up to maxL steps.
+// prepare makes room in bt for n items of up to maxL steps, without
+// stacked frames.
 func (b *Buffer) prepare(bt *Batch, n, maxL int) (realloc bool, err error) {
-	if bt.owner != b {
-		// A batch last used with another buffer: its layout and views
-		// describe that buffer's fields.
+	return b.preparePlan(bt, n, maxL, nil)
+}
+
+// preparePlan is prepare for a sample stacking the fields of plan (see
+// stackPlan; nil for none): a batch whose layout follows another plan,
+// or another buffer, takes new memory.
+func (b *Buffer) preparePlan(bt *Batch, n, maxL int, plan []int) (realloc bool, err error) {
+	if bt.owner != b || !sameStack(bt.stack, plan) {
+		// A batch last used with another buffer or another stacking: its
+		// layout and views describe other fields.
 		if err := bt.out.replace(); err != nil {
 			return false, fmt.Errorf("%w: %w", ErrBackend, err)
 		}
-		bt.specs, bt.Mask, bt.owner = b.batchSpecs(bt.specs), nil, b
+		bt.stack = nil
+		if plan != nil {
+			bt.stack = slices.Clone(plan)
+		}
+		bt.specs, bt.Mask, bt.owner, bt.colsOf = b.batchSpecs(bt.specs, bt.stack), nil, b, nil
 	}
 	realloc, err = bt.out.ensure(b.be, bt.specs, int64(n)*int64(maxL))
 	if err != nil {
 		return false, err
 	}
 	if cap(bt.cols) < len(b.cols) {
-		bt.cols = make([]Column, len(b.cols))
+		bt.cols, bt.colsOf = make([]Column, 0, len(b.cols)), nil // batchCols fills it
 	}
-	bt.cols = bt.cols[:len(b.cols)]
+	if plan == nil {
+		bt.Valid = bt.Valid[:0]
+	}
 	return realloc, nil
 }
 
@@ -277,22 +311,30 @@ func (b *Buffer) gather(bt *Batch, n, l int, rebuild bool) error {
 		return fmt.Errorf("%w: gather windows: %w", ErrBackend, err)
 	}
 	b.file.afterGather(start, len(bt.wins))
+	if err := b.gatherSeqStacks(bt, n, l); err != nil {
+		return err
+	}
 	return b.views(bt, n, l, rebuild)
 }
 
 // batchCols points bt.cols at the buffer's rings and the batch's outputs,
 // unless they already point at them: the outputs' offsets follow from
 // the arena and the buffer's layout (prepare), so the columns stay right
-// until prepare reallocates (rebuild).
+// until prepare reallocates (rebuild). Stacked fields are left out:
+// gatherSeqStacks writes them.
 func (b *Buffer) batchCols(bt *Batch, rebuild bool) {
 	if !rebuild && bt.colsOf != nil && bt.colsOf == bt.out.arena {
 		return
 	}
 	bt.colsOf = bt.out.arena
+	bt.cols = bt.cols[:0]
 	for i := range b.cols {
+		if i < len(bt.stack) && bt.stack[i] > 0 {
+			continue
+		}
 		col := b.ring[i]
 		col.Out, col.OutOff, col.Pad = bt.out.arena, bt.out.offs[i], b.cols[i].pad
-		bt.cols[i] = col
+		bt.cols = append(bt.cols, col)
 	}
 }
 
@@ -337,6 +379,7 @@ func (bt *Batch) Host() (*Batch, error) {
 		Keys:          append([]uint64(nil), bt.Keys...),
 		Probabilities: append([]float64(nil), bt.Probabilities...),
 		Weights:       append([]float64(nil), bt.Weights...),
+		Valid:         append([]bool(nil), bt.Valid...),
 		TableSize:     bt.TableSize,
 		out:           *ho,
 		specs:         bt.specs,

@@ -7,12 +7,23 @@ import (
 )
 
 // SequenceOptions configure the buffer's direct sequence sampler. It is a
-// plain value, safe to share between goroutines.
+// plain value (its Stack slice is only read), safe to share between
+// goroutines.
 type SequenceOptions struct {
 	// EpisodeAware cuts each window after its episode's boundary step (the
 	// step whose step_type is Last) and pads the rest, as an episode-end
 	// padded item is; windows then never start at a boundary step.
 	EpisodeAware bool
+	// Stack, when set, stacks the observation fields it names over their
+	// last K frames at every step of the window: such a field comes back
+	// shaped [n, L, K, ...shape], step j of a window holding the frames
+	// that end at that step, with the edges of FrameStack (zeros before
+	// the step's episode, a cut or the row's first step; a pad step's
+	// frames are all zeros). A window whose first step's stack reaches a
+	// step the ring has overwritten is never drawn (later steps' stacks
+	// reach less far back). A bad request fails with ErrConfig, consuming
+	// nothing: see SampleSequencesInto.
+	Stack []FrameStack
 }
 
 // maxRejections bounds the redraws of a start that lands on a boundary
@@ -33,8 +44,13 @@ func (b *Buffer) SampleSequences(n, l int, opt SequenceOptions) (*Batch, error) 
 
 // SampleSequencesInto is SampleSequences reusing bt's memory. It fails
 // with ErrInvalidArg for n or l below 1 or a batch larger than the sample
-// limit (SampleBudget bytes, at most 2^31 steps), ErrSequenceLen for l
-// above the capacity, and ErrEmpty when no row holds a valid window.
+// limit (SampleBudget bytes, at most 2^31 steps; stacked frames count K
+// times), ErrSequenceLen for l above the capacity, ErrConfig for a bad
+// opt.Stack (see stackPlan; and a stack past the window: l+K-1 above the
+// capacity, so that a window and the frames before it could never be
+// stored together), and ErrEmpty when no row holds a valid window. Every
+// check but ErrEmpty runs before the call draws (the buffer's sequence
+// of draws is unchanged) and leaves bt as it was.
 func (b *Buffer) SampleSequencesInto(bt *Batch, n, l int, opt SequenceOptions) error {
 	if n <= 0 || l <= 0 || bt == nil {
 		return fmt.Errorf("%w: sample of %d sequences of %d steps", ErrInvalidArg, n, l)
@@ -42,8 +58,11 @@ func (b *Buffer) SampleSequencesInto(bt *Batch, n, l int, opt SequenceOptions) e
 	if int64(l) > b.capacity {
 		return fmt.Errorf("%w: sequence of %d steps, capacity %d", ErrSequenceLen, l, b.capacity)
 	}
-	all, _ := b.stepBytes()
-	if err := b.checkSampleSize("sample of sequences", "", int64(n), int64(l), all+1); err != nil { // +1: the mask
+	plan, err := b.seqStackPlan(opt.Stack, l, &bt.splan)
+	if err != nil {
+		return err
+	}
+	if err := b.checkSampleSize("sample of sequences", b.stackPart(plan), int64(n), int64(l), b.seqStepBytes(plan)); err != nil {
 		return err
 	}
 	b.mu.RLock()
@@ -61,25 +80,35 @@ func (b *Buffer) SampleSequencesInto(bt *Batch, n, l int, opt SequenceOptions) e
 	var valid []Window // enumerated only when rejection keeps failing
 	d, per := b.newCall(), evenRows(prefix)
 	first := d.first(&bt.draws, n)
-	// Even rows without boundaries to avoid: the windows, items and
-	// weights are written in one loop once the batch has room.
-	even := per > 0 && !opt.EpisodeAware
+	// Even rows without boundaries nor lost stacks to avoid: the windows,
+	// items and weights are written in one loop once the batch has room.
+	even := per > 0 && !opt.EpisodeAware && plan == nil
 	drawn := 0
 	if even {
 		drawn = n
 	}
+	// A window whose first step's stack reaches an overwritten step is
+	// none (FrameStack); without stacking sk is 1 and every start is kept.
+	sk := stackMax(plan)
+	ok := func(w Window) bool {
+		return (!opt.EpisodeAware || !b.isBoundary(int(w.Row), w.Start)) && b.stackKept(int(w.Row), w.Start, sk)
+	}
 	for k := drawn; k < n; k++ {
 		w := b.drawStart(prefix, per, int64(philox.Index(first[k], uint64(total))))
-		found := !opt.EpisodeAware || !b.isBoundary(int(w.Row), w.Start)
+		found := ok(w)
 		for try := 1; try < maxRejections && !found; try++ {
 			w = b.drawStart(prefix, per, d.index(try, k, total))
-			found = !opt.EpisodeAware || !b.isBoundary(int(w.Row), w.Start)
+			found = ok(w)
 		}
 		if !found {
 			if valid == nil {
-				valid = b.validStarts(int64(l))
+				if plan == nil {
+					valid = b.validStarts(int64(l))
+				} else {
+					valid = b.keptStarts(int64(l), ok)
+				}
 				if len(valid) == 0 {
-					return fmt.Errorf("%w: every window of %d steps starts at a boundary", ErrEmpty, l)
+					return fmt.Errorf("%w: every window of %d steps starts at a boundary (or has a frame stack reaching overwritten steps)", ErrEmpty, l)
 				}
 			}
 			w = valid[d.index(fallbackStream, k, int64(len(valid)))]
@@ -90,7 +119,7 @@ func (b *Buffer) SampleSequencesInto(bt *Batch, n, l int, opt SequenceOptions) e
 		}
 		wins[k] = w
 	}
-	realloc, err := b.prepare(bt, n, l)
+	realloc, err := b.preparePlan(bt, n, l, plan)
 	if err != nil {
 		return err
 	}

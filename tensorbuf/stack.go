@@ -8,12 +8,15 @@ import (
 	"github.com/trajring/trajring/kernels"
 )
 
-// FrameStack asks a transition sampler for an observation field stacked
-// over its last K frames, as pixel agents (DQN, Rainbow and their
-// successors on Atari) see their inputs, while the ring stores each frame
-// once. Pass it in NStepOptions.Stack: Buffer.SampleNStepInto (Horizon 1
-// and DiscountFactor 1 give one-step transitions), Buffer.AllNStepExperiences
-// and Table.SampleTransitionsInto honour it.
+// FrameStack asks a sampler for an observation field stacked over its
+// last K frames, as pixel agents (DQN, Rainbow and their successors on
+// Atari) see their inputs, while the ring stores each frame once. Pass
+// it in NStepOptions.Stack: Buffer.SampleNStepInto (Horizon 1 and
+// DiscountFactor 1 give one-step transitions), Buffer.AllNStepExperiences
+// and Table.SampleTransitionsInto honour it; sequence samples take it in
+// SequenceOptions.Stack (Buffer.SampleSequencesInto) and
+// Table.SampleStackedInto, every step of a window stacked as the
+// observation of the transition at that step (see SequenceOptions).
 //
 // The transition at step t of a row then holds, for the field:
 //
@@ -33,8 +36,14 @@ import (
 // FrameStackObservation with its default padding_type="reset" would
 // repeat the first frame instead. "Before the episode" means: a later one
 // of the K steps is a First step, or the frame's step is before a cut
-// (see Buffer.MarkCut: its successor does not continue it) or before the
+// (see Writer.MarkCut: its successor does not continue it) or before the
 // row's first step. K is at most the row capacity.
+//
+// A cut's mark is kept with the step before it, so once the ring has
+// overwritten that step a stack that walks back to the row's oldest step
+// without meeting a First step counts as reaching an overwritten step,
+// even if the lost step was cut (its frame would have been zeros): the
+// ring can no longer tell.
 //
 // A transition whose stack reaches a step the ring has already
 // overwritten is never sampled by the direct samplers nor exported (as

@@ -30,6 +30,12 @@ func (t *Table) Sample(ctx context.Context, n int) (*Batch, error) {
 // ErrInvalidArg, consuming nothing. It is safe for concurrent use, on
 // distinct batches.
 func (t *Table) SampleInto(ctx context.Context, bt *Batch, n int) error {
+	return t.sampleInto(ctx, bt, n, nil)
+}
+
+// sampleInto is SampleInto stacking the fields of stack (see
+// SampleStackedInto).
+func (t *Table) sampleInto(ctx context.Context, bt *Batch, n int, stack []FrameStack) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArg)
 	}
@@ -42,6 +48,10 @@ func (t *Table) SampleInto(ctx context.Context, bt *Batch, n int) error {
 	if err := t.checkBatch(n); err != nil {
 		return err
 	}
+	plan, err := t.b.stackPlan(stack, &bt.splan)
+	if err != nil {
+		return err
+	}
 	// Try first and wait only when the table cannot serve n samples yet:
 	// the common call locks the table once, not twice (waitN, then
 	// sampleOnce). A done context still fails first, as waitN would.
@@ -49,7 +59,7 @@ func (t *Table) SampleInto(ctx context.Context, bt *Batch, n int) error {
 		return err
 	}
 	for {
-		done, err := t.sampleOnce(bt, n)
+		done, err := t.sampleOnce(bt, n, plan)
 		if done {
 			return err
 		}
@@ -59,9 +69,10 @@ func (t *Table) SampleInto(ctx context.Context, bt *Batch, n int) error {
 	}
 }
 
-// sampleOnce samples if the table can still serve n samples; done is
-// false when it no longer can and the caller must wait again.
-func (t *Table) sampleOnce(bt *Batch, n int) (done bool, err error) {
+// sampleOnce samples if the table can still serve n samples, stacking
+// the fields of plan (nil: none); done is false when it no longer can
+// and the caller must wait again.
+func (t *Table) sampleOnce(bt *Batch, n int, plan []int) (done bool, err error) {
 	b := t.b
 	b.mu.RLock()
 	defer b.mu.RUnlock()
@@ -78,15 +89,16 @@ func (t *Table) sampleOnce(bt *Batch, n int) (done bool, err error) {
 		t.mu.Unlock()
 		return true, err
 	}
-	all, _ := b.stepBytes()
-	if err := b.checkSampleSize("table sample", "", int64(n), int64(maxL), all+1); err != nil { // +1: the mask
+	if err := b.checkSampleSize("table sample", b.stackPart(plan), int64(n), int64(maxL), b.seqStepBytes(plan)); err != nil {
 		t.mu.Unlock()
 		return true, err
 	}
-	if t.dev != nil {
+	if t.dev != nil && plan == nil {
+		// Stacked frames are served by selecting on the host (the same
+		// draws): see SampleStackedInto.
 		return true, t.sampleDevLocked(bt, n)
 	}
-	realloc, err := b.prepare(bt, n, maxL)
+	realloc, err := b.preparePlan(bt, n, maxL, plan)
 	if err != nil {
 		t.mu.Unlock()
 		return true, err
