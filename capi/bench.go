@@ -11,7 +11,6 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 	"unsafe"
 
@@ -51,9 +50,6 @@ func trj_env_run_go(h C.uint64_t, actions *C.trj_arrays, writer C.uint64_t, step
 		if e != nil {
 			return e
 		}
-		if actions == nil {
-			return fmt.Errorf("%w: NULL actions", tensorbuf.ErrInvalidArg)
-		}
 		eo.mu.Lock()
 		defer eo.mu.Unlock()
 		if eo.closed {
@@ -62,19 +58,12 @@ func trj_env_run_go(h C.uint64_t, actions *C.trj_arrays, writer C.uint64_t, step
 		if eo.cur == nil {
 			return fmt.Errorf("%w: %s: call reset first (after a failed step too)", driver.ErrNotReset, eo.name)
 		}
-		ds, e := readArrays(actions.n, unsafe.Pointer(actions.data), unsafe.Pointer(actions.nbytes), unsafe.Pointer(actions.dtype),
-			unsafe.Pointer(actions.ndim), unsafe.Pointer(actions.shape), eo.act)
+		ds, e := eo.readActions(actions)
 		if e != nil {
 			return e
 		}
 		act := make(map[string]*tensor.Dense, len(eo.act))
 		for i, f := range eo.act {
-			if ds[i].Dtype() != f.DType.Tensor() {
-				return fmt.Errorf("%w: action %q is %v, env %s takes %v", tensorbuf.ErrDType, f.Name, ds[i].Dtype(), eo.name, f.DType)
-			}
-			if want := append([]int{eo.numEnvs}, f.Shape...); !slices.Equal(ds[i].Shape(), want) {
-				return fmt.Errorf("%w: action %q is shaped %v, env %s takes %v", tensorbuf.ErrShape, f.Name, ds[i].Shape(), eo.name, want)
-			}
 			// A copy in Go memory: the caller's array may go.
 			c := tensor.New(tensor.Of(ds[i].Dtype()), tensor.WithShape(ds[i].Shape().Clone()...))
 			src, e1 := denseBytes(ds[i])

@@ -402,25 +402,12 @@ func trj_env_step(h C.uint64_t, actions *C.trj_arrays, writer C.uint64_t, out *C
 		if eo.cur == nil {
 			return fmt.Errorf("%w: %s: call reset first (after a failed step too)", driver.ErrNotReset, eo.name)
 		}
-		if actions == nil {
-			return fmt.Errorf("%w: NULL actions", tensorbuf.ErrInvalidArg)
-		}
-		if int(actions.n) != len(eo.act) {
-			return fmt.Errorf("%w: %d action arrays for %d action fields", tensorbuf.ErrMissingField, actions.n, len(eo.act))
-		}
-		ds, e := readArrays(actions.n, unsafe.Pointer(actions.data), unsafe.Pointer(actions.nbytes), unsafe.Pointer(actions.dtype),
-			unsafe.Pointer(actions.ndim), unsafe.Pointer(actions.shape), eo.act)
+		ds, e := eo.readActions(actions)
 		if e != nil {
 			return e
 		}
 		clear(eo.actions)
 		for i, f := range eo.act {
-			if ds[i].Dtype() != f.DType.Tensor() {
-				return fmt.Errorf("%w: action %q is %v, env %s takes %v", tensorbuf.ErrDType, f.Name, ds[i].Dtype(), eo.name, f.DType)
-			}
-			if want := append([]int{eo.numEnvs}, f.Shape...); !slices.Equal(ds[i].Shape(), want) {
-				return fmt.Errorf("%w: action %q is shaped %v, env %s takes %v", tensorbuf.ErrShape, f.Name, ds[i].Shape(), eo.name, want)
-			}
 			eo.actions[f.Name] = ds[i]
 		}
 		if e := driver.CheckTensors(eo.act, eo.numEnvs, eo.actions); e != nil {
@@ -454,6 +441,34 @@ func trj_env_step(h C.uint64_t, actions *C.trj_arrays, writer C.uint64_t, out *C
 		}
 		return eo.write(wo, prev, next)
 	})
+}
+
+// readActions views the caller's action arrays (one per action field, in
+// the env's order) as tensors, checking their count, dtypes and shapes
+// ([num_envs, ...field shape]); trj_env_step and the benchmark's
+// trj_env_run_go take actions through it alike. The tensors view the
+// caller's memory: valid for the call only.
+func (eo *envObj) readActions(actions *C.trj_arrays) ([]*tensor.Dense, error) {
+	if actions == nil {
+		return nil, fmt.Errorf("%w: NULL actions", tensorbuf.ErrInvalidArg)
+	}
+	if int(actions.n) != len(eo.act) {
+		return nil, fmt.Errorf("%w: %d action arrays for %d action fields", tensorbuf.ErrMissingField, actions.n, len(eo.act))
+	}
+	ds, e := readArrays(actions.n, unsafe.Pointer(actions.data), unsafe.Pointer(actions.nbytes), unsafe.Pointer(actions.dtype),
+		unsafe.Pointer(actions.ndim), unsafe.Pointer(actions.shape), eo.act)
+	if e != nil {
+		return nil, e
+	}
+	for i, f := range eo.act {
+		if ds[i].Dtype() != f.DType.Tensor() {
+			return nil, fmt.Errorf("%w: action %q is %v, env %s takes %v", tensorbuf.ErrDType, f.Name, ds[i].Dtype(), eo.name, f.DType)
+		}
+		if want := append([]int{eo.numEnvs}, f.Shape...); !slices.Equal(ds[i].Shape(), want) {
+			return nil, fmt.Errorf("%w: action %q is shaped %v, env %s takes %v", tensorbuf.ErrShape, f.Name, ds[i].Shape(), eo.name, want)
+		}
+	}
+	return ds, nil
 }
 
 // checkOut checks the output arrays' sizes before a step.
