@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/trajring/trajring/internal/atomicfile"
 )
 
 // TestBenchHuge is `make bench-huge` (issue 44; not CI): RunHuge with
@@ -32,14 +34,10 @@ func TestBenchHuge(t *testing.T) {
 		if out == "" {
 			out = filepath.Join("results", strings.TrimSuffix(rep.FileName(), ".json")+"-huge.json")
 		}
-		f, ferr := os.Create(out)
-		if ferr != nil {
-			t.Fatal(ferr)
-		}
-		if werr := rep.WriteJSON(f); werr != nil {
+		// Whole or not at all, as trajring bench writes its reports.
+		if werr := atomicfile.Write(out, rep.WriteJSON); werr != nil {
 			t.Fatal(werr)
 		}
-		_ = f.Close()
 		t.Logf("wrote %s", out)
 	}
 	if err != nil {
