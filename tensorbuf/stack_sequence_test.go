@@ -459,4 +459,15 @@ func TestFrameStackSequenceLayouts(t *testing.T) {
 	if got := bt.Fields["frame"].Shape(); !slices.Equal(got, tensor.Shape{8, 4, 2}) {
 		t.Fatalf("unstacked frame shape %v", got)
 	}
+	// FixedLen pads a stacked table sample as it pads any: zero stacks.
+	fixed := &tensorbuf.Batch{FixedLen: 6}
+	defer fixed.Release()
+	if err := host.SampleStackedInto(ctx, fixed, 8, stack(3)); err != nil {
+		t.Fatal(err)
+	}
+	hf := hostSeqBatch(t, fixed)
+	if n, l := hf.Len(); n != 8 || l != 6 {
+		t.Fatalf("FixedLen 6: batch of %d x %d", n, l)
+	}
+	checkSeqBatch(t, "FixedLen", hf, scripts, capacity, 3)
 }
