@@ -61,6 +61,8 @@
 #                   counts (-test.benchtime=Nx)
 #   learner         the device learner's correctness tests
 #                   (TestDeviceLearnerMatchesAgent,
+#                   TestDeviceLearnerFusedIsSeparate: the fused step's
+#                   bytes are the separate launches',
 #                   TestDeviceLearnerTrainsOnTableTransitions), then a
 #                   fixed number of DQN gradient steps (MLP 256x256,
 #                   batch 64): DeviceLearner queued back to back as
@@ -96,10 +98,12 @@ deadline_default=480
 reserve=10 # seconds kept for the last summary and logs.tgz
 
 # Tests named by the steps (top-level names; rehearse checks they exist).
-# The learner's kernels (GEMM, the only one with shared memory, bias+ReLU,
-# column sums, TD loss, grad norm, Adam) and nstep_check (the device
-# transitions' metadata) run under every sanitizer and the forced JIT.
-learner_kernel_tests="TestLearnerOpsMatchReference TestNStepCheckMatchesCPU"
+# The learner's kernels (GEMM and its fused forms gemm3 and gemm_back, the
+# only ones with shared memory, gemm_back with its last-block norm;
+# bias+ReLU, column sums, TD loss, grad norm, Adam) and nstep_check (the
+# device transitions' metadata) run under every sanitizer and the forced
+# JIT.
+learner_kernel_tests="TestLearnerOpsMatchReference TestLearnerFusedOpsMatchReference TestNStepCheckMatchesCPU"
 memcheck_tests="TestGatherRowsMatchesCPU TestGatherWindowsMatchesCPU TestScatterMatchesCPU TestConcatMatchesCPU
 	TestNStepRewardMatchesCPU TestScatterFromMatchesCPU TestDeviceSelectionMatchesCPU TestSumTreeMatchesCPU
 	TestUpdateRepairContended TestUploadIsStreamOrdered $learner_kernel_tests"
@@ -115,7 +119,7 @@ order_tensorbuf_tests="TestUpdatePrioritiesDeviceAfterOrdersALearner TestBatchSo
 	TestAddFromDeviceWaitsForProducerStream"
 fault_tests="TestStickyFaultProbe TestStickyFaultIsReportedAndFailsFast"
 # The device learner's correctness on the device, before its benchmarks.
-learner_tests="TestDeviceLearnerMatchesAgent TestDeviceLearnerTrainsOnTableTransitions"
+learner_tests="TestDeviceLearnerMatchesAgent TestDeviceLearnerFusedIsSeparate TestDeviceLearnerTrainsOnTableTransitions"
 # tensorbuf-tests leaves out the two model tests (host logic through
 # thousands of small syncs: minutes on the stand-in) and the host-side
 # checkpoint sweeps (child processes, file corruption: host code that CI's

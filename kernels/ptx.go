@@ -48,11 +48,16 @@ var (
 	NStepCheck = Kernel{ID: 21, Module: "nstep_check", Entry: "trajring_nstep_check", Args: 15}
 	// The frame-stack gather of device-selected table transitions (host/stack_gather.h).
 	StackGather = Kernel{ID: 22, Module: "stack_gather", Entry: "trajring_stack_gather", Args: 14}
+	// The learner's fused launches (host/gemm.h, grad_norm.h): a layer's
+	// three forward products, and a layer's gradients (with the global
+	// gradient norm after the last layer's).
+	Gemm3    = Kernel{ID: 23, Module: "gemm3", Entry: "trajring_gemm3", Args: 16}
+	GemmBack = Kernel{ID: 24, Module: "gemm_back", Entry: "trajring_gemm_back", Args: 15}
 )
 
 // All lists every kernel.
 var All = []Kernel{Scatter, GatherRows, Concat, GatherWindows, NStepReward, PatchItems, DrawUniform, TreePull, TreeRepair, DrawPrio, UpdateClaim, UpdateApply,
-	Gemm, BiasReLU, ReLUGrad, ColSum, TDLoss, NormPartial, NormFinish, Adam, Argmax, NStepCheck, StackGather}
+	Gemm, BiasReLU, ReLUGrad, ColSum, TDLoss, NormPartial, NormFinish, Adam, Argmax, NStepCheck, StackGather, Gemm3, GemmBack}
 
 // PTX returns the PTX text of the kernel's module, compiled by `make
 // kernels` for compute_80 and embedded in the binary. It is safe for

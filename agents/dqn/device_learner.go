@@ -17,7 +17,8 @@ import (
 // device memory: the online and target weights, the gradients, Adam's
 // moments and all activations. A training step is a fixed sequence of
 // kernel launches on the backend's stream (the gpu package's Gemm,
-// BiasReLU, ReLUGrad, ColSum, TDLoss, GradNorm, Adam) that reads a batch
+// BiasReLU, ReLUGrad, ColSum, TDLoss, GradNorm, Adam, fused as Gemm3 and
+// GemmBack: 2L+2 launches for L layers) that reads a batch
 // of transitions in place: nothing is copied between host and device and
 // nothing waits, so a table on the same backend samples before the step
 // and takes the new priorities after it (Table.UpdatePrioritiesDevice
@@ -49,13 +50,19 @@ type DeviceLearner struct {
 	dz        [2]*tensor.Dense // backward ping-pong [B, max hidden]
 	dq, td    *tensor.Dense
 	prio, rl  *tensor.Dense
-	partial   *tensor.Dense
-	norm, sc  *tensor.Dense
-	ones      *tensor.Dense // float64 [B] weights of 1, for batches without importance weights
-	act       *actScratch   // Act's memory, nil until the first call
-	lr        float64
-	steps     int64 // gradient steps
-	adamT     int64 // Adam's step count (Agent's may differ from steps after a LoadState)
+	// the gradient norm's state (gpu.GemmBackArgs.NormState: a counter,
+	// the norm, the clipping factor, the partial sums), and views of its
+	// norm, factor and partial sums
+	normState, partial *tensor.Dense
+	norm, sc           *tensor.Dense
+	ones               *tensor.Dense // float64 [B] weights of 1, for batches without importance weights
+	act                *actScratch   // Act's memory, nil until the first call
+	lr                 float64
+	steps              int64 // gradient steps
+	adamT              int64 // Adam's step count (Agent's may differ from steps after a LoadState)
+	// separate makes TrainStep launch the unfused operations
+	// (stepSeparate), for tests of the fused step.
+	separate bool
 }
 
 // normParts is the number of partial sums of the gradient norm.
@@ -159,7 +166,7 @@ func (l *DeviceLearner) alloc() error {
 		}
 	}
 	sizes = append(sizes, 4*int64(B*widest), 4*int64(B*widest), 4*int64(B*l.cfg.NumActions), 4*int64(B), 4*int64(B), 4*int64(B),
-		8*normParts, 8, 4, 8*int64(B))
+		8*int64(gpu.NormStateWords(normParts)), 8*int64(B))
 	offs, total := make([]int64, len(sizes)), int64(0)
 	for i, s := range sizes {
 		offs[i] = total
@@ -182,7 +189,12 @@ func (l *DeviceLearner) alloc() error {
 	}
 	l.dz[0], l.dz[1] = next(f32, B*widest), next(f32, B*widest)
 	l.dq, l.td, l.prio, l.rl = next(f32, B, l.cfg.NumActions), next(f32, B), next(f32, B), next(f32, B)
-	l.partial, l.norm, l.sc, l.ones = next(tensor.Float64, normParts), next(tensor.Float64, 1), next(f32, 1), next(tensor.Float64, B)
+	// The norm state, zero as allocated (its counter must be).
+	ns := offs[i]
+	l.normState = next(tensor.Uint64, gpu.NormStateWords(normParts))
+	l.norm, l.sc = l.view(s, ns+8, tensor.Float64, &err, 1), l.view(s, ns+16, f32, &err, 1)
+	l.partial = l.view(s, ns+24, tensor.Float64, &err, normParts)
+	l.ones = next(tensor.Float64, B)
 	if err != nil {
 		return err
 	}

@@ -94,7 +94,8 @@ func (l *DeviceLearner) TrainTransitions(tr *tensorbuf.Transitions, obs, act str
 // s and s', target on s'), the TD loss and its gradient, backpropagation,
 // the global gradient norm clipped to MaxGradNorm, and Adam; and the
 // batch's TD errors and new priorities (TD, Priorities). It returns once
-// the work is queued (about 30 launches for two hidden layers), without
+// the work is queued (2L+2 launches for L layers: 8 for two hidden
+// layers), without
 // waiting for the device. A batch of the wrong shape, dtype or memory
 // returns ErrConfig and queues nothing.
 func (l *DeviceLearner) TrainStep(b DeviceBatch) error {
@@ -108,47 +109,115 @@ func (l *DeviceLearner) TrainStep(b DeviceBatch) error {
 	return nil
 }
 
+// step queues one gradient step in 2L+2 launches for L layers: a layer's
+// forward products on s and s' (online and target) in one (Gemm3), the
+// TD loss, a layer's gradients in one (GemmBack, the first layer's with
+// the gradient norm), and Adam. Every sum keeps the order of the
+// separate launches (stepSeparate), so the two write the same bytes
+// (TestDeviceLearnerFusedIsSeparate).
 func (l *DeviceLearner) step(b DeviceBatch) error {
-	be, B, L := l.be, l.cfg.BatchSize, len(l.dims)-1
-	if err := l.forward(l.pw, l.pb, b.Obs, l.h); err != nil {
-		return err
+	if l.separate {
+		return l.stepSeparate(b)
 	}
-	qno := (*tensor.Dense)(nil)
-	if l.cfg.DoubleDQN {
-		if err := l.forward(l.pw, l.pb, b.NextObs, l.hn); err != nil {
+	be, B, L := l.be, l.cfg.BatchSize, len(l.dims)-1
+	xs, xn := b.Obs, b.NextObs
+	for i := range L {
+		k, n := l.dims[i], l.dims[i+1]
+		relu := i+1 < L
+		ps := make([]gpu.GemmProduct, 0, 3)
+		ps = append(ps, gpu.GemmProduct{A: xs, B: l.pw[i], C: l.h[i], Ep: gpu.GemmEpilogue{Bias: l.pb[i], ReLU: relu}})
+		if l.cfg.DoubleDQN {
+			ps = append(ps, gpu.GemmProduct{A: xn, B: l.pw[i], C: l.hn[i], Ep: gpu.GemmEpilogue{Bias: l.pb[i], ReLU: relu}})
+		}
+		xt := xn
+		if i > 0 {
+			xt = l.ht[i-1]
+		}
+		ps = append(ps, gpu.GemmProduct{A: xt, B: l.tw[i], C: l.ht[i], Ep: gpu.GemmEpilogue{Bias: l.tb[i], ReLU: relu}})
+		if err := be.Gemm3(false, false, false, B, n, k, ps...); err != nil {
 			return err
 		}
-		qno = l.hn[L-1]
+		xs, xn = l.h[i], l.hn[i]
 	}
-	if err := l.forward(l.tw, l.tb, b.NextObs, l.ht); err != nil {
+	if err := l.tdLoss(b); err != nil {
 		return err
+	}
+	dz, next := l.dq, 0
+	for i := L - 1; i >= 0; i-- {
+		a := gpu.GemmBackArgs{Batch: B, In: l.dims[i], Out: l.dims[i+1], X: b.Obs, DZ: dz, W: l.pw[i], GW: l.gw[i], GB: l.gb[i]}
+		if i > 0 {
+			a.X, a.DX, a.Y = l.h[i-1], l.dz[next], l.h[i-1]
+		} else if l.cfg.MaxGradNorm > 0 {
+			a.G, a.N, a.Parts, a.NormState, a.MaxNorm = l.grads, l.nparam, normParts, l.normState, l.cfg.MaxGradNorm
+		}
+		if err := be.GemmBack(a); err != nil {
+			return err
+		}
+		dz, next = a.DX, 1-next
+	}
+	return l.adam()
+}
+
+// tdLoss queues the TD loss of the last forward passes on b.
+func (l *DeviceLearner) tdLoss(b DeviceBatch) error {
+	L := len(l.dims) - 1
+	qno := (*tensor.Dense)(nil)
+	if l.cfg.DoubleDQN {
+		qno = l.hn[L-1]
 	}
 	w := b.Weights
 	if w == nil {
 		w = l.ones
 	}
-	if err := be.TDLoss(gpu.TDLossArgs{
+	return l.be.TDLoss(gpu.TDLossArgs{
 		Q: l.h[L-1], QNextOnline: qno, QNextTarget: l.ht[L-1], Actions: b.Actions, Reward: b.Reward,
-		Discount: b.Discount, Weights: w, Valid: b.Valid, Batch: B, NumActions: l.cfg.NumActions,
+		Discount: b.Discount, Weights: w, Valid: b.Valid, Batch: l.cfg.BatchSize, NumActions: l.cfg.NumActions,
 		PriorityEpsilon: l.cfg.PriorityEpsilon, DQ: l.dq, TD: l.td, Priorities: l.prio, RowLoss: l.rl,
-	}); err != nil {
+	})
+}
+
+// adam queues Adam's step on the gradients, scaled by the norm's
+// clipping factor when MaxGradNorm is set.
+func (l *DeviceLearner) adam() error {
+	scale := (*tensor.Dense)(nil)
+	if l.cfg.MaxGradNorm > 0 {
+		scale = l.sc
+	}
+	if err := l.be.Adam(l.params, l.grads, l.m, l.v, l.nparam, scale, l.lr, l.adamT+1); err != nil {
+		return err
+	}
+	l.adamT++
+	return nil
+}
+
+// stepSeparate is step in the launches of the unfused operations (3L
+// forward products, the TD loss, 3L-1 for the gradients, two for the
+// norm, Adam): the reference the fused step is tested against.
+func (l *DeviceLearner) stepSeparate(b DeviceBatch) error {
+	be := l.be
+	if err := l.forward(l.pw, l.pb, b.Obs, l.h); err != nil {
+		return err
+	}
+	if l.cfg.DoubleDQN {
+		if err := l.forward(l.pw, l.pb, b.NextObs, l.hn); err != nil {
+			return err
+		}
+	}
+	if err := l.forward(l.tw, l.tb, b.NextObs, l.ht); err != nil {
+		return err
+	}
+	if err := l.tdLoss(b); err != nil {
 		return err
 	}
 	if err := l.backward(b.Obs); err != nil {
 		return err
 	}
-	scale := (*tensor.Dense)(nil)
 	if l.cfg.MaxGradNorm > 0 {
 		if err := be.GradNorm(l.grads, l.nparam, l.partial, normParts, l.cfg.MaxGradNorm, l.norm, l.sc); err != nil {
 			return err
 		}
-		scale = l.sc
 	}
-	if err := be.Adam(l.params, l.grads, l.m, l.v, l.nparam, scale, l.lr, l.adamT+1); err != nil {
-		return err
-	}
-	l.adamT++
-	return nil
+	return l.adam()
 }
 
 // forward runs the network (ws, bs) on x [B, ObsDim] into outs, one per

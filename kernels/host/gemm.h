@@ -54,6 +54,10 @@
 #define TR_GEMM_BIAS 8   /* add bias[j] (tr_bias_relu_run's add) */
 #define TR_GEMM_RELU 16  /* then set negative results to 0 */
 #define TR_GEMM_DRELU 32 /* set C[i,j] to 0 where !(y[i,j] > 0) (tr_relu_grad_run) */
+/* TR_GEMM_ONES: op(A) is an m×k matrix of ones and A is not read; with m
+ * = 1, C is the column sums of op(B) added in row order from 0, bit for
+ * bit trajring_col_sum's (1*x is x exactly). */
+#define TR_GEMM_ONES 64
 
 TR_STRICT_BEGIN
 
@@ -89,7 +93,7 @@ TR_HD void tr_gemm_load(const float *a, const float *b, tr_i64 m, tr_i64 n, tr_i
 		r = hi, c = lo;
 	i = i0 + r, l = k0 + c, v = 0.0f;
 	if (i < m && l < k)
-		v = TR_LD(float, (flags & TR_GEMM_TA) ? a + l * m + i : a + i * k + l);
+		v = (flags & TR_GEMM_ONES) ? 1.0f : TR_LD(float, (flags & TR_GEMM_TA) ? a + l * m + i : a + i * k + l);
 	as[r * TR_GEMM_TS + c] = v;
 	/* op(B)(l, j): B[l*n + j], or B[j*k + l] transposed */
 	if (flags & TR_GEMM_TB)
@@ -141,5 +145,84 @@ TR_HD void tr_gemm_store(float *c, tr_i64 m, tr_i64 n, tr_i64 i0, tr_i64 j0, int
 	c[i * n + j] = s;
 }
 
+/* tr_gemm3_pick returns, for tile `tile` of a trajring_gemm3 launch (up
+ * to three products of one shape, m×n, tiles each: the tiles of the
+ * first product whose C is not null, then the second's, then the
+ * third's), the index of its product (0-2) and its tile within that
+ * product; -1 past the last tile. */
+TR_HD int tr_gemm3_pick(tr_i64 tile, tr_i64 tiles, const void *c0, const void *c1, const void *c2, tr_i64 *local)
+{
+	const void *cs[3] = {c0, c1, c2};
+	int p;
+	for (p = 0; p < 3; p++) {
+		if (cs[p] == 0)
+			continue;
+		if (tile < tiles) {
+			*local = tile;
+			return p;
+		}
+		tile -= tiles;
+	}
+	return -1;
+}
+
+/* tr_gemm_back_tiles returns the tiles of a trajring_gemm_back launch
+ * for a layer of k inputs and n outputs on a batch of bsz rows: dW (k×n),
+ * then db (1×n), then dX (bsz×k) unless dx is null. */
+TR_HD tr_i64 tr_gemm_back_tiles(tr_i64 bsz, tr_i64 k, tr_i64 n, const void *dx)
+{
+	return tr_gemm_tiles(k, n) + tr_gemm_tiles(1, n) + (dx != 0 ? tr_gemm_tiles(bsz, k) : 0);
+}
+
+/* tr_gemm_back_pick sets the product of tile `tile` of a
+ * trajring_gemm_back launch (tr_gemm_back_tiles) and returns its tile
+ * within that product:
+ *   dW = x^T·dz:        A = x [bsz, k] (TA), B = dz [bsz, n], C = gw, m = k, n, K = bsz
+ *   db = ones(1,bsz)·dz: ONES, B = dz, C = gb, m = 1, n, K = bsz (trajring_col_sum's sums)
+ *   dX = dz·w^T, then through the ReLU of y: A = dz, B = w [k, n] (TB),
+ *                        C = dx, m = bsz, n = k, K = n, DRELU with y (none when y is null) */
+TR_HD tr_i64 tr_gemm_back_pick(tr_i64 tile, const float *x, const float *dz, const float *w, const float *y, float *gw, float *gb,
+			       float *dx, tr_i64 bsz, tr_i64 k, tr_i64 n, const float **pa, const float **pb, float **pc,
+			       tr_i64 *pm, tr_i64 *pn, tr_i64 *pk, tr_i64 *pflags)
+{
+	tr_i64 tw = tr_gemm_tiles(k, n), tb = tr_gemm_tiles(1, n);
+	if (tile < tw) {
+		*pa = x, *pb = dz, *pc = gw, *pm = k, *pn = n, *pk = bsz, *pflags = TR_GEMM_TA;
+		return tile;
+	}
+	tile -= tw;
+	if (tile < tb) {
+		*pa = 0, *pb = dz, *pc = gb, *pm = 1, *pn = n, *pk = bsz, *pflags = TR_GEMM_ONES;
+		return tile;
+	}
+	tile -= tb;
+	*pa = dz, *pb = w, *pc = dx, *pm = bsz, *pn = k, *pk = n, *pflags = TR_GEMM_TB | (y != 0 ? TR_GEMM_DRELU : 0);
+	return tile;
+}
+
 TR_STRICT_END
+
+#if defined(__CUDACC__)
+/* tr_gemm_tile_dev computes tile `tile` of C = op(A)·op(B) with its
+ * epilogues on the calling block of TR_GEMM_THREADS threads, through the
+ * shared tiles as and bs: trajring_gemm's loop body. */
+__device__ __forceinline__ void tr_gemm_tile_dev(const float *a, const float *b, float *c, tr_i64 m, tr_i64 n, tr_i64 k, tr_i64 flags,
+						 const float *bias, const float *y, tr_i64 tile, float *as, float *bs)
+{
+	tr_i64 k0, i0, j0;
+	int t = threadIdx.x;
+	float s;
+	tr_gemm_origin(tile, n, &i0, &j0);
+	s = tr_gemm_init(c, m, n, flags, i0, j0, t);
+	for (k0 = 0; k0 < k; k0 += TR_GEMM_T) {
+		tr_i64 kn = k - k0 < TR_GEMM_T ? k - k0 : TR_GEMM_T;
+		tr_gemm_load(a, b, m, n, k, flags, i0, j0, k0, t, as, bs);
+		__syncthreads();
+		s = tr_gemm_mac(s, as, bs, kn, t);
+		__syncthreads();
+	}
+	tr_gemm_store(c, m, n, i0, j0, t, s, flags, bias, y);
+}
+#endif
+
 #endif /* TRAJRING_GEMM_H */

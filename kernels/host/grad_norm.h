@@ -48,18 +48,71 @@ TR_HD void tr_norm_partial_run(const float *g, tr_i64 n, tr_i64 parts, double *p
 	}
 }
 
+/* tr_norm_store writes the norm of the sum of squares t and its clipping
+ * factor. */
+TR_HD void tr_norm_store(double t, double maxnorm, double *norm, float *scale)
+{
+	double nm = TR_DSQRT(t);
+	norm[0] = nm;
+	scale[0] = nm > maxnorm ? tr_d2f_rn(TR_DDIV(maxnorm, tr_dadd_rn(nm, 1e-6))) : 1.0f;
+}
+
 /* tr_norm_finish_run does the whole second pass on thread 0. */
 TR_HD void tr_norm_finish_run(const double *partial, tr_i64 parts, double maxnorm, double *norm, float *scale, tr_i64 tid)
 {
-	double t = 0.0, nm;
+	double t = 0.0;
 	tr_i64 p;
 	if (tid != 0)
 		return;
 	for (p = 0; p < parts; p++)
 		t = tr_dadd_rn(t, TR_LD(double, partial + p));
-	nm = TR_DSQRT(t);
-	norm[0] = nm;
-	scale[0] = nm > maxnorm ? tr_d2f_rn(TR_DDIV(maxnorm, tr_dadd_rn(nm, 1e-6))) : 1.0f;
+	tr_norm_store(t, maxnorm, norm, scale);
+}
+
+/*
+ * The norm in the launch that writes the last gradients
+ * (trajring_gemm_back): its last block to finish computes every partial
+ * (thread t: partials t, t+blockDim, ...) and then, on thread 0, adds
+ * them and writes the norm, each sum exactly as above, so the results are
+ * trajring_norm_partial's and trajring_norm_finish's bit for bit. It
+ * reads what other blocks of the same launch wrote, so it loads through
+ * TR_LDCG (L2, coherent after their fences), never TR_LD's read-only
+ * cache. The state is a counter of finished blocks (zero before and
+ * after the launch), the norm, the factor and the partials:
+ */
+#define TR_NORM_STATE_NORM 8     /* double: the norm */
+#define TR_NORM_STATE_SCALE 16   /* float: the clipping factor */
+#define TR_NORM_STATE_PARTIAL 24 /* double [parts]: the partial sums */
+
+#if defined(__CUDACC__) && defined(__CUDA_ARCH__)
+#define TR_LDCG(T, p) __ldcg((const T *)(p))
+#else
+#define TR_LDCG(T, p) (*(const T *)(p))
+#endif
+
+/* tr_norm_part returns partial p of g (tr_norm_partial_run's sum). */
+TR_HD double tr_norm_part(const float *g, tr_i64 n, tr_i64 parts, tr_i64 p)
+{
+	double s = 0.0;
+	tr_i64 i;
+	for (i = p; i < n; i += parts) {
+		double v = (double)TR_LDCG(float, g + i);
+		s = tr_dadd_rn(s, tr_dmul_rn(v, v));
+	}
+	return s;
+}
+
+/* tr_norm_state_finish adds the state's partials in order and writes its
+ * norm and factor (tr_norm_finish_run's sums), then zeroes its counter. */
+TR_HD void tr_norm_state_finish(tr_u64 *state, tr_i64 parts, double maxnorm)
+{
+	const double *partial = (const double *)((char *)state + TR_NORM_STATE_PARTIAL);
+	double t = 0.0;
+	tr_i64 p;
+	for (p = 0; p < parts; p++)
+		t = tr_dadd_rn(t, TR_LDCG(double, partial + p));
+	tr_norm_store(t, maxnorm, (double *)((char *)state + TR_NORM_STATE_NORM), (float *)((char *)state + TR_NORM_STATE_SCALE));
+	state[0] = 0;
 }
 
 TR_STRICT_END

@@ -39,38 +39,119 @@ static void tr_host_gemm_mac_tile(float *restrict s, const float *restrict as, c
 	}
 }
 
-/* tr_host_gemm runs every block of TR_GEMM_THREADS threads whose first
- * thread is in [t0, t1) as a whole, phase by phase, as the device's
- * __syncthreads separate them (the adds of all its threads at once, in
- * tr_host_gemm_mac_tile): the race-exposure mode hands each block's
- * first unit the block and its other units nothing. Blocks are counted
- * as nt / TR_GEMM_THREADS (the gpu backend launches blocks of that size). */
+/* tr_host_gemm_tile computes tile `tile` of C = op(A)·op(B) with its
+ * epilogues for every thread of a block at once, phase by phase, as the
+ * device's __syncthreads separate them (the adds of all its threads at
+ * once, in tr_host_gemm_mac_tile): trajring_gemm's loop body. */
+static void tr_host_gemm_tile(const float *a, const float *b, float *c, tr_i64 m, tr_i64 n, tr_i64 k, tr_i64 flags,
+			      const float *bias, const float *yv, tr_i64 tile)
+{
+	float as[TR_GEMM_T * TR_GEMM_TS], bs[TR_GEMM_T * TR_GEMM_TS], s[TR_GEMM_THREADS];
+	tr_i64 k0, i0, j0;
+	int t;
+	tr_gemm_origin(tile, n, &i0, &j0);
+	for (t = 0; t < TR_GEMM_THREADS; t++)
+		s[t] = tr_gemm_init(c, m, n, flags, i0, j0, t);
+	for (k0 = 0; k0 < k; k0 += TR_GEMM_T) {
+		tr_i64 kn = k - k0 < TR_GEMM_T ? k - k0 : TR_GEMM_T;
+		for (t = 0; t < TR_GEMM_THREADS; t++)
+			tr_gemm_load(a, b, m, n, k, flags, i0, j0, k0, t, as, bs);
+		tr_host_gemm_mac_tile(s, as, bs, kn);
+	}
+	for (t = 0; t < TR_GEMM_THREADS; t++)
+		tr_gemm_store(c, m, n, i0, j0, t, s[t], flags, bias, yv);
+}
+
+/* tr_host_blocks sets the first block of TR_GEMM_THREADS threads whose
+ * first thread is in [t0, t1) and the number of blocks, nt /
+ * TR_GEMM_THREADS (the gpu backend launches blocks of that size): the
+ * race-exposure mode hands each block's first unit the whole block and
+ * its other units nothing. */
+static void tr_host_blocks(tr_i64 t0, tr_i64 nt, tr_i64 *first, tr_i64 *nblocks)
+{
+	*nblocks = nt / TR_GEMM_THREADS;
+	if (*nblocks < 1)
+		*nblocks = 1;
+	*first = (t0 + TR_GEMM_THREADS - 1) / TR_GEMM_THREADS;
+}
+
+/* tr_host_gemm runs every block whose first thread is in [t0, t1) as a
+ * whole (tr_host_blocks, tr_host_gemm_tile). */
 static void tr_host_gemm(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
 {
 	const float *a = TR_ARG_PTR(const float *, p, 0), *b = TR_ARG_PTR(const float *, p, 1);
 	float *c = TR_ARG_PTR(float *, p, 2);
 	tr_i64 m = TR_ARG_I64(p, 3), n = TR_ARG_I64(p, 4), k = TR_ARG_I64(p, 5), flags = TR_ARG_I64(p, 6);
 	const float *bias = TR_ARG_PTR(const float *, p, 7), *yv = TR_ARG_PTR(const float *, p, 8);
-	tr_i64 nblocks = nt / TR_GEMM_THREADS, tiles = tr_gemm_tiles(m, n), blk, tile, k0, i0, j0;
-	float as[TR_GEMM_T * TR_GEMM_TS], bs[TR_GEMM_T * TR_GEMM_TS], s[TR_GEMM_THREADS];
-	int t;
+	tr_i64 nblocks, blk, tile, tiles = tr_gemm_tiles(m, n);
 	(void)y, (void)gy;
-	if (nblocks < 1)
-		nblocks = 1;
-	for (blk = (t0 + TR_GEMM_THREADS - 1) / TR_GEMM_THREADS; blk < nblocks && blk * TR_GEMM_THREADS < t1; blk++)
-		for (tile = blk; tile < tiles; tile += nblocks) {
-			tr_gemm_origin(tile, n, &i0, &j0);
-			for (t = 0; t < TR_GEMM_THREADS; t++)
-				s[t] = tr_gemm_init(c, m, n, flags, i0, j0, t);
-			for (k0 = 0; k0 < k; k0 += TR_GEMM_T) {
-				tr_i64 kn = k - k0 < TR_GEMM_T ? k - k0 : TR_GEMM_T;
-				for (t = 0; t < TR_GEMM_THREADS; t++)
-					tr_gemm_load(a, b, m, n, k, flags, i0, j0, k0, t, as, bs);
-				tr_host_gemm_mac_tile(s, as, bs, kn);
-			}
-			for (t = 0; t < TR_GEMM_THREADS; t++)
-				tr_gemm_store(c, m, n, i0, j0, t, s[t], flags, bias, yv);
+	tr_host_blocks(t0, nt, &blk, &nblocks);
+	for (; blk < nblocks && blk * TR_GEMM_THREADS < t1; blk++)
+		for (tile = blk; tile < tiles; tile += nblocks)
+			tr_host_gemm_tile(a, b, c, m, n, k, flags, bias, yv, tile);
+}
+
+/* tr_host_gemm3 is trajring_gemm3 for the blocks whose first thread is
+ * in [t0, t1). */
+static void tr_host_gemm3(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
+{
+	const float *a0 = TR_ARG_PTR(const float *, p, 0), *b0 = TR_ARG_PTR(const float *, p, 1);
+	float *c0 = TR_ARG_PTR(float *, p, 2);
+	const float *e0 = TR_ARG_PTR(const float *, p, 3);
+	const float *a1 = TR_ARG_PTR(const float *, p, 4), *b1 = TR_ARG_PTR(const float *, p, 5);
+	float *c1 = TR_ARG_PTR(float *, p, 6);
+	const float *e1 = TR_ARG_PTR(const float *, p, 7);
+	const float *a2 = TR_ARG_PTR(const float *, p, 8), *b2 = TR_ARG_PTR(const float *, p, 9);
+	float *c2 = TR_ARG_PTR(float *, p, 10);
+	const float *e2 = TR_ARG_PTR(const float *, p, 11);
+	tr_i64 m = TR_ARG_I64(p, 12), n = TR_ARG_I64(p, 13), k = TR_ARG_I64(p, 14), flags = TR_ARG_I64(p, 15);
+	tr_i64 tiles = tr_gemm_tiles(m, n), total = tiles * ((c0 != 0) + (c1 != 0) + (c2 != 0)), nblocks, blk, tile, local = 0;
+	(void)y, (void)gy;
+	tr_host_blocks(t0, nt, &blk, &nblocks);
+	for (; blk < nblocks && blk * TR_GEMM_THREADS < t1; blk++)
+		for (tile = blk; tile < total; tile += nblocks) {
+			int q = tr_gemm3_pick(tile, tiles, c0, c1, c2, &local);
+			const float *e = q == 0 ? e0 : q == 1 ? e1 : e2;
+			tr_host_gemm_tile(q == 0 ? a0 : q == 1 ? a1 : a2, q == 0 ? b0 : q == 1 ? b1 : b2, q == 0 ? c0 : q == 1 ? c1 : c2,
+					  m, n, k, flags, (flags & TR_GEMM_BIAS) ? e : 0, (flags & TR_GEMM_BIAS) ? 0 : e, local);
 		}
+}
+
+/* tr_host_gemm_back is trajring_gemm_back for the blocks whose first
+ * thread is in [t0, t1): each block's tiles, then its ticket; the block
+ * that takes the last computes the norm (every partial, then their sum)
+ * as the device's last block does. */
+static void tr_host_gemm_back(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
+{
+	const float *x = TR_ARG_PTR(const float *, p, 0), *dz = TR_ARG_PTR(const float *, p, 1);
+	const float *w = TR_ARG_PTR(const float *, p, 2), *yv = TR_ARG_PTR(const float *, p, 3);
+	float *gw = TR_ARG_PTR(float *, p, 4), *gb = TR_ARG_PTR(float *, p, 5), *dx = TR_ARG_PTR(float *, p, 6);
+	tr_i64 bsz = TR_ARG_I64(p, 7), k = TR_ARG_I64(p, 8), n = TR_ARG_I64(p, 9);
+	const float *g = TR_ARG_PTR(const float *, p, 10);
+	tr_i64 ng = TR_ARG_I64(p, 11), parts = TR_ARG_I64(p, 12);
+	tr_u64 *state = TR_ARG_PTR(tr_u64 *, p, 13);
+	double maxnorm = TR_ARG_F64(p, 14);
+	tr_i64 total = tr_gemm_back_tiles(bsz, k, n, dx), nblocks, blk, tile, q;
+	(void)y, (void)gy;
+	tr_host_blocks(t0, nt, &blk, &nblocks);
+	for (; blk < nblocks && blk * TR_GEMM_THREADS < t1; blk++) {
+		for (tile = blk; tile < total; tile += nblocks) {
+			const float *a, *b;
+			float *c;
+			tr_i64 m_, n_, k_, flags, local;
+			local = tr_gemm_back_pick(tile, x, dz, w, yv, gw, gb, dx, bsz, k, n, &a, &b, &c, &m_, &n_, &k_, &flags);
+			tr_host_gemm_tile(a, b, c, m_, n_, k_, flags, 0, yv, local);
+		}
+		if (state == 0)
+			continue;
+		tr_fence();
+		if (tr_atomic_add_u64(state, 1) != (tr_u64)nblocks - 1)
+			continue;
+		tr_fence();
+		for (q = 0; q < parts; q++)
+			((double *)((char *)state + TR_NORM_STATE_PARTIAL))[q] = tr_norm_part(g, ng, parts, q);
+		tr_norm_state_finish(state, parts, maxnorm);
+	}
 }
 
 static void tr_host_bias_relu(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
@@ -180,6 +261,8 @@ TR_STRICT_END
 	{"trajring_norm_partial", tr_host_norm_partial, 4},  \
 	{"trajring_norm_finish", tr_host_norm_finish, 5},    \
 	{"trajring_adam", tr_host_adam, 14},                 \
-	{"trajring_argmax", tr_host_argmax, 4},
+	{"trajring_argmax", tr_host_argmax, 4},              \
+	{"trajring_gemm3", tr_host_gemm3, 16},               \
+	{"trajring_gemm_back", tr_host_gemm_back, 15},
 
 #endif /* TRAJRING_LEARNER_HOST_H */

@@ -402,3 +402,182 @@ func TestAdamMatchesReference(t *testing.T) {
 		checkOut(e, "g (unchanged)", gg, g0)
 	}
 }
+
+// bytesOf returns the bytes of a guarded array now.
+func (g *gbuf) bytesNow() []byte { return g.m.Bytes()[g.off : g.off+g.len] }
+
+// TestGemm3MatchesReference: trajring_gemm3's products, one to three of
+// them, each equal bit for bit to trajring_gemm's launch of its own (and
+// to the reference loop), in every mode and grid.
+func TestGemm3MatchesReference(t *testing.T) {
+	dims := []int{1, 2, 5, 16, 17, 33, 64}
+	for trial := range 60 {
+		e := newEnv(t, 23000+uint64(trial))
+		withMode(t, learnerModes[trial%len(learnerModes)])
+		m, n, k := dims[e.rng.IntN(len(dims))], dims[e.rng.IntN(len(dims))], dims[e.rng.IntN(len(dims))]
+		if trial%13 == 5 {
+			k = 0
+		}
+		flags := trial % 8
+		switch trial % 3 {
+		case 1:
+			flags |= GemmBias
+			if trial%2 == 0 {
+				flags |= GemmReLU
+			}
+		case 2:
+			flags |= GemmDReLU
+		}
+		var a, b, c, ep [3][]float32
+		var ga, gb, gc, ge, sep [3]*gbuf
+		var args []uint64
+		for p := range 3 {
+			ga[p], gb[p] = put(e, e.values(m*k)), put(e, e.values(k*n))
+			// product p is left out on trials where bit p of trial/3 is set
+			// (never all three)
+			if (trial/3)%7&(1<<p) != 0 && p < 2 {
+				args = append(args, ga[p].addr(), gb[p].addr(), 0, 0)
+				continue
+			}
+			a[p], b[p] = e.values(m*k), e.values(k*n)
+			ga[p], gb[p] = put(e, a[p]), put(e, b[p])
+			c[p] = e.values(m * n)
+			en := m * n
+			if flags&GemmBias != 0 {
+				en = n
+			}
+			ep[p] = e.values(en)
+			gc[p], sep[p], ge[p] = put(e, c[p]), put(e, c[p]), put(e, ep[p])
+			args = append(args, ga[p].addr(), gb[p].addr(), gc[p].addr(), ge[p].addr())
+		}
+		args = append(args, uint64(m), uint64(n), uint64(k), uint64(flags))
+		gx := gemmGrids[trial%len(gemmGrids)]
+		if err := Launch(kernels.Gemm3, gx, 1, 256, args...); err != nil {
+			t.Fatal(err)
+		}
+		RefGemm3(a, b, c, ep, m, n, k, flags)
+		for p := range 3 {
+			if c[p] == nil {
+				continue
+			}
+			bias, y := ge[p].addr(), uint64(0)
+			if flags&GemmBias == 0 {
+				bias, y = 0, ge[p].addr()
+			}
+			if err := Launch(kernels.Gemm, gx, 1, 256, ga[p].addr(), gb[p].addr(), sep[p].addr(), uint64(m), uint64(n), uint64(k),
+				uint64(flags), bias, y); err != nil {
+				t.Fatal(err)
+			}
+			checkOut(e, "gemm3 product", gc[p], c[p])
+			checkOut(e, "gemm of the same product", sep[p], c[p])
+		}
+	}
+}
+
+// TestGemmBackIsTheSeparateLaunches: trajring_gemm_back writes bit for
+// bit what trajring_gemm (dW), trajring_col_sum (db), trajring_gemm with
+// the ReLU gradient (dX), trajring_norm_partial and trajring_norm_finish
+// write in launches of their own (and the reference loops), with and
+// without dX, the mask and the norm, in every mode and grid; the norm's
+// counter is zero again after it.
+func TestGemmBackIsTheSeparateLaunches(t *testing.T) {
+	dims := []int{1, 2, 5, 16, 17, 33, 64}
+	for trial := range 60 {
+		e := newEnv(t, 24000+uint64(trial))
+		withMode(t, learnerModes[trial%len(learnerModes)])
+		bsz, k, n := dims[e.rng.IntN(len(dims))], dims[e.rng.IntN(len(dims))], dims[e.rng.IntN(len(dims))]
+		withDX, withY, withNorm := trial%4 != 3, trial%3 != 2, trial%5 != 4
+		x, dz, w, y := e.values(bsz*k), e.values(bsz*n), e.values(k*n), e.values(bsz*k)
+		// The gradient: pre, gw [k*n], gb [n], post, as the learner's flat
+		// layout puts the layer's among the others.
+		pre, post := e.rng.IntN(40), e.rng.IntN(40)
+		flat := e.values(pre + k*n + n + post)
+		dx := e.values(bsz * k)
+		gx, gdz, gwt, gy := put(e, x), put(e, dz), put(e, w), put(e, y)
+		fused, sep := put(e, flat), put(e, flat)
+		fdx, sdx := put(e, dx), put(e, dx)
+		parts := []int{1, 3, 256, 300}[trial%4]
+		maxNorm := []float64{0.5, 10, 1e30}[trial%3]
+		st := make([]uint64, 3+parts)
+		for i := 1; i < len(st); i++ {
+			st[i] = e.rng.Uint64()
+		}
+		state := put(e, st)
+		sPartial, sNorm, sScale := put(e, make([]float64, parts)), put(e, []float64{-1}), put(e, []float32{-1})
+		gwOff, gbOff := uint64(4*pre), uint64(4*(pre+k*n))
+		yArg, dxArg, sdxArg := gy.addr(), fdx.addr(), sdx.addr()
+		if !withY {
+			yArg = 0
+		}
+		if !withDX {
+			dxArg, sdxArg = 0, 0
+		}
+		stArg := state.addr()
+		if !withNorm {
+			stArg = 0
+		}
+		grid := gemmGrids[trial%len(gemmGrids)]
+		ng := len(flat)
+		if err := Launch(kernels.GemmBack, grid, 1, 256, gx.addr(), gdz.addr(), gwt.addr(), yArg, fused.addr()+gwOff, fused.addr()+gbOff,
+			dxArg, uint64(bsz), uint64(k), uint64(n), fused.addr(), uint64(ng), uint64(parts), stArg, math.Float64bits(maxNorm)); err != nil {
+			t.Fatal(err)
+		}
+		// The separate launches.
+		if err := Launch(kernels.Gemm, grid, 1, 256, gx.addr(), gdz.addr(), sep.addr()+gwOff, uint64(k), uint64(n), uint64(bsz), GemmTransA, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := Launch(kernels.ColSum, 3, 1, 256, gdz.addr(), sep.addr()+gbOff, uint64(bsz), uint64(n)); err != nil {
+			t.Fatal(err)
+		}
+		if withDX {
+			flags := uint64(GemmTransB)
+			if withY {
+				flags |= GemmDReLU
+			}
+			if err := Launch(kernels.Gemm, grid, 1, 256, gdz.addr(), gwt.addr(), sdxArg, uint64(bsz), uint64(k), uint64(n), flags, 0, yArg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := Launch(kernels.NormPartial, 1, 1, 256, sep.addr(), uint64(ng), uint64(parts), sPartial.addr()); err != nil {
+			t.Fatal(err)
+		}
+		if err := Launch(kernels.NormFinish, 1, 1, 1, sPartial.addr(), uint64(parts), math.Float64bits(maxNorm), sNorm.addr(), sScale.addr()); err != nil {
+			t.Fatal(err)
+		}
+		// The reference.
+		want := append([]float32(nil), flat...)
+		wantDX := append([]float32(nil), dx...)
+		var rdx, ry []float32
+		if withDX {
+			rdx = wantDX
+		}
+		if withY {
+			ry = y
+		}
+		RefGemmBack(x, dz, w, ry, want[pre:pre+k*n], want[pre+k*n:pre+k*n+n], rdx, bsz, k, n)
+		checkOut(e, "gemm_back gradients", fused, want)
+		checkOut(e, "separate gradients", sep, want)
+		checkOut(e, "gemm_back dX", fdx, wantDX)
+		checkOut(e, "separate dX", sdx, wantDX)
+		wantNorm, wantScale := RefGradNorm(want, parts, maxNorm)
+		checkOut(e, "separate norm", sNorm, []float64{wantNorm})
+		checkOut(e, "separate scale", sScale, []float32{wantScale})
+		got := state.bytesNow()
+		if !withNorm {
+			checkOut(e, "untouched state", state, st)
+			continue
+		}
+		if c := *(*uint64)(unsafe.Pointer(&got[0])); c != 0 {
+			t.Fatalf("trial %d: counter %d after the launch", trial, c)
+		}
+		if gn := *(*float64)(unsafe.Pointer(&got[8])); math.Float64bits(gn) != math.Float64bits(wantNorm) {
+			t.Fatalf("trial %d: norm %v, want %v", trial, gn, wantNorm)
+		}
+		if gs := *(*float32)(unsafe.Pointer(&got[16])); math.Float32bits(gs) != math.Float32bits(wantScale) {
+			t.Fatalf("trial %d: scale %v, want %v", trial, gs, wantScale)
+		}
+		if !bytes.Equal(got[24:], sPartial.bytesNow()) {
+			t.Fatalf("trial %d: partial sums differ from trajring_norm_partial's", trial)
+		}
+	}
+}

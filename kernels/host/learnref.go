@@ -66,6 +66,41 @@ func RefGemmEpilogue(a, b, c []float32, m, n, k int, flags int, bias, y []float3
 	}
 }
 
+// GemmOnes is gemm.h's TR_GEMM_ONES: op(A) is all ones (A not read).
+const GemmOnes = 64
+
+// RefGemm3 is trajring_gemm3: RefGemmEpilogue for each product p whose
+// c[p] is not nil, all of shape m×n×k with flags; e[p] is the bias with
+// GemmBias, else the ReLU gradient's y.
+func RefGemm3(a, b, c, e [3][]float32, m, n, k int, flags int) {
+	for p := range 3 {
+		if c[p] == nil {
+			continue
+		}
+		if flags&GemmBias != 0 {
+			RefGemmEpilogue(a[p], b[p], c[p], m, n, k, flags, e[p], nil)
+		} else {
+			RefGemmEpilogue(a[p], b[p], c[p], m, n, k, flags, nil, e[p])
+		}
+	}
+}
+
+// RefGemmBack is trajring_gemm_back's products for a layer of k inputs
+// and n outputs on bsz rows: gw = x^T·dz [k, n], gb = the column sums of
+// dz [n] (RefColSum), and, unless dx is nil, dx = dz·w^T [bsz, k] zeroed
+// where !(y > 0) unless y is nil. Its norm is RefGradNorm's.
+func RefGemmBack(x, dz, w, y, gw, gb, dx []float32, bsz, k, n int) {
+	RefGemm(x, dz, gw, k, n, bsz, GemmTransA)
+	RefColSum(dz, gb, bsz, n)
+	if dx != nil {
+		flags := GemmTransB
+		if y != nil {
+			flags |= GemmDReLU
+		}
+		RefGemmEpilogue(dz, w, dx, bsz, k, n, flags, nil, y)
+	}
+}
+
 // RefBiasReLU is trajring_bias_relu: z[i,j] += bias[j], then negative
 // values set to 0 when relu is set.
 func RefBiasReLU(z, bias []float32, rows, cols int, relu bool) {
