@@ -105,10 +105,27 @@ func goString(p *C.char, what string) (string, error) {
 // setOut stores v at out, which must not be NULL.
 func setOut[T any](out *T, v T) error {
 	if out == nil {
-		return fmt.Errorf("%w: NULL output pointer", tensorbuf.ErrInvalidArg)
+		return errNullOut()
 	}
 	*out = v
 	return nil
+}
+
+func errNullOut() error { return fmt.Errorf("%w: NULL output pointer", tensorbuf.ErrInvalidArg) }
+
+// handleOut is the prologue of the exports that store something at out:
+// the object of handle h, of kind k (ErrHandle unless there is one), and
+// out checked not to be NULL (ErrInvalidArg), in that order.
+func handleOut[T, O any](h C.uint64_t, k kind, out *O) (T, error) {
+	obj, err := getAs[T](uint64(h), k)
+	if err != nil {
+		return obj, err
+	}
+	if out == nil {
+		var zero T
+		return zero, errNullOut()
+	}
+	return obj, nil
 }
 
 func newBufferObj(b *tensorbuf.Buffer) *bufferObj {

@@ -87,12 +87,9 @@ func sampleBuffer(h C.uint64_t, n C.int64_t, l int, into C.uint64_t, out *C.uint
 //export trj_buffer_all_experiences
 func trj_buffer_all_experiences(h C.uint64_t, mode C.int32_t, horizon C.int64_t, gamma C.double, out *C.uint64_t, err *C.char, errcap C.int64_t) C.int32_t {
 	return guard(err, errcap, func() error {
-		bo, e := getAs[*bufferObj](uint64(h), kindBuffer)
+		bo, e := handleOut[*bufferObj](h, kindBuffer, out)
 		if e != nil {
 			return e
-		}
-		if out == nil {
-			return setOut(out, 0)
 		}
 		m := tensorbuf.ExportMode(mode)
 		if m != tensorbuf.ExportBatch && m != tensorbuf.ExportSequence {

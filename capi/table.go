@@ -89,12 +89,9 @@ func (s *tableSpec) config() (tensorbuf.TableConfig, error) {
 //export trj_table_new
 func trj_table_new(buf C.uint64_t, cfgJSON *C.char, out *C.uint64_t, err *C.char, errcap C.int64_t) C.int32_t {
 	return guard(err, errcap, func() error {
-		bo, e := getAs[*bufferObj](uint64(buf), kindBuffer)
+		bo, e := handleOut[*bufferObj](buf, kindBuffer, out)
 		if e != nil {
 			return e
-		}
-		if out == nil {
-			return setOut(out, 0)
 		}
 		s, e := goString(cfgJSON, "table config")
 		if e != nil {
@@ -123,12 +120,9 @@ func trj_table_new(buf C.uint64_t, cfgJSON *C.char, out *C.uint64_t, err *C.char
 //export trj_table_get
 func trj_table_get(buf C.uint64_t, name *C.char, out *C.uint64_t, err *C.char, errcap C.int64_t) C.int32_t {
 	return guard(err, errcap, func() error {
-		bo, e := getAs[*bufferObj](uint64(buf), kindBuffer)
+		bo, e := handleOut[*bufferObj](buf, kindBuffer, out)
 		if e != nil {
 			return e
-		}
-		if out == nil {
-			return setOut(out, 0)
 		}
 		n, e := goString(name, "table name")
 		if e != nil {
@@ -178,12 +172,9 @@ func trj_table_size(h C.uint64_t, out *C.int64_t, err *C.char, errcap C.int64_t)
 //export trj_table_insert
 func trj_table_insert(h C.uint64_t, row, start, length, pad C.int64_t, priority C.double, waitMS C.int64_t, out *C.uint64_t, err *C.char, errcap C.int64_t) C.int32_t {
 	return guard(err, errcap, func() error {
-		to, e := getAs[*tableObj](uint64(h), kindTable)
+		to, e := handleOut[*tableObj](h, kindTable, out)
 		if e != nil {
 			return e
-		}
-		if out == nil {
-			return setOut(out, 0)
 		}
 		ctx, cancel, e := waitContext(waitMS)
 		if e != nil {

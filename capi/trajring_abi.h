@@ -48,6 +48,10 @@ typedef struct trj_dl_managed_versioned {
 
 #define TRJ_MAX_DIMS 8
 
+/* Returned by trj_writer_add_py (capi/pyadd.c), never by a Go export: the
+ * input needs the caller's general path; nothing was done. */
+#define TRJ_FALLBACK (-1)
+
 /* One tensor of a result, as trj_result_tensor describes it. */
 typedef struct {
 	uint64_t data;   /* address of the first element; 0 for an empty tensor */

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -41,6 +42,33 @@ type writerObj struct {
 	step   tensorbuf.Step
 	traj   driver.Trajectory
 	closed bool
+
+	// fields is the buffer's fields (Buffer.Fields copies them each
+	// call); views and fieldBuf are the tensors of the last add's field
+	// arrays, reused by the next add that passes the same arrays (a
+	// collector's loop does): making them anew was most of the ABI's part
+	// of a one-row add.
+	fields   []tensorbuf.Field
+	views    []arrayView
+	fieldBuf []*tensor.Dense
+}
+
+// arrayView is a tensor viewing a caller's array for one call, with what
+// the caller passed for it (address, bytes, dtype code, shape).
+type arrayView struct {
+	p      unsafe.Pointer
+	nbytes int64
+	code   int32
+	dims   []int
+	d      *tensor.Dense
+}
+
+// bufFields returns the buffer's fields, read once.
+func (wo *writerObj) bufFields() []tensorbuf.Field {
+	if wo.fields == nil {
+		wo.fields = wo.buf.b.Fields()
+	}
+	return wo.fields
 }
 
 // observerSpec is the JSON form of an observer's config: kind is
@@ -98,12 +126,9 @@ func (s *observerSpec) build(b *tensorbuf.Buffer) (observerWriter, error) {
 //export trj_writer_new
 func trj_writer_new(buf C.uint64_t, rows *C.int64_t, nrows C.int64_t, out *C.uint64_t, err *C.char, errcap C.int64_t) C.int32_t {
 	return guard(err, errcap, func() error {
-		bo, e := getAs[*bufferObj](uint64(buf), kindBuffer)
+		bo, e := handleOut[*bufferObj](buf, kindBuffer, out)
 		if e != nil {
 			return e
-		}
-		if out == nil {
-			return setOut(out, 0)
 		}
 		rs, e := hostSlice[int64](unsafe.Pointer(rows), nrows, "rows")
 		if e != nil {
@@ -128,12 +153,9 @@ func trj_writer_new(buf C.uint64_t, rows *C.int64_t, nrows C.int64_t, out *C.uin
 //export trj_writer_new_observer
 func trj_writer_new_observer(buf C.uint64_t, cfgJSON *C.char, out *C.uint64_t, err *C.char, errcap C.int64_t) C.int32_t {
 	return guard(err, errcap, func() error {
-		bo, e := getAs[*bufferObj](uint64(buf), kindBuffer)
+		bo, e := handleOut[*bufferObj](buf, kindBuffer, out)
 		if e != nil {
 			return e
-		}
-		if out == nil {
-			return setOut(out, 0)
 		}
 		s, e := goString(cfgJSON, "observer config")
 		if e != nil {
@@ -241,11 +263,11 @@ func (wo *writerObj) readStep(s *C.trj_step) (rows []int, cols [4]any, fields []
 		}
 	}
 	cols = [4]any{st, nst, rew, disc}
-	fs := wo.buf.b.Fields()
+	fs := wo.bufFields()
 	if int(s.nfields) != len(fs) {
 		return nil, cols, nil, fmt.Errorf("%w: %d fields given, the buffer has %d (%s)", tensorbuf.ErrMissingField, s.nfields, len(fs), fieldNames(fs))
 	}
-	fields, err = readArrays(s.nfields, unsafe.Pointer(s.data), unsafe.Pointer(s.nbytes), unsafe.Pointer(s.dtype),
+	fields, err = wo.readFields(s.nfields, unsafe.Pointer(s.data), unsafe.Pointer(s.nbytes), unsafe.Pointer(s.dtype),
 		unsafe.Pointer(s.ndim), unsafe.Pointer(s.shape), fs)
 	if err != nil {
 		return nil, cols, nil, err
@@ -296,6 +318,77 @@ func readArrays(n C.int64_t, data, nbytes, dtype, ndim, shape unsafe.Pointer, fs
 		out[i] = d
 	}
 	return out, nil
+}
+
+// readFields is readArrays for the writer's adds: an array passed as the
+// previous add passed it (same address, bytes, dtype and shape) gets the
+// tensor made then, as the caller's memory is its own again for this
+// call; the others are made anew. The slice returned is the writer's,
+// valid until its next add.
+func (wo *writerObj) readFields(n C.int64_t, data, nbytes, dtype, ndim, shape unsafe.Pointer, fs []tensorbuf.Field) ([]*tensor.Dense, error) {
+	if int(n) != len(fs) {
+		return nil, fmt.Errorf("%w: %d arrays for %d fields (%s)", tensorbuf.ErrMissingField, n, len(fs), fieldNames(fs))
+	}
+	ptrs, e1 := hostSlice[unsafe.Pointer](data, n, "field data")
+	sizes, e2 := hostSlice[int64](nbytes, n, "field sizes")
+	dtypes, e3 := hostSlice[int32](dtype, n, "field dtypes")
+	ndims, e4 := hostSlice[int32](ndim, n, "field ranks")
+	if err := errors.Join(e1, e2, e3, e4); err != nil {
+		return nil, err
+	}
+	total := int64(0)
+	for _, d := range ndims {
+		if d < 0 || d > C.TRJ_MAX_DIMS {
+			return nil, fmt.Errorf("%w: a field of %d dimensions", tensorbuf.ErrShape, d)
+		}
+		total += int64(d)
+	}
+	shapes, err := hostSlice[int64](shape, C.int64_t(total), "field shapes")
+	if err != nil {
+		return nil, err
+	}
+	if len(wo.views) != len(fs) {
+		wo.views = make([]arrayView, len(fs))
+		wo.fieldBuf = make([]*tensor.Dense, len(fs))
+	}
+	off := 0
+	for i, f := range fs {
+		v := &wo.views[i]
+		dims := shapes[off : off+int(ndims[i])]
+		off += len(dims)
+		if v.d != nil && v.p == ptrs[i] && v.nbytes == sizes[i] && v.code == dtypes[i] && sameDims(v.dims, dims) {
+			wo.fieldBuf[i] = v.d
+			continue
+		}
+		v.d = nil
+		ds := make([]int, len(dims))
+		for j, s := range dims {
+			if s < 0 || s > math.MaxInt32 {
+				return nil, fmt.Errorf("%w: field %q: dimension %d", tensorbuf.ErrShape, f.Name, s)
+			}
+			ds[j] = int(s)
+		}
+		d, err := dense(ptrs[i], sizes[i], dtypes[i], ds, "field "+f.Name)
+		if err != nil {
+			return nil, err
+		}
+		*v = arrayView{p: ptrs[i], nbytes: sizes[i], code: dtypes[i], dims: slices.Clone(ds), d: d}
+		wo.fieldBuf[i] = d
+	}
+	return wo.fieldBuf, nil
+}
+
+// sameDims reports whether a shape read before equals the caller's now.
+func sameDims(a []int, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if int64(a[i]) != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func fieldNames(fs []tensorbuf.Field) string {
@@ -353,7 +446,7 @@ func (wo *writerObj) add(rows []int, cols [4]any, fields []*tensor.Dense) error 
 	t := &wo.traj
 	*t = driver.Trajectory{StepType: st, NextStepType: nst, Reward: rew, Discount: disc,
 		Observation: map[string]*tensor.Dense{}, Action: map[string]*tensor.Dense{}, PolicyInfo: map[string]*tensor.Dense{}}
-	for i, f := range wo.buf.b.Fields() {
+	for i, f := range wo.bufFields() {
 		d := fields[i]
 		if sh := d.Shape(); len(sh) != 1+len(f.Shape) || sh[0] != n {
 			return fmt.Errorf("%w: %s", tensorbuf.ErrShape, tensorbuf.ShapeMismatch(f, n, sh))
@@ -441,12 +534,9 @@ func trj_writer_close(h C.uint64_t, err *C.char, errcap C.int64_t) C.int32_t {
 //export trj_writer_rows
 func trj_writer_rows(h C.uint64_t, out *C.int64_t, cap C.int64_t, n *C.int64_t, err *C.char, errcap C.int64_t) C.int32_t {
 	return guard(err, errcap, func() error {
-		wo, e := getAs[*writerObj](uint64(h), kindWriter)
+		wo, e := handleOut[*writerObj](h, kindWriter, n)
 		if e != nil {
 			return e
-		}
-		if n == nil {
-			return setOut(n, 0)
 		}
 		*n = C.int64_t(len(wo.rows))
 		dst, e := hostSlice[int64](unsafe.Pointer(out), cap, "rows")

@@ -167,6 +167,10 @@ class Writer(_lib.Handle):
         # What the field arrays of the Step hold now: add rewrites them
         # only when an address, size, dtype or shape changed.
         self._held: Optional[list] = None
+        # The field names as Python objects for the one-call add
+        # (_lib.writer_add_py), which looks each up in the fields dict.
+        self._pynames = (ctypes.py_object * max(nf, 1))(*self._names) if nf else (ctypes.py_object * 1)()
+        self._pynames_addr = ctypes.addressof(self._pynames)
         n = c_int64()
         _lib.call(_lib.lib.trj_writer_rows, handle, None, 0, byref(n))
         rows = (c_int64 * max(n.value, 1))()
@@ -196,6 +200,18 @@ class Writer(_lib.Handle):
         MissingFieldError, UnknownFieldError, ShapeError, DTypeError, RowsError, StepTypeError
             Bad input; nothing is written.
         """
+        if rows is None and not _lib._forked:
+            # One foreign call reading the arrays' buffers (capi/pyadd.c);
+            # anything but plain C-contiguous arrays of the right dtypes
+            # (lists, torch tensors, conversions, bad input) falls back to
+            # the general path below, which converts or raises.
+            buf = _lib._errbuf()
+            rc = _lib.writer_add_py(self._handle, step_type, next_step_type, reward, discount, fields,
+                                    self._pynames_addr, self._nf, buf, _lib._ERRCAP)
+            if rc == 0:
+                return
+            if rc != _lib.FALLBACK:
+                raise _lib.errors.error_for(rc, buf.value.decode("utf-8", "replace"))
         keep = []
         st = _column(step_type, np.int32, "step_type")
         nst = _column(next_step_type, np.int32, "next_step_type")

@@ -169,6 +169,25 @@ lib.trj_set_capsule_api(
     ctypes.cast(_pyapi.PyCapsule_GetPointer, c_void_p).value,
 )
 CAPSULE_NAME = (lib.trj_capsule_name(0), lib.trj_capsule_name(1))
+
+# The one-call add (capi/pyadd.c) reads Python buffers itself: it is
+# called through PyDLL, which keeps the GIL for the call (the C side
+# releases it around the engine's add), with the Python C API functions it
+# needs handed in once here.
+lib.trj_set_python_api.argtypes = [c_void_p, c_int64]
+lib.trj_set_python_api.restype = None
+_PYAPI = [_pyapi.PyObject_CheckBuffer, _pyapi.PyObject_GetBuffer, _pyapi.PyBuffer_Release,
+          _pyapi.PyBuffer_IsContiguous, _pyapi.PyDict_GetItem, _pyapi.PyDict_Size,
+          _pyapi.PyEval_SaveThread, _pyapi.PyEval_RestoreThread, _pyapi.PyErr_Clear]
+_pyapi_ptrs = (c_void_p * len(_PYAPI))(*[ctypes.cast(f, c_void_p).value for f in _PYAPI])
+lib.trj_set_python_api(_pyapi_ptrs, len(_PYAPI))
+_pylib = ctypes.PyDLL(_path(), handle=lib._handle)
+writer_add_py = _pylib.trj_writer_add_py
+writer_add_py.argtypes = [c_uint64, ctypes.py_object, ctypes.py_object, ctypes.py_object, ctypes.py_object,
+                          ctypes.py_object, c_void_p, c_int64, c_char_p, c_int64]
+writer_add_py.restype = c_int32
+FALLBACK = -1
+"""writer_add_py's status for input the general path must handle (nothing was done)."""
 CAPSULE_DESTRUCTOR = ctypes.cast(lib.trj_capsule_destructor, c_void_p).value
 capsule_new: Callable[[int, int, int], object] = _pyapi.PyCapsule_New
 
