@@ -42,6 +42,9 @@ import (
 // KeyTensor & co. are nil, and L is the longest item drawn (or FixedLen);
 // the frames are still gathered into backend memory (device memory in
 // cuda builds) by the window gather, from windows computed on the host.
+// A Prioritized one first learns the priorities UpdatePrioritiesDevice
+// set (waiting for the backend once after such an update), so that the
+// host draws with the priorities the backend would have drawn with.
 //
 // A bad stack (see FrameStack: an unknown field, a field that is not an
 // observation, a field named twice, K below 1 or above the row capacity)

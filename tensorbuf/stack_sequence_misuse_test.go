@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/trajring/trajring/tensorbuf"
 	"gorgonia.org/tensor"
@@ -228,8 +229,10 @@ func TestFrameStackSequenceAllocs(t *testing.T) {
 	bt := new(tensorbuf.Batch)
 	defer bt.Release()
 	for name, f := range map[string]func() error{
-		"SampleSequencesInto":     func() error { return b.SampleSequencesInto(bt, 32, 4, tensorbuf.SequenceOptions{Stack: stack}) },
-		"episode-aware":           func() error { return b.SampleSequencesInto(bt, 32, 4, tensorbuf.SequenceOptions{EpisodeAware: true, Stack: stack}) },
+		"SampleSequencesInto": func() error { return b.SampleSequencesInto(bt, 32, 4, tensorbuf.SequenceOptions{Stack: stack}) },
+		"episode-aware": func() error {
+			return b.SampleSequencesInto(bt, 32, 4, tensorbuf.SequenceOptions{EpisodeAware: true, Stack: stack})
+		},
 		"Table.SampleStackedInto": func() error { return tbl.SampleStackedInto(ctx, bt, 32, stack) },
 	} {
 		if err := f(); err != nil {
@@ -243,4 +246,83 @@ func TestFrameStackSequenceAllocs(t *testing.T) {
 			t.Errorf("%s: %v allocations per call", name, n)
 		}
 	}
+}
+
+// TestFrameStackSequenceDevicePriorities: a stacked sample of a
+// Prioritized DeviceSelection table, selected on the host, draws with the
+// priorities UpdatePrioritiesDevice set (the host learns them first): the
+// same keys and weights as a host table given the same priorities.
+func TestFrameStackSequenceDevicePriorities(t *testing.T) {
+	const capacity = 16
+	b := newStackBuffer(t, nil, 2, capacity)
+	scripts := []stackRow{parseStackRow("F M M M L F M M M M M M"), parseStackRow("F M M M M M M T F M M")}
+	writeStackRows(t, b, scripts)
+	ctx := context.Background()
+	var tables [2]*tensorbuf.Table
+	var keys []uint64
+	for i, dev := range []bool{true, false} {
+		tbl, err := b.NewTable(tensorbuf.TableConfig{Name: fmt.Sprint(dev), Selector: tensorbuf.Prioritized, Beta: 0.5, Seed: 3, DeviceSelection: dev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r := range 2 {
+			for p := b.Oldest(r); p+3 <= b.Cursor(r); p++ {
+				k, err := tbl.Insert(tensorbuf.Item{Row: r, Start: p, Len: 3, Priority: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if i == 0 {
+					keys = append(keys, k)
+				}
+			}
+		}
+		tables[i] = tbl
+	}
+	prios := make([]float32, len(keys))
+	for i := range prios {
+		prios[i] = 0.01
+	}
+	prios[3] = 1000 // nearly every draw
+	be := b.Backend()
+	upload := func(raw []byte, dt tensor.Dtype, n int) *tensor.Dense {
+		a, err := be.Alloc(int64(len(raw)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = be.Free(a) })
+		if err := be.Upload(a, 0, raw); err != nil {
+			t.Fatal(err)
+		}
+		d, err := be.Tensor(a, 0, dt, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	kt := upload(unsafe.Slice((*byte)(unsafe.Pointer(&keys[0])), 8*len(keys)), tensor.Uint64, len(keys))
+	pt := upload(unsafe.Slice((*byte)(unsafe.Pointer(&prios[0])), 4*len(prios)), tensor.Float32, len(prios))
+	if err := tables[0].UpdatePrioritiesDevice(kt, pt); err != nil {
+		t.Fatal(err)
+	}
+	p64 := make([]float64, len(prios))
+	for i, p := range prios {
+		p64[i] = float64(p)
+	}
+	if err := tables[1].UpdatePriorities(keys, p64); err != nil {
+		t.Fatal(err)
+	}
+	stack := []tensorbuf.FrameStack{{Field: "frame", K: 3}}
+	x, y := new(tensorbuf.Batch), new(tensorbuf.Batch)
+	defer x.Release()
+	defer y.Release()
+	if err := tables[0].SampleStackedInto(ctx, x, 16, stack); err != nil {
+		t.Fatal(err)
+	}
+	if err := tables[1].SampleStackedInto(ctx, y, 16, stack); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(x.Keys, y.Keys) || !slices.Equal(x.Weights, y.Weights) || !slices.Contains(x.Keys, keys[3]) {
+		t.Fatalf("device table drew %v (weights %v), host table %v (weights %v)", x.Keys, x.Weights, y.Keys, y.Weights)
+	}
+	checkSeqBatch(t, "device priorities", hostSeqBatch(t, x), scripts, capacity, 3)
 }

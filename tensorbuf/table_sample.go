@@ -93,10 +93,17 @@ func (t *Table) sampleOnce(bt *Batch, n int, plan []int) (done bool, err error) 
 		t.mu.Unlock()
 		return true, err
 	}
-	if t.dev != nil && plan == nil {
-		// Stacked frames are served by selecting on the host (the same
-		// draws): see SampleStackedInto.
-		return true, t.sampleDevLocked(bt, n)
+	if t.dev != nil {
+		if plan == nil {
+			return true, t.sampleDevLocked(bt, n)
+		}
+		// Stacked frames are served by selecting on the host (see
+		// SampleStackedInto), with the priorities the backend samples
+		// with: those set by UpdatePrioritiesDevice are learned first.
+		if err := t.learnLeavesLocked(); err != nil {
+			t.mu.Unlock()
+			return true, err
+		}
 	}
 	realloc, err := b.preparePlan(bt, n, maxL, plan)
 	if err != nil {
