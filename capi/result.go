@@ -476,6 +476,51 @@ func trj_result_info(h C.uint64_t, kindOut, count, n, l *C.int64_t, err *C.char,
 	})
 }
 
+// trj_result_describe stores what trj_result_info stores (kind, the
+// number of tensors, n and L) at info[0..4) and describes the first
+// min(count, cap) tensors into descs, as trj_result_tensor does: a new
+// result's Python object is made from this one call instead of one per
+// tensor.
+//
+//export trj_result_describe
+func trj_result_describe(h C.uint64_t, info *C.int64_t, descs *C.trj_tensor_desc, cap C.int64_t, err *C.char, errcap C.int64_t) C.int32_t {
+	return guard(err, errcap, func() error {
+		r, e := handleOut[*result](h, kindResult, info)
+		if e != nil {
+			return e
+		}
+		ds, e := hostSlice[C.trj_tensor_desc](unsafe.Pointer(descs), cap, "tensor descriptions")
+		if e != nil {
+			return e
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for i := range min(len(ds), len(r.views)) {
+			if e := r.describe(i, &ds[i]); e != nil {
+				return e
+			}
+		}
+		nn, ll := r.lead()
+		out := unsafe.Slice((*C.int64_t)(info), 4)
+		out[0], out[1], out[2], out[3] = C.int64_t(r.kind), C.int64_t(len(r.views)), C.int64_t(nn), C.int64_t(ll)
+		return nil
+	})
+}
+
+// describe writes the description of tensor i (in range) to desc. The
+// caller holds r.mu.
+func (r *result) describe(i int, desc *C.trj_tensor_desc) error {
+	v := &r.views[i]
+	if len(v.shape) > C.TRJ_MAX_DIMS {
+		return fmt.Errorf("%w: tensor %q has %d dimensions, more than %d", tensorbuf.ErrShape, v.name, len(v.shape), C.TRJ_MAX_DIMS)
+	}
+	*desc = C.trj_tensor_desc{data: C.uint64_t(v.addr), device: C.int32_t(v.device), dtype: C.int32_t(v.dtype), ndim: C.int32_t(len(v.shape))}
+	for j, s := range v.shape {
+		desc.shape[j] = C.int64_t(s)
+	}
+	return nil
+}
+
 // trj_result_name writes the name of tensor i of the result into out.
 //
 //export trj_result_name
@@ -518,15 +563,7 @@ func trj_result_tensor(h C.uint64_t, i C.int64_t, desc *C.trj_tensor_desc, err *
 		if i < 0 || int(i) >= len(r.views) {
 			return fmt.Errorf("%w: tensor %d of %d", tensorbuf.ErrInvalidArg, i, len(r.views))
 		}
-		v := r.views[i]
-		if len(v.shape) > C.TRJ_MAX_DIMS {
-			return fmt.Errorf("%w: tensor %q has %d dimensions, more than %d", tensorbuf.ErrShape, v.name, len(v.shape), C.TRJ_MAX_DIMS)
-		}
-		*desc = C.trj_tensor_desc{data: C.uint64_t(v.addr), device: C.int32_t(v.device), dtype: C.int32_t(v.dtype), ndim: C.int32_t(len(v.shape))}
-		for j, s := range v.shape {
-			desc.shape[j] = C.int64_t(s)
-		}
-		return nil
+		return r.describe(int(i), desc)
 	})
 }
 

@@ -11,6 +11,8 @@ result's memory alive (it is pinned in Go) until the view is dropped.
 from __future__ import annotations
 
 import ctypes
+import struct
+import threading
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional
 
 import numpy as np
@@ -27,6 +29,21 @@ CODE_TO_NUMPY = {0: np.dtype("float32"), 1: np.dtype("float64"), 2: np.dtype("in
 NUMPY_TO_CODE = {v: k for k, v in CODE_TO_NUMPY.items()}
 
 KDLCPU, KDLCUDA = 1, 2
+
+# trj_tensor_desc (capi/trajring_abi.h) as bytes: data, device, dtype,
+# ndim, pad, shape[8].
+_DESC = struct.Struct("=Qiiii8q")
+_DESC_SIZE = _DESC.size
+_DESC_CAP = 32  # descriptions fetched by the first call; more take a second
+_tls = threading.local()
+
+
+def _describe_scratch() -> tuple[Any, Any]:
+    """This thread's buffers for trj_result_describe: 4 int64 and _DESC_CAP descriptions."""
+    s = getattr(_tls, "describe", None)
+    if s is None:
+        s = _tls.describe = ((ctypes.c_int64 * 4)(), ctypes.create_string_buffer(_DESC_SIZE * _DESC_CAP))
+    return s
 
 
 class _Held:
@@ -177,15 +194,21 @@ class Result(Mapping[str, Array]):
         self._refresh()
 
     def _refresh(self) -> None:
-        kind, count, n, l = (ctypes.c_int64() for _ in range(4))
-        _lib.call(_lib.lib.trj_result_info, self._handle, ctypes.byref(kind), ctypes.byref(count),
-                  ctypes.byref(n), ctypes.byref(l))
-        self.kind = self._KINDS[kind.value]
-        self.n = n.value
-        self.length = l.value if l.value else None
-        self._names = self._buffer._result_names(self._handle, kind.value, count.value)
-        self._index = {name: i for i, name in enumerate(self._names)}
-        self._descs: list[Optional[tuple[int, int, tuple[int, ...], int]]] = [None] * count.value
+        # One foreign call describes the result and all its tensors
+        # (trj_result_describe); a tensor's description is unpacked from
+        # the copied bytes when first asked for (_desc).
+        info, descs = _describe_scratch()
+        _lib.call(_lib.lib.trj_result_describe, self._handle, info, descs, _DESC_CAP)
+        kind, count, n, l = info
+        if count > _DESC_CAP:
+            descs = ctypes.create_string_buffer(_DESC_SIZE * count)
+            _lib.call(_lib.lib.trj_result_describe, self._handle, info, descs, count)
+        self._raw = descs.raw[: _DESC_SIZE * count]
+        self.kind = self._KINDS[kind]
+        self.n = n
+        self.length = l if l else None
+        self._names, self._index = self._buffer._result_names(self._handle, kind, count)
+        self._descs: list[Optional[tuple[int, int, tuple[int, ...], int]]] = [None] * count
 
     def _filled(self) -> None:
         """Called after a refill: views cached by torch()/numpy() keep the
@@ -197,9 +220,8 @@ class Result(Mapping[str, Array]):
         """(address, dtype code, shape, DLPack device type) of tensor i, read once per fill."""
         d = self._descs[i]
         if d is None:
-            desc = _lib.TensorDesc()
-            _lib.call(_lib.lib.trj_result_tensor, self._handle, i, ctypes.byref(desc))
-            d = (desc.data, desc.dtype, tuple(desc.shape[: desc.ndim]), desc.device)
+            data, device, dtype, ndim, _, *shape = _DESC.unpack_from(self._raw, _DESC_SIZE * i)
+            d = (data, dtype, tuple(shape[:ndim]), device)
             self._descs[i] = d
         return d
 

@@ -488,7 +488,7 @@ class Buffer(_lib.Handle):
             _lib.call(_lib.lib.trj_buffer_new, json.dumps(cfg).encode(), byref(out))
             _handle = out.value
         self._handle = _handle
-        self._names_cache: dict[tuple[int, int], list[str]] = {}
+        self._names_cache: dict[tuple[int, int], tuple[list[str], dict[str, int]]] = {}
         info = self.info()
         self.fields: tuple[Field, ...] = tuple(
             Field(f["name"], f["role"], np.dtype(f["dtype"]), tuple(f["shape"])) for f in info["fields"])
@@ -525,16 +525,17 @@ class Buffer(_lib.Handle):
     def __repr__(self) -> str:
         return f"trajring.Buffer(num_envs={self.num_envs}, capacity={self.capacity}, fields={[f.name for f in self.fields]})"
 
-    def _result_names(self, handle: int, kind: int, count: int) -> list[str]:
-        names = self._names_cache.get((kind, count))
-        if names is None:
+    def _result_names(self, handle: int, kind: int, count: int) -> tuple[list[str], dict[str, int]]:
+        """The names of a result's tensors and their indices by name, read once per kind and count."""
+        got = self._names_cache.get((kind, count))
+        if got is None:
             names = []
             buf = ctypes.create_string_buffer(256)
             for i in range(count):
                 _lib.call(_lib.lib.trj_result_name, handle, i, buf, 256)
                 names.append(buf.value.decode())
-            self._names_cache[(kind, count)] = names
-        return names
+            got = self._names_cache[(kind, count)] = (names, {name: i for i, name in enumerate(names)})
+        return got
 
     # Writers.
 

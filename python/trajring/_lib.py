@@ -137,6 +137,7 @@ _SIGNATURES: dict[str, list[Any]] = {
     "trj_result_info": [c_uint64, _I64P, _I64P, _I64P, _I64P],
     "trj_result_name": [c_uint64, c_int64, c_char_p, c_int64],
     "trj_result_tensor": [c_uint64, c_int64, POINTER(TensorDesc)],
+    "trj_result_describe": [c_uint64, _I64P, c_void_p, c_int64],
     "trj_result_dlpack": [c_uint64, c_int64, c_int32, c_int64, POINTER(c_void_p)],
     "trj_result_copy": [c_uint64, c_int64, c_void_p, c_int64],
     "trj_live_counts": [_I64P, _I64P],
