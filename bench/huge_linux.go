@@ -168,9 +168,29 @@ func (h *huge) memory(steps int64) error {
 
 // capacity runs the rows of one capacity.
 func (h *huge) capacity(steps int64) error {
+	if err := h.fileRows(steps, false); err != nil {
+		return err
+	}
+	// Buffers that fit in memory again with DirHugePages: resident samples
+	// and syncs on 2 MiB folios (no cold rows: a cold read would read
+	// whole folios).
+	l := HugeLayout()
+	if avail, err := cpu.MemAvailable(); err == nil && steps*(l.StepBytes()+1) <= avail/2 {
+		return h.fileRows(steps, true)
+	}
+	return nil
+}
+
+// fileRows runs the rows of one file-backed buffer: mapped with 4 KiB
+// pages (the default) or, with hugePages, with Config.DirHugePages.
+func (h *huge) fileRows(steps int64, hugePages bool) error {
 	name := fmtRate(float64(steps))
 	l := HugeLayout()
 	fileBytes := steps*(l.StepBytes()+1) + 64<<20
+	kind, suffix := "4 KiB pages", ""
+	if hugePages {
+		kind, suffix = "DirHugePages", ", huge pages"
+	}
 	free := diskFree(h.opt.Dir)
 	// Keep a quarter of the disk's free space, and 4 GiB, free.
 	if free >= 0 && fileBytes > free*3/4-4<<30 {
@@ -180,10 +200,14 @@ func (h *huge) capacity(steps int64) error {
 		return nil
 	}
 	dir := filepath.Join(h.opt.Dir, "huge-"+name)
+	if hugePages {
+		dir += "-hp"
+	}
 	_ = os.RemoveAll(dir)
 	defer os.RemoveAll(dir)
-	h.logf("filling %s steps (%.1f GB of files) in %s", name, float64(fileBytes)/1e9, dir)
-	b, err := tensorbuf.New(tensorbuf.Config{NumEnvs: hugeRows, Capacity: int(steps / hugeRows), Fields: l.Fields, Seed: 1, Dir: dir})
+	h.logf("filling %s steps (%.1f GB of files, %s) in %s", name, float64(fileBytes)/1e9, kind, dir)
+	b, err := tensorbuf.New(tensorbuf.Config{NumEnvs: hugeRows, Capacity: int(steps / hugeRows), Fields: l.Fields, Seed: 1, Dir: dir,
+		DirHugePages: hugePages})
 	if err != nil {
 		return err
 	}
@@ -205,8 +229,8 @@ func (h *huge) capacity(steps int64) error {
 		return err
 	}
 	syncFull := time.Since(start)
-	h.rep.Notes = append(h.rep.Notes, fmt.Sprintf("huge %s steps: filled in %.1f s (%.2f M steps/s, %.2f GB/s), then the first Sync wrote it in %.1f s",
-		name, fill.Seconds(), float64(steps)/fill.Seconds()/1e6, float64(steps*l.StepBytes())/fill.Seconds()/1e9, syncFull.Seconds()))
+	h.rep.Notes = append(h.rep.Notes, fmt.Sprintf("huge %s steps (%s): filled in %.1f s (%.2f M steps/s, %.2f GB/s), then the first Sync wrote it in %.1f s",
+		name, kind, fill.Seconds(), float64(steps)/fill.Seconds()/1e6, float64(steps*l.StepBytes())/fill.Seconds()/1e9, syncFull.Seconds()))
 	h.logf("filled in %v, synced in %v", fill, syncFull)
 	for _, sl := range []int{1, 4} {
 		m0 := minorFaults()
@@ -215,16 +239,20 @@ func (h *huge) capacity(steps int64) error {
 			return err
 		}
 		minor := float64(minorFaults()-m0) / float64(h.opt.Ops+21)
-		note := fmt.Sprintf("file-backed, resident (page cache); %.1f minor page faults a sample", minor)
+		note := fmt.Sprintf("file-backed (%s, %.0f%% of it mapped as 2 MiB folios), resident (page cache); %.1f minor page faults a sample",
+			kind, 100*hugeMapped(dir), minor)
 		if base, ok := h.memP50[sl]; ok {
 			note += fmt.Sprintf("; p50 %.2fx the 1M-step in-memory buffer's", Ratio(stats.P50, base))
 		}
-		h.add(Row{Scenario: fmt.Sprintf("huge sample %s L=%d B=256 (%s steps)", l.Name, sl, name), Group: "huge", Layout: l.Name,
+		h.add(Row{Scenario: fmt.Sprintf("huge sample %s L=%d B=256 (%s steps%s)", l.Name, sl, name, suffix), Group: "huge", Layout: l.Name,
 			Backend: "cpu-file", B: 256, L: sl, S: l.StepBytes(), Capacity: steps, Ours: stats, Resident: residency(b),
 			ReadsPerOp: faults, Note: note})
 	}
-	if err := h.syncRows(b, w, st, steps, name); err != nil {
+	if err := h.syncRows(b, w, st, steps, name+suffix); err != nil {
 		return err
+	}
+	if hugePages {
+		return nil
 	}
 	// Cold: the rings evicted, every sample reads its pages from disk.
 	if err := b.Sync(); err != nil {
@@ -409,6 +437,39 @@ func readBytes() int64 {
 		}
 	}
 	return 0
+}
+
+// hugeMapped returns the fraction of the resident bytes of the process's
+// mappings of files under dir that are mapped as 2 MiB folios
+// (FilePmdMapped over Rss in /proc/self/smaps), or -1 when unknown.
+func hugeMapped(dir string) float64 {
+	data, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		return -1
+	}
+	var rss, pmd int64
+	in := false
+	for _, line := range strings.Split(string(data), "\n") {
+		fs := strings.Fields(line)
+		if len(fs) >= 6 && strings.Contains(fs[0], "-") && !strings.HasSuffix(fs[0], ":") {
+			in = strings.HasPrefix(fs[5], dir+"/")
+			continue
+		}
+		if !in || len(fs) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseInt(fs[1], 10, 64)
+		switch fs[0] {
+		case "Rss:":
+			rss += v
+		case "FilePmdMapped:":
+			pmd += v
+		}
+	}
+	if rss == 0 {
+		return -1
+	}
+	return float64(pmd) / float64(rss)
 }
 
 func minorFaults() int64 {

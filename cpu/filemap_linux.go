@@ -8,26 +8,23 @@ import (
 )
 
 const (
-	madvRandom = 1 // MADV_RANDOM
-	msSync     = 4 // MS_SYNC
+	madvRandom   = 1  // MADV_RANDOM
+	madvHugePage = 14 // MADV_HUGEPAGE
+	msSync       = 4  // MS_SYNC
 )
 
 // MapFile returns an arena of n bytes that is a shared mapping of f from
 // byte offset off (a multiple of the page size): writes to the arena
 // reach the file's pages in the page cache, where they survive the
-// process, and Flush writes them to disk. With random set, MADV_RANDOM is
-// applied before the first touch, so that the kernel uses 4 KiB
-// page-cache folios and no read-ahead for the mapping: on kernels that
-// give file mappings 2 MiB folios, one scattered dirty byte would
-// otherwise write back 2 MiB and one cold random read would read as much
-// (measured on this machine kind: 1% scattered dirt of 1 GiB wrote
-// 999 MiB with 2 MiB folios, 10 MiB with MADV_RANDOM). The file must be
-// at least off+n bytes long, with its blocks allocated (fallocate), or a
-// write to a hole on a full disk kills the process with SIGBUS.
+// process, and Flush writes them to disk. The advice, given before the
+// first touch, picks the page-cache folios the mapping gets (see
+// PageAdvice). The file must be at least off+n bytes long, with its blocks
+// allocated (fallocate), or a write to a hole on a full disk kills the
+// process with SIGBUS.
 //
 // The arena is freed with Backend.Free like any other (munmap; the file
 // stays). It is safe for concurrent use as other arenas are.
-func MapFile(f *os.File, off, n int64, random bool) (*Arena, error) {
+func MapFile(f *os.File, off, n int64, advice PageAdvice) (*Arena, error) {
 	if n <= 0 || off < 0 || off%int64(os.Getpagesize()) != 0 {
 		return nil, fmt.Errorf("%w: mapping %d bytes at %d", ErrBounds, n, off)
 	}
@@ -35,8 +32,11 @@ func MapFile(f *os.File, off, n int64, random bool) (*Arena, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cpu: mapping %d bytes of %s: %w", n, f.Name(), err)
 	}
-	if random {
-		_ = syscall.Madvise(b, madvRandom) // a hint: fine to be refused
+	switch advice { // hints: fine to be refused
+	case SmallPages:
+		_ = syscall.Madvise(b, madvRandom)
+	case HugePages:
+		_ = syscall.Madvise(b, madvHugePage)
 	}
 	liveBytes.Add(n)
 	return &Arena{b: b, mapped: true}, nil

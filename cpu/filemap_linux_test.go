@@ -20,11 +20,11 @@ func TestMapFile(t *testing.T) {
 	if err := f.Truncate(off + n); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := MapFile(f, 100, n, true); err == nil {
+	if _, err := MapFile(f, 100, n, SmallPages); err == nil {
 		t.Fatal("an unaligned offset was mapped")
 	}
 	live := LiveBytes()
-	a, err := MapFile(f, off, n, true)
+	a, err := MapFile(f, off, n, SmallPages)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestMapFile(t *testing.T) {
 	if err := New().Free(a); err != nil || LiveBytes() != live {
 		t.Fatalf("Free: %v, LiveBytes %d", err, LiveBytes())
 	}
-	c, err := MapFile(f, off, n, false)
+	c, err := MapFile(f, off, n, NoAdvice)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 var errNoFileMap = errors.New("cpu: file-backed arenas need Linux")
 
 // MapFile is only implemented on Linux; elsewhere it fails.
-func MapFile(f *os.File, off, n int64, random bool) (*Arena, error) {
+func MapFile(f *os.File, off, n int64, advice PageAdvice) (*Arena, error) {
 	return nil, fmt.Errorf("%w: %s", errNoFileMap, f.Name())
 }
 

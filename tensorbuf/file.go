@@ -80,6 +80,17 @@ type fileStore struct {
 	// (file_prefetch.go); atomic, as samplers hold b.mu for reading.
 	prefetch atomic.Bool
 	create   bool // creating: the arenas' files are new
+	// hugePages maps the files for large folios (Config.DirHugePages).
+	hugePages bool
+}
+
+// pages is the page advice of the store's mappings: 4 KiB pages unless
+// Config.DirHugePages asked for large folios.
+func (fs *fileStore) pages() cpu.PageAdvice {
+	if fs.hugePages {
+		return cpu.HugePages
+	}
+	return cpu.SmallPages
 }
 
 // FileInfo describes a file-backed buffer's directory (Buffer.FileInfo).
@@ -241,7 +252,7 @@ func (fs *fileStore) allocRing(_ Backend, i int, n, stride int64) (Arena, error)
 	if err != nil {
 		return nil, err
 	}
-	a, err := cpu.MapFile(f, dataHeaderLen, n, true)
+	a, err := cpu.MapFile(f, dataHeaderLen, n, fs.pages())
 	if err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("%w: %w", ErrStorage, err)
@@ -261,7 +272,7 @@ func (fs *fileStore) metaBytes(_ Backend, n int64) ([]uint8, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := cpu.MapFile(f, dataHeaderLen, n, true)
+	a, err := cpu.MapFile(f, dataHeaderLen, n, fs.pages())
 	if err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("%w: %w", ErrStorage, err)
@@ -298,7 +309,7 @@ func newFileBuffer(cfg Config, hostMem func() (int64, error)) (_ *Buffer, err er
 	if err != nil {
 		return nil, err
 	}
-	fs := &fileStore{dir: dir, lock: lock, create: true}
+	fs := &fileStore{dir: dir, lock: lock, create: true, hugePages: cfg.DirHugePages}
 	defer func() {
 		if err != nil {
 			fs.close(be)
