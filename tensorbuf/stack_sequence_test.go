@@ -25,29 +25,6 @@ func seqStack(t testing.TB, d *tensor.Dense, i, j, row int) []int {
 	return stackOf(t, d, i*sh[1]+j, row) // stackOf reads [.., K, 2] frames by flat index
 }
 
-// modelStored is modelStack with the one thing the ring cannot know: the
-// cut mark of a step it has overwritten went with that step, so a stack
-// that walks back to the row's oldest step without meeting an episode's
-// First step counts as lost even when an overwritten step before it was
-// cut (see FrameStack). Frames are modelStack's.
-func modelStored(s stackRow, capacity, t, k int) (frames []int, lost bool) {
-	frames, lost = modelStack(s, capacity, t, k)
-	oldest := max(0, len(s.types)-capacity)
-	for p := t - 1; p >= t-k+1 && !lost; p-- {
-		if p < 0 || s.types[p+1] == tensorbuf.First {
-			break
-		}
-		if p < oldest {
-			lost = true
-			break
-		}
-		if s.cut[p] {
-			break
-		}
-	}
-	return frames, lost
-}
-
 // modelWindow returns the stacks (step+1 values) of the l steps of an
 // item of a row from the model of FrameStack's doc comment: real steps
 // j < length get modelStack's frames, pad steps K zeros; lost reports
@@ -58,7 +35,7 @@ func modelWindow(s stackRow, capacity int, start, length, l, k int) (stacks [][]
 			stacks = append(stacks, make([]int, k))
 			continue
 		}
-		f, lo := modelStored(s, capacity, start+j, k)
+		f, lo := modelStack(s, capacity, start+j, k)
 		if j == 0 {
 			lost = lo
 		}
@@ -247,7 +224,7 @@ func TestFrameStackSequenceDirect(t *testing.T) {
 		kept := map[[2]int64]bool{}
 		for r, s := range scripts {
 			for p := max(0, len(s.types)-capacity); p+l <= len(s.types); p++ {
-				_, lost := modelStored(s, capacity, p, k)
+				_, lost := modelStack(s, capacity, p, k)
 				boundary := s.types[p] == tensorbuf.Last || s.cut[p]
 				if !lost && (!aware || !boundary) {
 					kept[[2]int64{int64(r), int64(p)}] = true

@@ -105,8 +105,28 @@ func writeStackRows(t testing.TB, b *tensorbuf.Buffer, scripts []stackRow) {
 // at step t of a row, and whether one of them was overwritten, written
 // from FrameStack's doc comment: frame p is zero when a later one of the
 // K steps (p < q <= t) is First, a step p <= q < t is cut, or p < 0; it is
-// lost when it is not zero and p < cursor-capacity.
+// lost when it is not zero and p < cursor-capacity, and also (the ring
+// no longer holds the cut's mark) when it is zero only because an
+// overwritten step p <= q < cursor-capacity was cut.
 func modelStack(s stackRow, capacity int, t, k int) (frames []int, lost bool) {
+	frames, lost = modelFrames(s, capacity, t, k)
+	oldest := max(0, len(s.types)-capacity)
+	for p := t - 1; p >= t-k+1 && !lost; p-- {
+		if p < 0 || s.types[p+1] == tensorbuf.First {
+			break
+		}
+		if p < oldest {
+			lost = true // a cut mark the ring overwrote cannot stop the walk
+		}
+		if s.cut[p] {
+			break
+		}
+	}
+	return frames, lost
+}
+
+// modelFrames is modelStack without the overwritten cut marks.
+func modelFrames(s stackRow, capacity int, t, k int) (frames []int, lost bool) {
 	oldest := max(0, len(s.types)-capacity)
 	for f := range k {
 		p := t - (k - 1 - f)
