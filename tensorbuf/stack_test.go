@@ -246,6 +246,11 @@ func TestFrameStackEdges(t *testing.T) {
 			{1, []int{0, 0, 1, 2}, []int{0, 1, 2, 3}, 0},
 			{3, []int{0, 0, 0, 4}, []int{0, 0, 4, 5}, 0},
 		}},
+		{"a cut mark the ring overwrote", "F M M | M M M M", 4, 3, 1, []tr{
+			// Steps 3..6 stored; the cut after step 2 went with it, so the
+			// stacks of 3 and 4 count as reaching an overwritten step.
+			{5, []int{4, 5, 6}, []int{5, 6, 7}, 0},
+		}},
 		{"n-step looks ahead, not past the episode", "F M M M M L", 16, 4, 3, []tr{
 			{0, []int{0, 0, 0, 1}, []int{1, 2, 3, 4}, 0},
 			{1, []int{0, 0, 1, 2}, []int{2, 3, 4, 5}, 0},
