@@ -94,8 +94,9 @@ func (b *Backend) DrawPrioritized(d kernels.PrioritizedDraw) error {
 
 // UpdatePriorities sets the leaf weights of a mirror's sum tree from
 // device tensors of keys (uint64) and priorities (float32) of the same
-// length, and repairs the tree above them, in three launches and without
-// copying anything to or from the host (kernels/update_claim.cu,
+// length, and repairs the tree above them, in one launch of one block for
+// up to updateOneMax (4096) updates (kernels/update_one.cu), else three,
+// without copying anything to or from the host (kernels/update_claim.cu,
 // update_apply.cu, tree_repair.cu; cpu.Backend.UpdatePriorities is the
 // reference and gives the rules: last update of a slot wins, keys of no
 // live item skipped, invalid priorities ignored): the claims, then the
@@ -107,8 +108,29 @@ func (b *Backend) DrawPrioritized(d kernels.PrioritizedDraw) error {
 // launch per level). The tensors' memory must be device memory of this
 // backend's context (their Uintptr is handed to the kernels; it cannot be
 // checked); epoch must exceed every epoch used on the mirror before and
-// stay below 2^32. p^a uses the device's pow (exact when a is 1). It is
-// safe for concurrent use.
+// stay below 2^32. p^a uses the device's pow (exact when a is 1). The
+// reference loop, whichever the launches (slot(k) is the slot of the live
+// item of key k, else -1):
+//
+//	for i := range n { // claims: the last update of a slot wins
+//		if s := slot(keys[i]); s >= 0 {
+//			winners[s] = max(winners[s], epoch<<32|uint64(i+1))
+//		}
+//	}
+//	for i := range n { // applies
+//		s, p := slot(keys[i]), float64(prios[i])
+//		if s >= 0 && winners[s] == epoch<<32|uint64(i+1) && p >= 0 && p <= math.MaxFloat64 {
+//			tree[s], lastPrio[s] = math.Pow(p, a), prios[i] // p itself when a is 1
+//			// list the groups above leaf s not yet listed this epoch
+//		}
+//	}
+//	for l := range levels { // the repair, leaves first
+//		for _, g := range listed[l] {
+//			// recompute group g of level l: its 8 running sums and minimum
+//		}
+//	}
+//
+// It is safe for concurrent use.
 func (b *Backend) UpdatePriorities(m kernels.Mirror, keys, prios *tensor.Dense, epoch uint64, a float64) error {
 	err := b.enterLaunch()
 	if err != nil {
@@ -146,6 +168,11 @@ func (b *Backend) UpdatePriorities(m kernels.Mirror, keys, prios *tensor.Dense, 
 		// CUDA_ERROR_MISALIGNED_ADDRESS.
 		return fmt.Errorf("%w: keys at %#x or priorities at %#x not aligned to their 8- and 4-byte elements", ErrBounds, ka, pa)
 	}
+	if n <= min(updateOneMax, updateRepairMax) {
+		// One block: claims, applies and the repair of the listed groups,
+		// each phase after the last (the three launches below, fused).
+		return b.launchGrid(kernels.UpdateOne, 1, 1, 1, ia, uint64(m.TreeN), ka, pa, uint64(n), uint64(m.Slots), wa, epoch, ta, math.Float64bits(a))
+	}
 	if err := b.launchGrid(kernels.UpdateClaim, n, 1, 1, ia, uint64(m.TreeN), ka, uint64(n), wa, epoch); err != nil {
 		return err
 	}
@@ -169,3 +196,9 @@ func (b *Backend) UpdatePriorities(m kernels.Mirror, keys, prios *tensor.Dense, 
 // groups of the lowest levels change) repair every level with a grid of
 // its own.
 var updateRepairMax int64 = 4096
+
+// updateOneMax is the most updates UpdatePriorities makes in one launch
+// of one block (kernels/update_one.cu: a training batch's priorities),
+// which writes what the three launches write, bit for bit; more take the
+// three launches (their claims and applies spread over the grid).
+var updateOneMax int64 = 4096

@@ -17,17 +17,26 @@ import (
 // as the cpu does, call after call, in race exposure (four host threads,
 // units of one thread) and in order, the first after counts left over by
 // a failed repair. A count taken without an atomic add loses entries
-// here, and the groups they held go unrepaired.
+// here, and the groups they held go unrepaired. A third run makes the
+// updates in one launch of one block (update_one) instead of three.
 func TestUpdateRepairContended(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	for _, m := range []StandinMode{{Threads: 4, Chunk: 1, Seed: 5}, {}} {
-		t.Run(fmt.Sprintf("threads=%d", m.Threads), func(t *testing.T) {
-			inStandinMode(t, m)
+	for _, m := range []struct {
+		StandinMode
+		One bool
+	}{{StandinMode{Threads: 4, Chunk: 1, Seed: 5}, false}, {StandinMode{}, false}, {StandinMode{Threads: 4, Chunk: 1, Seed: 6}, true}} {
+		t.Run(fmt.Sprintf("threads=%d,one=%v", m.Threads, m.One), func(t *testing.T) {
+			inStandinMode(t, m.StandinMode)
 			b := newBackend(t)
-			defer func(v int64) { updateRepairMax = v }(updateRepairMax)
-			updateRepairMax = 1 << 20
+			defer func(v, o int64) { updateRepairMax, updateOneMax = v, o }(updateRepairMax, updateOneMax)
+			// The three launches (their claims and applies race across the
+			// grid), and on the last run the one-block launch.
+			updateRepairMax, updateOneMax = 1<<20, 0
+			if m.One {
+				updateOneMax = 1 << 20
+			}
 			p := newPair(t, b, 77)
 			const treeN = 1 << 15
 			slots := int64(treeN)

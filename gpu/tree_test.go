@@ -41,7 +41,7 @@ func TestSumTreeUnderRaceExposure(t *testing.T) {
 }
 
 func testSumTreeMatchesCPU(t *testing.T, b *Backend) {
-	defer func() { updateRepairMax = 4096 }()
+	defer func() { updateRepairMax, updateOneMax = 4096, 4096 }()
 	for trial := range 24 {
 		p := newPair(t, b, 1300+uint64(trial))
 		treeN := int64(8) << p.rng.IntN(10)
@@ -194,9 +194,10 @@ func testSumTreeMatchesCPU(t *testing.T, b *Backend) {
 		for ci, c := range []struct {
 			a     float64
 			limit int64 // updateRepairMax: the one-block repair, or a repair of every level
-		}{{1, 4096}, {1, 3}, {0.6, 4096}} {
+			one   int64 // updateOneMax: one launch (update_one), or three
+		}{{1, 4096, 4096}, {1, 3, 4096}, {0.6, 4096, 4096}, {1, 4096, 0}} {
 			a := c.a
-			updateRepairMax = c.limit
+			updateRepairMax, updateOneMax = c.limit, c.one
 			kt := p.arena(8 * int64(n))
 			pt := p.arena(4 * int64(n))
 			_ = b.Upload(kt.g, 0, unsafe.Slice((*byte)(unsafe.Pointer(&uk[0])), 8*n))
@@ -218,7 +219,7 @@ func testSumTreeMatchesCPU(t *testing.T, b *Backend) {
 				// The device repaired the groups above the updated leaves:
 				// the tree equals the cpu's, and the one a whole repair
 				// gives.
-				p.sameExcept(fmt.Sprintf("trial %d updated tree (limit %d)", trial, c.limit), mir, lists)
+				p.sameExcept(fmt.Sprintf("trial %d updated tree (limit %d, one launch up to %d)", trial, c.limit, c.one), mir, lists)
 				if err := p.c.RepairTree(cm); err != nil {
 					t.Fatal(err)
 				}

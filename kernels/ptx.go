@@ -53,11 +53,14 @@ var (
 	// gradient norm after the last layer's).
 	Gemm3    = Kernel{ID: 23, Module: "gemm3", Entry: "trajring_gemm3", Args: 16}
 	GemmBack = Kernel{ID: 24, Module: "gemm_back", Entry: "trajring_gemm_back", Args: 15}
+	// A batch's priority updates in one block (host/tree.h): claims,
+	// applies and the tree's repair.
+	UpdateOne = Kernel{ID: 25, Module: "update_one", Entry: "trajring_update_one", Args: 10}
 )
 
 // All lists every kernel.
 var All = []Kernel{Scatter, GatherRows, Concat, GatherWindows, NStepReward, PatchItems, DrawUniform, TreePull, TreeRepair, DrawPrio, UpdateClaim, UpdateApply,
-	Gemm, BiasReLU, ReLUGrad, ColSum, TDLoss, NormPartial, NormFinish, Adam, Argmax, NStepCheck, StackGather, Gemm3, GemmBack}
+	Gemm, BiasReLU, ReLUGrad, ColSum, TDLoss, NormPartial, NormFinish, Adam, Argmax, NStepCheck, StackGather, Gemm3, GemmBack, UpdateOne}
 
 // PTX returns the PTX text of the kernel's module, compiled by `make
 // kernels` for compute_80 and embedded in the binary. It is safe for

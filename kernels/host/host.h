@@ -263,6 +263,38 @@ static void tr_host_update_apply(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i6
 		tr_update_apply_run(items, treen, keys, prios, n, slots, state, epoch, tree, a, tid, nt);
 }
 
+/* tr_host_update_one: one block whose phases the device separates with
+ * __syncthreads (claims, applies, each level's repair): the first unit of
+ * the block runs every phase for every thread before the next, as
+ * tr_host_tree_repair does. */
+static void tr_host_update_one(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
+{
+	const tr_item *items = TR_ARG_PTR(const tr_item *, p, 0);
+	tr_i64 treen = TR_ARG_I64(p, 1);
+	const tr_u64 *keys = TR_ARG_PTR(const tr_u64 *, p, 2);
+	const float *prios = TR_ARG_PTR(const float *, p, 3);
+	tr_i64 n = TR_ARG_I64(p, 4), slots = TR_ARG_I64(p, 5);
+	tr_u64 state = TR_ARG_U64(p, 6), epoch = TR_ARG_U64(p, 7);
+	double *tree = TR_ARG_PTR(double *, p, 8);
+	double a = *(const double *)p[9];
+	tr_i64 tid, bx = nt;
+	tr_tree t;
+	int l;
+	(void)y, (void)gy, (void)t1;
+	if (t0 != 0)
+		return;
+	/* One block: nt is the grid's threads; the backend launches one
+	   block, so nt is its size. */
+	tr_tree_layout(treen, &t);
+	for (tid = 0; tid < bx; tid++)
+		tr_update_claim_run(items, treen, keys, n, (tr_u64 *)state, epoch, tid, bx);
+	for (tid = 0; tid < bx; tid++)
+		tr_update_apply_run(items, treen, keys, prios, n, slots, state, epoch, tree, a, tid, bx);
+	for (l = 0; l <= t.levels; l++)
+		for (tid = 0; tid < bx; tid++)
+			tr_tree_repair_run(tree, treen, slots, state, l, tid, bx);
+}
+
 /* tr_host_lookup returns the host build of the kernel with the given entry
  * name and its number of arguments, or NULL. The trajring_test_* entries
  * (testkernels.h) exist only here: no .cu file, no PTX. */
@@ -285,6 +317,7 @@ static tr_host_fn tr_host_lookup(const char *name, int *nargs)
 		{"trajring_draw_prioritized", tr_host_draw_prioritized, 14},
 		{"trajring_update_claim", tr_host_update_claim, 6},
 		{"trajring_update_apply", tr_host_update_apply, 10},
+		{"trajring_update_one", tr_host_update_one, 10},
 		{"trajring_nstep_check", tr_host_nstep_check, 15},
 		{"trajring_stack_gather", tr_host_stack_gather, 14},
 		TR_LEARNER_KERNELS
