@@ -107,6 +107,8 @@ learner_kernel_tests="TestLearnerOpsMatchReference TestLearnerFusedOpsMatchRefer
 memcheck_tests="TestGatherRowsMatchesCPU TestGatherWindowsMatchesCPU TestScatterMatchesCPU TestConcatMatchesCPU
 	TestNStepRewardMatchesCPU TestScatterFromMatchesCPU TestDeviceSelectionMatchesCPU TestSumTreeMatchesCPU
 	TestUpdateRepairContended TestUploadIsStreamOrdered $learner_kernel_tests"
+# The sum-tree tests run tree_repair and update_one (a batch's priority
+# updates in one block, phases separated by __syncthreads) and patch_items.
 barrier_tests="TestSumTreeMatchesCPU TestUpdateRepairContended TestDeviceSelectionMatchesCPU $learner_kernel_tests"
 jit_gpu_tests="TestGatherRowsMatchesCPU TestGatherWindowsMatchesCPU TestGatherWindowsExact TestScatterMatchesCPU
 	TestScatterFromMatchesCPU TestConcatMatchesCPU TestNStepRewardMatchesCPU TestNStepRewardExact
