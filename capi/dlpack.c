@@ -62,11 +62,62 @@ void *trj_dl_alloc(int32_t versioned, int32_t ndim, int64_t **shape) {
 	return p;
 }
 
+// A view group: the DLPack tensors of one result handed out while any of
+// them lives share one, counted here, so that Go hears of a drop once,
+// when the group's last tensor is deleted, instead of once a tensor (a
+// call into Go from a consumer's thread cost about as much as making the
+// tensor). Go frees the group (trjViewDrop), under the result's lock, so
+// a group that the result still names stays readable by
+// trj_dl_group_acquire.
+typedef struct {
+	int64_t count; // tensors alive; 0 once the last was deleted
+	uint64_t id;   // the Go side's id of the group
+} trj_dl_group;
+
+// Live DLPack tensors of the process (trj_live_counts).
+static int64_t live_tensors;
+
+// trj_dl_group_new returns a group holding one tensor, or NULL.
+void *trj_dl_group_new(uint64_t id) {
+	trj_dl_group *g = malloc(sizeof *g);
+	if (g == NULL) {
+		return NULL;
+	}
+	g->count = 1;
+	g->id = id;
+	return g;
+}
+
+// trj_dl_group_acquire adds a tensor to g unless its last tensor has
+// been deleted already (then it returns 0 and g is dying).
+int trj_dl_group_acquire(void *p) {
+	trj_dl_group *g = p;
+	int64_t c = __atomic_load_n(&g->count, __ATOMIC_ACQUIRE);
+	while (c > 0) {
+		if (__atomic_compare_exchange_n(&g->count, &c, c + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			return 1;
+		}
+	}
+	return 0;
+}
+
+void trj_dl_live_add(int64_t d) { __atomic_add_fetch(&live_tensors, d, __ATOMIC_RELAXED); }
+
+int64_t trj_dl_live(void) { return __atomic_load_n(&live_tensors, __ATOMIC_RELAXED); }
+
+static void group_release(void *ctx) {
+	trj_dl_group *g = ctx;
+	trj_dl_live_add(-1);
+	if (__atomic_sub_fetch(&g->count, 1, __ATOMIC_ACQ_REL) == 0) {
+		trjViewDrop(g->id);
+	}
+}
+
 void trj_dlpack_deleter(trj_dl_managed *m) {
 	if (m == NULL) {
 		return;
 	}
-	trjViewDrop((uint64_t)(uintptr_t)m->manager_ctx);
+	group_release(m->manager_ctx);
 	free(m);
 }
 
@@ -74,22 +125,24 @@ void trj_dlpack_deleter_versioned(trj_dl_managed_versioned *m) {
 	if (m == NULL) {
 		return;
 	}
-	trjViewDrop((uint64_t)(uintptr_t)m->manager_ctx);
+	group_release(m->manager_ctx);
 	free(m);
 }
 
-// trj_dl_set_ctx stores the data address, a view id as the manager
-// context and the package's deleter in a tensor made by trj_dl_alloc.
-void trj_dl_set_ctx(void *p, int32_t versioned, uint64_t id, uint64_t data) {
+// trj_dl_set_ctx stores the data address, the tensor's view group as the
+// manager context and the package's deleter in a tensor made by
+// trj_dl_alloc, and counts it live.
+void trj_dl_set_ctx(void *p, int32_t versioned, void *group, uint64_t data) {
+	trj_dl_live_add(1);
 	if (versioned) {
 		trj_dl_managed_versioned *m = p;
 		m->dl_tensor.data = (void *)(uintptr_t)data;
-		m->manager_ctx = (void *)(uintptr_t)id;
+		m->manager_ctx = group;
 		m->deleter = trj_dlpack_deleter_versioned;
 	} else {
 		trj_dl_managed *m = p;
 		m->dl_tensor.data = (void *)(uintptr_t)data;
-		m->manager_ctx = (void *)(uintptr_t)id;
+		m->manager_ctx = group;
 		m->deleter = trj_dlpack_deleter;
 	}
 }

@@ -8,7 +8,10 @@ package capi
 #include "trajring_abi.h"
 
 void *trj_dl_alloc(int32_t versioned, int32_t ndim, int64_t **shape);
-void trj_dl_set_ctx(void *p, int32_t versioned, uint64_t id, uint64_t data);
+void trj_dl_set_ctx(void *p, int32_t versioned, void *group, uint64_t data);
+void *trj_dl_group_new(uint64_t id);
+int trj_dl_group_acquire(void *g);
+int64_t trj_dl_live(void);
 */
 import "C"
 
@@ -67,13 +70,42 @@ func (r *result) afterConsumers() {
 	r.consumers = r.consumers[:0]
 }
 
-// views of results held by DLPack consumers, by id (the tensors'
-// manager_ctx).
+// dlViews holds the view groups of results held by DLPack consumers, by
+// id: a group (dlpack.c) counts the tensors of one result alive together,
+// and its deleters call trjViewDrop once, for the last of them. A result
+// counts each live group in live.
 var dlViews = struct {
 	sync.Mutex
 	next uint64
-	m    map[uint64]*result
-}{m: make(map[uint64]*result)}
+	m    map[uint64]dlGroup
+}{m: make(map[uint64]dlGroup)}
+
+type dlGroup struct {
+	r *result
+	g unsafe.Pointer // the C group, freed by trjViewDrop
+}
+
+// viewGroup returns a group for one more tensor of r: r's current group
+// while a tensor of it lives, else a new one. The caller holds r.mu.
+func (r *result) viewGroup() (unsafe.Pointer, error) {
+	if r.group != nil && C.trj_dl_group_acquire(r.group) != 0 {
+		return r.group, nil
+	}
+	dlViews.Lock()
+	dlViews.next++
+	id := dlViews.next
+	g := C.trj_dl_group_new(C.uint64_t(id))
+	if g != nil {
+		dlViews.m[id] = dlGroup{r: r, g: g}
+	}
+	dlViews.Unlock()
+	if g == nil {
+		return nil, fmt.Errorf("%w: out of C memory for a DLPack tensor", tensorbuf.ErrBackend)
+	}
+	r.group = g
+	r.live++
+	return g, nil
+}
 
 // trj_result_dlpack returns, at out, a new DLPack managed tensor viewing
 // tensor i of the result (versioned: a DLManagedTensorVersioned of DLPack
@@ -120,12 +152,11 @@ func trj_result_dlpack(h C.uint64_t, i C.int64_t, versioned C.int32_t, stream C.
 			shape[ndim+j] = stride
 			stride *= max(v.shape[j], 1)
 		}
-		dlViews.Lock()
-		dlViews.next++
-		id := dlViews.next
-		dlViews.m[id] = r
-		dlViews.Unlock()
-		r.live++
+		g, e := r.viewGroup()
+		if e != nil {
+			C.free(p)
+			return e
+		}
 		t := C.trj_dl_tensor{
 			device:  C.trj_dl_device{device_type: C.int32_t(v.device), device_id: 0},
 			ndim:    C.int32_t(ndim),
@@ -143,7 +174,7 @@ func trj_result_dlpack(h C.uint64_t, i C.int64_t, versioned C.int32_t, stream C.
 		} else {
 			(*C.trj_dl_managed)(p).dl_tensor = t
 		}
-		C.trj_dl_set_ctx(p, C.int32_t(min(versioned, 1)), C.uint64_t(id), C.uint64_t(v.addr))
+		C.trj_dl_set_ctx(p, C.int32_t(min(versioned, 1)), g, C.uint64_t(v.addr))
 		*out = p
 		return nil
 	})
@@ -164,21 +195,26 @@ func dlDType(code int32) C.trj_dl_dtype {
 }
 
 // trjViewDrop is called by the DLPack deleters (dlpack.c) when a consumer
-// drops a tensor: the last one of a released result hands its memory back.
-// It never fails; an unknown id (a deleter called twice) is ignored.
+// drops the last tensor of a view group: the last group of a released
+// result hands its memory back. It never fails; an unknown id is ignored.
 //
 //export trjViewDrop
 func trjViewDrop(id C.uint64_t) {
 	defer func() { _ = recover() }()
 	dlViews.Lock()
-	r, ok := dlViews.m[uint64(id)]
+	vg, ok := dlViews.m[uint64(id)]
 	delete(dlViews.m, uint64(id))
 	dlViews.Unlock()
 	if !ok {
 		return
 	}
+	r := vg.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.group == vg.g {
+		r.group = nil
+	}
+	C.free(vg.g)
 	r.live--
 	if r.live == 0 && r.freed {
 		r.retire()
@@ -194,10 +230,7 @@ func trj_live_counts(results, tensors *C.int64_t, err *C.char, errcap C.int64_t)
 		if results == nil || tensors == nil {
 			return setOut(results, 0)
 		}
-		dlViews.Lock()
-		nt := len(dlViews.m)
-		dlViews.Unlock()
-		*results, *tensors = C.int64_t(handles.count(kindResult)), C.int64_t(nt)
+		*results, *tensors = C.int64_t(handles.count(kindResult)), C.trj_dl_live()
 		return nil
 	})
 }

@@ -57,9 +57,10 @@ type result struct {
 	tables *tensorbuf.Table // the table a batch was sampled from, if any
 
 	views     []view
-	spare     []view // the previous views' slices, reused by the next refresh
-	live      int    // DLPack tensors not yet deleted
-	freed     bool   // the caller released its handle
+	spare     []view         // the previous views' slices, reused by the next refresh
+	live      int            // DLPack view groups not yet deleted (see dlViews)
+	group     unsafe.Pointer // the view group new tensors join while it lives
+	freed     bool           // the caller released its handle
 	pinner    runtime.Pinner
 	released  bool      // memory handed back: the result is dead
 	exported  bool      // an export, never refilled nor pooled
