@@ -306,14 +306,15 @@ func (r *result) release() {
 
 // retire is called once neither a handle nor a live tensor refers to r:
 // r goes back to its buffer's pool, or is released when the pool is full
-// or the buffer closed.
+// or the buffer closed. A pooled result keeps its views and their pins:
+// the next sample into it most often leaves its layout as it was, and
+// refresh then keeps both (unpinning and pinning again every view cost
+// each new result about a microsecond); one that moves it repins.
 func (r *result) retire() {
 	r.afterConsumers()
 	bo := r.buf
 	bo.mu.Lock()
 	if bo.pool != nil && len(bo.pool[r.kind]) < poolSize && r.reusable() {
-		r.pinner.Unpin()
-		r.spare, r.views = r.views, nil
 		r.freed = false
 		bo.pool[r.kind] = append(bo.pool[r.kind], r)
 		bo.mu.Unlock()
