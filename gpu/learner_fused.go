@@ -3,6 +3,7 @@
 package gpu
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -278,4 +279,189 @@ func (b *Backend) GemmBack(a GemmBackArgs) error {
 	tiles = max(tiles, 1)
 	return b.launchGrid(kernels.GemmBack, tiles*gemmThreads, 1, 1, px.addr, pdz.addr, pw.addr, py.addr, pgw.addr, pgb.addr, pdx.addr,
 		uint64(B), uint64(K), uint64(N), pg.addr, uint64(a.N), uint64(a.Parts), pst.addr, math.Float64bits(a.MaxNorm))
+}
+
+// TDHeadArgs are the operands of a TDHead that stay from step to step: a
+// DQN learner's device tensors of the backend, row-major. It is a plain
+// value.
+type TDHeadArgs struct {
+	// Batch transitions, In inputs of the last layer, NumActions outputs.
+	Batch, In, NumActions int
+	// X, XNext and XTarget [Batch, In] are the last layer's inputs: the
+	// online network's on s and s' (XNext nil: plain DQN, the next action
+	// picked by the target network) and the target network's on s'.
+	X, XNext, XTarget *tensor.Dense
+	// W [In, NumActions] and Bias [NumActions] are the online network's
+	// last layer, WTarget and BiasTarget the target network's.
+	W, Bias, WTarget, BiasTarget *tensor.Dense
+	// Outputs: Q, QNextOnline (nil with XNext) and QNextTarget [Batch,
+	// NumActions], then TDLoss's DQ [Batch, NumActions], TD, Priorities
+	// and RowLoss [Batch].
+	Q, QNextOnline, QNextTarget, DQ, TD, Priorities, RowLoss *tensor.Dense
+	// PriorityEpsilon is TDLoss's.
+	PriorityEpsilon float64
+}
+
+// TDHead is a DQN learner's last layer and TD loss as one launch
+// (kernels/td_head.cu): a descriptor of its operands in device memory,
+// written once by NewTDHead, and Step, which launches on a batch. Close
+// frees it. It is safe for concurrent use as its Backend is, but one
+// TDHead's Steps must not overlap on the device (its count of finished
+// blocks is shared): the backend's one stream orders them.
+type TDHead struct {
+	b    *Backend
+	a    kernels.Arena
+	args TDHeadArgs
+}
+
+// tdHeadWords is the descriptor's length (TR_TDH_WORDS).
+const tdHeadWords = 19
+
+// words checks a's operands (as Gemm3 and TDLoss check theirs) and
+// returns the descriptor (host/td_loss.h, TR_TDH_*), its count 0. It
+// runs with the backend entered.
+func (b *Backend) tdHeadWords(a TDHeadArgs) ([]uint64, []operand, error) {
+	B, K, NA := int64(a.Batch), int64(a.In), int64(a.NumActions)
+	if err := dims(a.Batch, a.In, a.NumActions); err != nil || a.NumActions < 1 || a.Batch < 1 {
+		return nil, nil, fmt.Errorf("%w: TD head of %d transitions, %d inputs, %d actions", ErrBounds, a.Batch, a.In, a.NumActions)
+	}
+	if !(a.PriorityEpsilon >= 0) || math.IsInf(a.PriorityEpsilon, 1) {
+		return nil, nil, fmt.Errorf("%w: priority epsilon %v", ErrBounds, a.PriorityEpsilon)
+	}
+	if (a.XNext == nil) != (a.QNextOnline == nil) {
+		return nil, nil, fmt.Errorf("%w: TD head: XNext and QNextOnline go together", ErrBounds)
+	}
+	w := make([]uint64, tdHeadWords)
+	var ops [14]operand
+	for i, s := range []struct {
+		name string
+		t    *tensor.Dense
+		n    int64
+	}{
+		{"X", a.X, B * K}, {"XNext", a.XNext, B * K}, {"XTarget", a.XTarget, B * K}, {"W", a.W, K * NA}, {"Bias", a.Bias, NA},
+		{"WTarget", a.WTarget, K * NA}, {"BiasTarget", a.BiasTarget, NA}, {"Q", a.Q, B * NA}, {"QNextOnline", a.QNextOnline, B * NA},
+		{"QNextTarget", a.QNextTarget, B * NA}, {"DQ", a.DQ, B * NA}, {"TD", a.TD, B}, {"Priorities", a.Priorities, B},
+		{"RowLoss", a.RowLoss, B},
+	} {
+		if s.t == nil && (s.name == "XNext" || s.name == "QNextOnline") {
+			continue
+		}
+		var err error
+		if ops[i], err = b.operand("TD head "+s.name, s.t, tensor.Float32, s.n); err != nil {
+			return nil, nil, err
+		}
+		w[i] = ops[i].addr
+	}
+	if err := disjoint(ops[7:], []string{"Q", "QNextOnline", "QNextTarget", "DQ", "TD", "Priorities", "RowLoss"}, ops[:7]); err != nil {
+		return nil, nil, err
+	}
+	w[14], w[15], w[16], w[17] = uint64(B), uint64(K), uint64(NA), math.Float64bits(a.PriorityEpsilon)
+	return w, ops[7:], nil
+}
+
+// NewTDHead checks a's operands and writes the descriptor of a TDHead
+// into new device memory of b. Bad operands return ErrBounds (ErrArena
+// for memory that is not b's) and allocate nothing.
+func (b *Backend) NewTDHead(a TDHeadArgs) (*TDHead, error) {
+	if err := b.enterLaunch(); err != nil {
+		return nil, err
+	}
+	w, _, err := b.tdHeadWords(a)
+	b.exit()
+	if err != nil {
+		return nil, err
+	}
+	ar, err := b.Alloc(8 * tdHeadWords)
+	if err != nil {
+		return nil, err
+	}
+	raw := make([]byte, 8*tdHeadWords)
+	for i, v := range w {
+		binary.LittleEndian.PutUint64(raw[8*i:], v)
+	}
+	if err := b.Upload(ar, 0, raw); err != nil {
+		_ = b.Free(ar)
+		return nil, err
+	}
+	return &TDHead{b: b, a: ar, args: a}, nil
+}
+
+// Close frees the descriptor; the TDHead is unusable afterwards.
+func (h *TDHead) Close() error {
+	if h.a == nil {
+		return nil
+	}
+	err := h.b.Free(h.a)
+	h.a = nil
+	return err
+}
+
+// Step queues, in one launch, the last layer on s and s' and the TD loss
+// of a batch: Q = X·W + Bias, QNextOnline = XNext·W + Bias (with XNext),
+// QNextTarget = XTarget·WTarget + BiasTarget, each element Gemm3's with a
+// bias epilogue, then TDLoss on them with the batch's Actions (int64),
+// Reward, Discount (float32), Weights (float64) and Valid (uint8 or bool;
+// nil: all valid), bit for bit what Gemm3 and TDLoss write in two
+// launches. Reference loop:
+//
+//	for i := range Batch { // Q, and likewise QNextOnline and QNextTarget
+//		for j := range NumActions {
+//			s := float32(0)
+//			for l := range In {
+//				s = s + float32(X[i*In+l]*W[l*NumActions+j])
+//			}
+//			Q[i*NumActions+j] = s + Bias[j]
+//		}
+//	}
+//	// then TDLoss's loop (kernels/host.RefTDLoss) on Q, QNextOnline, QNextTarget
+//
+// The TD loss runs in the launch's last block to finish (a ticket after
+// a fence), which reads the Q-values the others wrote. The operands are
+// checked again (the tensors must still be live); the batch's must not
+// overlap the outputs. It is safe for concurrent use.
+func (h *TDHead) Step(actions, reward, discount, weights, valid *tensor.Dense) error {
+	b := h.b
+	if err := b.enterLaunch(); err != nil {
+		return err
+	}
+	defer b.exit()
+	if h.a == nil {
+		return fmt.Errorf("%w: TD head closed", ErrBounds)
+	}
+	d, err := b.arena(h.a)
+	if err != nil {
+		return fmt.Errorf("TD head descriptor: %w", err)
+	}
+	_, outs, err := b.tdHeadWords(h.args)
+	if err != nil {
+		return err
+	}
+	B := int64(h.args.Batch)
+	vt := tensor.Uint8
+	if valid != nil && valid.Dtype() == tensor.Bool {
+		vt = tensor.Bool
+	}
+	var ins [5]operand
+	for i, s := range []struct {
+		name string
+		t    *tensor.Dense
+		dt   tensor.Dtype
+	}{{"Actions", actions, tensor.Int64}, {"Reward", reward, tensor.Float32}, {"Discount", discount, tensor.Float32},
+		{"Weights", weights, tensor.Float64}, {"Valid", valid, vt}} {
+		if s.t == nil && s.name == "Valid" {
+			continue
+		}
+		if ins[i], err = b.operand("TD head "+s.name, s.t, s.dt, B); err != nil {
+			return err
+		}
+	}
+	if err := disjoint(outs, []string{"Q", "QNextOnline", "QNextTarget", "DQ", "TD", "Priorities", "RowLoss"}, ins[:]); err != nil {
+		return err
+	}
+	products := int64(2)
+	if h.args.XNext != nil {
+		products = 3
+	}
+	tiles := (B + 15) / 16 * int64((h.args.NumActions+15)/16) * products
+	return b.launchGrid(kernels.TDHead, tiles*gemmThreads, 1, 1, uint64(d.ptr), ins[0].addr, ins[1].addr, ins[2].addr, ins[3].addr, ins[4].addr)
 }

@@ -27,15 +27,20 @@ func refPartials(g []float32, parts int) []float64 {
 	return partial
 }
 
-// TestLearnerFusedOpsMatchReference: Gemm3 and GemmBack on the stand-in
-// write the reference loops' bytes (kernels/host.RefGemm3, RefGemmBack,
-// RefGradNorm) between untouched guards, on every grid.
+// TestLearnerFusedOpsMatchReference: Gemm3, GemmBack and TDHead on the
+// stand-in write the reference loops' bytes (kernels/host.RefGemm3,
+// RefGemmBack, RefGradNorm, RefGemmEpilogue and RefTDLoss) between
+// untouched guards, on every grid.
 func TestLearnerFusedOpsMatchReference(t *testing.T) { forGrids(t, testLearnerFusedOpsMatchReference) }
 
 func testLearnerFusedOpsMatchReference(t *testing.T, b *Backend) {
 	sizes := []int{1, 2, 15, 17, 33, 64}
 	f32 := tensor.Float32
-	for trial := range 12 {
+	trials := 12
+	if testing.Short() {
+		trials = 6
+	}
+	for trial := range trials {
 		rng := rand.New(rand.NewPCG(uint64(trial), 42))
 		m, n, k := sizes[rng.IntN(len(sizes))], sizes[rng.IntN(len(sizes))], sizes[rng.IntN(len(sizes))]
 		tA, tB := trial&1 != 0, trial&2 != 0
@@ -127,6 +132,62 @@ func testLearnerFusedOpsMatchReference(t *testing.T, b *Backend) {
 			}
 		}
 		expect(t, b, what+": norm state", dst, st)
+
+		// A last layer and its TD loss in one launch (TDHead), twice on
+		// the same descriptor: its count of finished blocks returns to 0.
+		na := 1 + rng.IntN(5)
+		double := trial%3 != 2
+		xs := [3][]float32{randF32(rng, bsz*in), randF32(rng, bsz*in), randF32(rng, bsz*in)}
+		wo, bo, wt, bt := randF32(rng, in*na), randF32(rng, na), randF32(rng, in*na), randF32(rng, na)
+		act := make([]int64, bsz)
+		rew, disc, wts, vb := randF32(rng, bsz), make([]float32, bsz), make([]float64, bsz), make([]uint8, bsz)
+		for i := range bsz {
+			act[i] = rng.Int64N(int64(na))
+			disc[i] = []float32{0, 0.99}[rng.IntN(2)]
+			wts[i] = rng.Float64() + 0.5
+			vb[i] = uint8(rng.IntN(4))
+		}
+		ha := TDHeadArgs{Batch: bsz, In: in, NumActions: na, X: upload(t, b, rng, f32, xs[0]).t, XTarget: upload(t, b, rng, f32, xs[2]).t,
+			W: upload(t, b, rng, f32, wo).t, Bias: upload(t, b, rng, f32, bo).t, WTarget: upload(t, b, rng, f32, wt).t,
+			BiasTarget: upload(t, b, rng, f32, bt).t, PriorityEpsilon: 0.01}
+		outs := make([]*devArr, 7)
+		for i, n := range []int{bsz * na, bsz * na, bsz * na, bsz * na, bsz, bsz, bsz} {
+			outs[i] = upload(t, b, rng, f32, randF32(rng, n))
+		}
+		ha.Q, ha.QNextTarget, ha.DQ, ha.TD, ha.Priorities, ha.RowLoss = outs[0].t, outs[2].t, outs[3].t, outs[4].t, outs[5].t, outs[6].t
+		if double {
+			ha.XNext, ha.QNextOnline = upload(t, b, rng, f32, xs[1]).t, outs[1].t
+		}
+		h, err := b.NewTDHead(ha)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dact, drew, ddisc := upload(t, b, rng, tensor.Int64, act), upload(t, b, rng, f32, rew), upload(t, b, rng, f32, disc)
+		dwts, dvb := upload(t, b, rng, tensor.Float64, wts), upload(t, b, rng, tensor.Uint8, vb)
+		for range 2 {
+			if err := h.Step(dact.t, drew.t, ddisc.t, dwts.t, dvb.t); err != nil {
+				t.Fatal(err)
+			}
+		}
+		q := [3][]float32{make([]float32, bsz*na), make([]float32, bsz*na), make([]float32, bsz*na)}
+		for p, w := range [][2][]float32{{wo, bo}, {wo, bo}, {wt, bt}} {
+			host.RefGemmEpilogue(xs[p], w[0], q[p], bsz, na, in, host.GemmBias, w[1], nil)
+		}
+		qno := q[1]
+		if !double {
+			qno = nil
+		}
+		dq, td, prio, rl := make([]float32, bsz*na), make([]float32, bsz), make([]float32, bsz), make([]float32, bsz)
+		host.RefTDLoss(q[0], qno, q[2], act, rew, disc, wts, vb, bsz, na, 0.01, dq, td, prio, rl)
+		for i, want := range [][]float32{q[0], q[1], q[2], dq, td, prio, rl} {
+			if i == 1 && !double {
+				continue
+			}
+			expect(t, b, fmt.Sprintf("trial %d: TD head output %d", trial, i), outs[i], want)
+		}
+		if err := h.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -56,11 +56,14 @@ var (
 	// A batch's priority updates in one block (host/tree.h): claims,
 	// applies and the tree's repair.
 	UpdateOne = Kernel{ID: 25, Module: "update_one", Entry: "trajring_update_one", Args: 10}
+	// A learner's last layer on s and s' and its TD loss (host/gemm.h,
+	// td_loss.h).
+	TDHead = Kernel{ID: 26, Module: "td_head", Entry: "trajring_td_head", Args: 6}
 )
 
 // All lists every kernel.
 var All = []Kernel{Scatter, GatherRows, Concat, GatherWindows, NStepReward, PatchItems, DrawUniform, TreePull, TreeRepair, DrawPrio, UpdateClaim, UpdateApply,
-	Gemm, BiasReLU, ReLUGrad, ColSum, TDLoss, NormPartial, NormFinish, Adam, Argmax, NStepCheck, StackGather, Gemm3, GemmBack, UpdateOne}
+	Gemm, BiasReLU, ReLUGrad, ColSum, TDLoss, NormPartial, NormFinish, Adam, Argmax, NStepCheck, StackGather, Gemm3, GemmBack, UpdateOne, TDHead}
 
 // PTX returns the PTX text of the kernel's module, compiled by `make
 // kernels` for compute_80 and embedded in the binary. It is safe for

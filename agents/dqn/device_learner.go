@@ -18,7 +18,8 @@ import (
 // moments and all activations. A training step is a fixed sequence of
 // kernel launches on the backend's stream (the gpu package's Gemm,
 // BiasReLU, ReLUGrad, ColSum, TDLoss, GradNorm, Adam, fused as Gemm3 and
-// GemmBack: 2L+2 launches for L layers) that reads a batch
+// GemmBack, the last layer with the TD loss as a TDHead: 2L+1 launches
+// for L layers) that reads a batch
 // of transitions in place: nothing is copied between host and device and
 // nothing waits, so a table on the same backend samples before the step
 // and takes the new priorities after it (Table.UpdatePrioritiesDevice
@@ -60,6 +61,9 @@ type DeviceLearner struct {
 	lr                 float64
 	steps              int64 // gradient steps
 	adamT              int64 // Adam's step count (Agent's may differ from steps after a LoadState)
+	// head is the last layer and TD loss in one launch (nil for a linear
+	// network, whose last layer reads the batch)
+	head *gpu.TDHead
 	// separate makes TrainStep launch the unfused operations
 	// (stepSeparate), for tests of the fused step.
 	separate bool
@@ -202,7 +206,22 @@ func (l *DeviceLearner) alloc() error {
 	for j := range ones {
 		ones[j] = 1
 	}
-	return l.be.Upload(s, offs[len(offs)-1], rawbytes.Of(ones))
+	if err := l.be.Upload(s, offs[len(offs)-1], rawbytes.Of(ones)); err != nil {
+		return err
+	}
+	if L < 2 {
+		return nil
+	}
+	a := gpu.TDHeadArgs{Batch: B, In: l.dims[L-1], NumActions: l.cfg.NumActions, X: l.h[L-2], XTarget: l.ht[L-2],
+		W: l.pw[L-1], Bias: l.pb[L-1], WTarget: l.tw[L-1], BiasTarget: l.tb[L-1], Q: l.h[L-1], QNextTarget: l.ht[L-1],
+		DQ: l.dq, TD: l.td, Priorities: l.prio, RowLoss: l.rl, PriorityEpsilon: l.cfg.PriorityEpsilon}
+	if l.cfg.DoubleDQN {
+		a.XNext, a.QNextOnline = l.hn[L-2], l.hn[L-1]
+	}
+	if l.head, err = l.be.NewTDHead(a); err != nil {
+		return fmt.Errorf("dqn: device learner: %w", err)
+	}
+	return nil
 }
 
 // upload writes m's weights into the online parameters.
@@ -218,6 +237,10 @@ func (l *DeviceLearner) upload(m *mlp) error {
 // afterwards; Close is idempotent.
 func (l *DeviceLearner) Close() error {
 	var errs []error
+	if l.head != nil {
+		errs = append(errs, l.head.Close())
+		l.head = nil
+	}
 	for _, a := range l.mem {
 		if err := l.be.Free(a); err != nil {
 			errs = append(errs, err)

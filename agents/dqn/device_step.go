@@ -94,7 +94,7 @@ func (l *DeviceLearner) TrainTransitions(tr *tensorbuf.Transitions, obs, act str
 // s and s', target on s'), the TD loss and its gradient, backpropagation,
 // the global gradient norm clipped to MaxGradNorm, and Adam; and the
 // batch's TD errors and new priorities (TD, Priorities). It returns once
-// the work is queued (2L+2 launches for L layers: 8 for two hidden
+// the work is queued (2L+1 launches for L layers: 7 for two hidden
 // layers), without
 // waiting for the device. A batch of the wrong shape, dtype or memory
 // returns ErrConfig and queues nothing.
@@ -109,9 +109,11 @@ func (l *DeviceLearner) TrainStep(b DeviceBatch) error {
 	return nil
 }
 
-// step queues one gradient step in 2L+2 launches for L layers: a layer's
-// forward products on s and s' (online and target) in one (Gemm3), the
-// TD loss, a layer's gradients in one (GemmBack, the first layer's with
+// step queues one gradient step in 2L+1 launches for L layers (4 for a
+// linear network): a layer's forward products on s and s' (online and
+// target) in one (Gemm3), the last layer's with the TD loss (TDHead, when
+// the network has a hidden layer: its inputs are then the learner's own
+// tensors), a layer's gradients in one (GemmBack, the first layer's with
 // the gradient norm), and Adam. Every sum keeps the order of the
 // separate launches (stepSeparate), so the two write the same bytes
 // (TestDeviceLearnerFusedIsSeparate).
@@ -121,7 +123,11 @@ func (l *DeviceLearner) step(b DeviceBatch) error {
 	}
 	be, B, L := l.be, l.cfg.BatchSize, len(l.dims)-1
 	xs, xn := b.Obs, b.NextObs
-	for i := range L {
+	last := L // the layers Gemm3 computes; the head takes the last
+	if l.head != nil {
+		last = L - 1
+	}
+	for i := range last {
 		k, n := l.dims[i], l.dims[i+1]
 		relu := i+1 < L
 		ps := make([]gpu.GemmProduct, 0, 3)
@@ -139,7 +145,15 @@ func (l *DeviceLearner) step(b DeviceBatch) error {
 		}
 		xs, xn = l.h[i], l.hn[i]
 	}
-	if err := l.tdLoss(b); err != nil {
+	if l.head != nil {
+		w := b.Weights
+		if w == nil {
+			w = l.ones
+		}
+		if err := l.head.Step(b.Actions, b.Reward, b.Discount, w, b.Valid); err != nil {
+			return err
+		}
+	} else if err := l.tdLoss(b); err != nil {
 		return err
 	}
 	dz, next := l.dq, 0

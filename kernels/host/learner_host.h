@@ -248,6 +248,42 @@ static void tr_host_adam(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr
 		tr_adam_run(w, g, m, v, n, scale, b1, b2, omb1, omb2, eps, neglr, c1, c2, tid, nt);
 }
 
+/* tr_host_td_head is trajring_td_head for the blocks whose first thread
+ * is in [t0, t1): each block's tiles, then its ticket; the block that
+ * takes the last computes the TD loss of every transition. */
+static void tr_host_td_head(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr_i64 gy)
+{
+	tr_u64 *d = TR_ARG_PTR(tr_u64 *, p, 0);
+	const tr_i64 *act = TR_ARG_PTR(const tr_i64 *, p, 1);
+	const float *rew = TR_ARG_PTR(const float *, p, 2), *disc = TR_ARG_PTR(const float *, p, 3);
+	const double *w = TR_ARG_PTR(const double *, p, 4);
+	const tr_u8 *valid = TR_ARG_PTR(const tr_u8 *, p, 5);
+	const float *x0 = (const float *)d[TR_TDH_X0], *x1 = (const float *)d[TR_TDH_X1], *x2 = (const float *)d[TR_TDH_X2];
+	const float *wo = (const float *)d[TR_TDH_W], *bo = (const float *)d[TR_TDH_B];
+	const float *wt = (const float *)d[TR_TDH_WT], *bt = (const float *)d[TR_TDH_BT];
+	float *q = (float *)d[TR_TDH_Q], *qno = (float *)d[TR_TDH_QNO], *qnt = (float *)d[TR_TDH_QNT];
+	tr_i64 bsz = (tr_i64)d[TR_TDH_BSZ], k = (tr_i64)d[TR_TDH_K], na = (tr_i64)d[TR_TDH_NA];
+	double eps = ((const double *)d)[TR_TDH_EPS];
+	tr_i64 tiles = tr_gemm_tiles(bsz, na), total = tiles * (2 + (qno != 0)), nblocks, blk, tile, local = 0, tid;
+	(void)y, (void)gy;
+	tr_host_blocks(t0, nt, &blk, &nblocks);
+	for (; blk < nblocks && blk * TR_GEMM_THREADS < t1; blk++) {
+		for (tile = blk; tile < total; tile += nblocks) {
+			int q3 = tr_gemm3_pick(tile, tiles, q, qno, qnt, &local);
+			tr_host_gemm_tile(q3 == 0 ? x0 : q3 == 1 ? x1 : x2, q3 == 2 ? wt : wo, q3 == 0 ? q : q3 == 1 ? qno : qnt, bsz, na, k,
+					  TR_GEMM_BIAS, q3 == 2 ? bt : bo, 0, local);
+		}
+		tr_fence();
+		if (tr_atomic_add_u64(d + TR_TDH_COUNT, 1) != (tr_u64)nblocks - 1)
+			continue;
+		tr_atomic_exch_u64(d + TR_TDH_COUNT, 0);
+		tr_fence();
+		for (tid = 0; tid < TR_GEMM_THREADS; tid++)
+			tr_td_loss_run(q, qno, qnt, act, rew, disc, w, valid, bsz, na, eps, (float *)d[TR_TDH_DQ], (float *)d[TR_TDH_TD],
+				       (float *)d[TR_TDH_PRIO], (float *)d[TR_TDH_RL], tid, TR_GEMM_THREADS);
+	}
+}
+
 TR_STRICT_END
 
 /* TR_LEARNER_KERNELS are the rows of tr_host_lookup's table for the
@@ -263,6 +299,7 @@ TR_STRICT_END
 	{"trajring_adam", tr_host_adam, 14},                 \
 	{"trajring_argmax", tr_host_argmax, 4},              \
 	{"trajring_gemm3", tr_host_gemm3, 16},               \
-	{"trajring_gemm_back", tr_host_gemm_back, 15},
+	{"trajring_gemm_back", tr_host_gemm_back, 15},       \
+	{"trajring_td_head", tr_host_td_head, 6},
 
 #endif /* TRAJRING_LEARNER_HOST_H */

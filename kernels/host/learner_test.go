@@ -581,3 +581,90 @@ func TestGemmBackIsTheSeparateLaunches(t *testing.T) {
 		}
 	}
 }
+
+// TestTDHeadIsTheSeparateLaunches: trajring_td_head writes bit for bit
+// what trajring_gemm3 (the last layer's products with their biases)
+// followed by trajring_td_loss writes (and the reference loops), with
+// and without double DQN and the mask, in every mode and grid; its count
+// of finished blocks is 0 again after it.
+func TestTDHeadIsTheSeparateLaunches(t *testing.T) {
+	for trial := range 48 {
+		e := newEnv(t, 26000+uint64(trial))
+		withMode(t, learnerModes[trial%len(learnerModes)])
+		bsz, k, na := 1+e.rng.IntN(300), 1+e.rng.IntN(40), 1+e.rng.IntN(6)
+		double, masked := trial%3 != 2, trial%4 != 3
+		x0, x1, x2 := e.values(bsz*k), e.values(bsz*k), e.values(bsz*k)
+		wo, bo, wt, bt := e.values(k*na), e.values(na), e.values(k*na), e.values(na)
+		act := make([]int64, bsz)
+		rew, disc := e.values(bsz), make([]float32, bsz)
+		w := make([]float64, bsz)
+		valid := make([]uint8, bsz)
+		for i := range bsz {
+			act[i] = e.rng.Int64N(int64(na))
+			if e.rng.IntN(20) == 0 {
+				act[i] = -1
+			}
+			disc[i] = []float32{0, 0.99, 1}[e.rng.IntN(3)]
+			w[i] = e.rng.Float64() * 2
+			valid[i] = uint8(e.rng.IntN(5))
+		}
+		eps := []float64{0, 1e-6, 0.01}[trial%3]
+		gx0, gx1, gx2 := put(e, x0), put(e, x1), put(e, x2)
+		gwo, gbo, gwt, gbt := put(e, wo), put(e, bo), put(e, wt), put(e, bt)
+		gact, grew, gdisc, gw, gvalid := put(e, act), put(e, rew), put(e, disc), put(e, w), put(e, valid)
+		validAddr, refValid := uint64(0), []uint8(nil)
+		if masked {
+			validAddr, refValid = gvalid.addr(), valid
+		}
+		// Outputs of the fused launch (f) and of the separate ones (s).
+		type outs struct{ q, qno, qnt, dq, td, prio, rl *gbuf }
+		mk := func() outs {
+			return outs{put(e, e.values(bsz*na)), put(e, e.values(bsz*na)), put(e, e.values(bsz*na)), put(e, e.values(bsz*na)),
+				put(e, e.values(bsz)), put(e, e.values(bsz)), put(e, e.values(bsz))}
+		}
+		f, s := mk(), mk()
+		x1Addr, fqno, sqno := gx1.addr(), f.qno.addr(), s.qno.addr()
+		if !double {
+			x1Addr, fqno, sqno = 0, 0, 0
+		}
+		desc := make([]uint64, 19)
+		copy(desc, []uint64{gx0.addr(), x1Addr, gx2.addr(), gwo.addr(), gbo.addr(), gwt.addr(), gbt.addr(), f.q.addr(), fqno, f.qnt.addr(),
+			f.dq.addr(), f.td.addr(), f.prio.addr(), f.rl.addr(), uint64(bsz), uint64(k), uint64(na), math.Float64bits(eps), 0})
+		gdesc := put(e, desc)
+		gx := gemmGrids[trial%len(gemmGrids)]
+		if err := Launch(kernels.TDHead, gx, 1, 256, gdesc.addr(), gact.addr(), grew.addr(), gdisc.addr(), gw.addr(), validAddr); err != nil {
+			t.Fatal(err)
+		}
+		if err := Launch(kernels.Gemm3, gx, 1, 256, gx0.addr(), gwo.addr(), s.q.addr(), gbo.addr(), x1Addr, gwo.addr(), sqno, gbo.addr(),
+			gx2.addr(), gwt.addr(), s.qnt.addr(), gbt.addr(), uint64(bsz), uint64(na), uint64(k), GemmBias); err != nil {
+			t.Fatal(err)
+		}
+		if err := Launch(kernels.TDLoss, 1, 1, 256, s.q.addr(), sqno, s.qnt.addr(), gact.addr(), grew.addr(), gdisc.addr(),
+			gw.addr(), validAddr, uint64(bsz), uint64(na), math.Float64bits(eps), s.dq.addr(), s.td.addr(), s.prio.addr(), s.rl.addr()); err != nil {
+			t.Fatal(err)
+		}
+		// The reference.
+		q, qno, qnt := make([]float32, bsz*na), make([]float32, bsz*na), make([]float32, bsz*na)
+		RefGemmEpilogue(x0, wo, q, bsz, na, k, GemmBias, bo, nil)
+		RefGemmEpilogue(x1, wo, qno, bsz, na, k, GemmBias, bo, nil)
+		RefGemmEpilogue(x2, wt, qnt, bsz, na, k, GemmBias, bt, nil)
+		refQno := qno
+		if !double {
+			refQno = nil
+		}
+		dq, td, prio, rl := make([]float32, bsz*na), make([]float32, bsz), make([]float32, bsz), make([]float32, bsz)
+		RefTDLoss(q, refQno, qnt, act, rew, disc, w, refValid, bsz, na, eps, dq, td, prio, rl)
+		for _, o := range []outs{f, s} {
+			checkOut(e, "q", o.q, q)
+			if double {
+				checkOut(e, "q next online", o.qno, qno)
+			}
+			checkOut(e, "q next target", o.qnt, qnt)
+			checkOut(e, "dq", o.dq, dq)
+			checkOut(e, "td", o.td, td)
+			checkOut(e, "priorities", o.prio, prio)
+			checkOut(e, "row losses", o.rl, rl)
+		}
+		checkOut(e, "descriptor (its count back at 0)", gdesc, desc)
+	}
+}

@@ -57,6 +57,39 @@
 #include "rn.h"
 #include "rnf.h"
 
+/* TR_TD_LDQ loads the Q-values: TR_LD, unless the including kernel wrote
+ * them in the same launch (trajring_td_head: coherent loads). */
+#ifndef TR_TD_LDQ
+#define TR_TD_LDQ TR_LD
+#endif
+
+/* The descriptor of trajring_td_head, uint64 words: the last layer's
+ * inputs (the online network's on s and s', the target's on s'; X1 0 for
+ * plain DQN), weights and biases (online, target), its outputs Q(s,·),
+ * Q(s',·) online (0 for plain DQN) and target, the TD outputs, the batch
+ * size, inputs and actions, eps (a double) and the count of finished
+ * blocks (0 between launches). */
+#define TR_TDH_X0 0
+#define TR_TDH_X1 1
+#define TR_TDH_X2 2
+#define TR_TDH_W 3
+#define TR_TDH_B 4
+#define TR_TDH_WT 5
+#define TR_TDH_BT 6
+#define TR_TDH_Q 7
+#define TR_TDH_QNO 8
+#define TR_TDH_QNT 9
+#define TR_TDH_DQ 10
+#define TR_TDH_TD 11
+#define TR_TDH_PRIO 12
+#define TR_TDH_RL 13
+#define TR_TDH_BSZ 14
+#define TR_TDH_K 15
+#define TR_TDH_NA 16
+#define TR_TDH_EPS 17
+#define TR_TDH_COUNT 18
+#define TR_TDH_WORDS 19
+
 TR_STRICT_BEGIN
 
 TR_HD void tr_td_loss_run(const float *q, const float *qno, const float *qnt, const tr_i64 *act, const float *rew,
@@ -79,10 +112,10 @@ TR_HD void tr_td_loss_run(const float *q, const float *qno, const float *qnt, co
 			continue;
 		}
 		for (j = 1; j < na; j++)
-			if (TR_LD(float, sel + j) > TR_LD(float, sel + best))
+			if (TR_TD_LDQ(float, sel + j) > TR_TD_LDQ(float, sel + best))
 				best = j;
-		y = TR_FADD(TR_LD(float, rew + i), TR_FMUL(TR_LD(float, disc + i), TR_LD(float, qnt + i * na + best)));
-		d = TR_FSUB(TR_LD(float, q + i * na + a), y);
+		y = TR_FADD(TR_LD(float, rew + i), TR_FMUL(TR_LD(float, disc + i), TR_TD_LDQ(float, qnt + i * na + best)));
+		d = TR_FSUB(TR_TD_LDQ(float, q + i * na + a), y);
 		abs = d < 0.0f ? -d : d;
 		r = TR_FSUB(abs, 1.0f);
 		if (!(r > 0.0f))
