@@ -264,14 +264,16 @@ test-file-backed:
 	d=$$(mktemp -d) && TRAJRING_TEST_FILE_BACKED=$$d $(GO) test -count=1 ./tensorbuf/; s=$$?; rm -rf $$d; exit $$s
 
 # bench-huge (issue 44; not CI) measures file-backed buffers past memory:
-# B=256 low-dim samples (L=1, L=4) at 1M, 10M, 100M and 1B steps, resident
-# and cold (evicted), with the fraction resident and the disk's random-read
-# latency measured in the same run; Sync against the bytes dirtied; uniform
-# and prioritized tables of 1M and HUGE_TABLE_MAX items. HUGE_MAX=100000000
-# stops at 100M steps (the 1B buffer needs about 110 GB of disk; capacities
-# whose files do not fit in three quarters of the free space less 4 GiB are
-# skipped). Files go to HUGE_DIR (removed after each capacity); the JSON to
-# bench/results/<host>-<date>-huge.json. Takes minutes to an hour.
+# B=256 samples (L=1, L=4) of CartPole-shaped 40-byte steps at 1M, 10M,
+# 100M and 1B steps: in memory where it fits, file-backed resident (also
+# with DirHugePages where it fits in memory) and cold (evicted), with the
+# fraction resident and the disk's random-read latency measured in the same
+# run; Sync against the bytes dirtied; uniform and prioritized tables of 1M
+# and HUGE_TABLE_MAX items. HUGE_MAX=100000000 stops at 100M steps (the 1B
+# buffer needs about 41 GB of disk; capacities whose files do not fit in
+# three quarters of the free space less 4 GiB are skipped). Files go to
+# HUGE_DIR (removed after each capacity); the JSON to
+# bench/results/<host>-<date>-huge.json. Takes minutes to about an hour.
 HUGE_MAX ?= 1000000000
 HUGE_TABLE_MAX ?= 100000000
 HUGE_DIR ?= $(CURDIR)/build/huge
