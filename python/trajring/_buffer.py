@@ -285,6 +285,22 @@ def _as_keys(keys: Any) -> tuple[Any, int, int]:
     return obj, addr, nbytes // 8
 
 
+def _stack_spec(stack: Optional[Mapping[str, int]]) -> Optional[bytes]:
+    """The ABI's frame-stacking spec (a JSON object of field -> K), or None for no stacking."""
+    if stack is None:
+        return None
+    if not isinstance(stack, Mapping):
+        raise InvalidArgumentError(f"tensorbuf: invalid argument: stack must map field names to K, not {type(stack).__name__}")
+    spec = {}
+    for name, k in stack.items():
+        if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
+            from .errors import ConfigError
+
+            raise ConfigError(f"tensorbuf: invalid configuration: stack K of {name!r} is {k!r}, not an integer")
+        spec[str(name)] = int(k)
+    return json.dumps(spec).encode()
+
+
 class Table(_lib.Handle):
     """A table of items over a buffer's steps (Reverb's model; ``tensorbuf.Table``).
 
@@ -329,16 +345,25 @@ class Table(_lib.Handle):
         obj, addr, n = _as_keys(keys)
         _lib.call(_lib.lib.trj_table_delete, self._handle, addr, n)
 
-    def sample(self, n: int, *, into: Optional[Result] = None, timeout: Optional[float] = None) -> Result:
+    def sample(self, n: int, *, stack: Optional[Mapping[str, int]] = None, into: Optional[Result] = None,
+               timeout: Optional[float] = None) -> Result:
         """Sample ``n`` items as a sequence batch (tensors shaped ``(n, L, ...)``).
+
+        ``stack`` maps observation fields to a frame count K (``{"pixels": 4}``):
+        each such field comes back ``(n, L, K, ...)``, every step with its last K
+        frames (see :meth:`Buffer.sample_nstep` for the edges).
 
         With ``into``, the result is refilled in place (``sample_into``).
         Waits for the rate limiter up to ``timeout`` seconds (None: forever),
         checking for Ctrl-C every 100 ms.
         """
+        spec = _stack_spec(stack)
+        if spec is not None:
+            return self._sample(_lib.lib.trj_table_sample_stacked, (n, spec), into, timeout)
         return self._sample(_lib.lib.trj_table_sample, (n,), into, timeout)
 
-    def sample_into(self, batch: Result, n: int, *, timeout: Optional[float] = None) -> Result:
+    def sample_into(self, batch: Result, n: int, *, stack: Optional[Mapping[str, int]] = None,
+                    timeout: Optional[float] = None) -> Result:
         """Refill ``batch`` with a new sample of ``n`` items, in place.
 
         The previous contents are overwritten, through every view taken
@@ -347,20 +372,28 @@ class Table(_lib.Handle):
         table whose items grow longer than the batch's L raises
         :class:`InvalidArgumentError` before drawing.
         """
-        return self._sample(_lib.lib.trj_table_sample, (n,), batch, timeout)
+        return self.sample(n, stack=stack, into=batch, timeout=timeout)
 
-    def sample_transitions(self, n: int, horizon: int = 1, gamma: float = 1.0, *, into: Optional[Result] = None,
+    def sample_transitions(self, n: int, horizon: int = 1, gamma: float = 1.0, *,
+                           stack: Optional[Mapping[str, int]] = None, into: Optional[Result] = None,
                            timeout: Optional[float] = None) -> Result:
         """Sample ``n`` items as n-step transitions (TF-Agents' to_transition).
 
-        Items that are no transition keep their place with ``valid`` 0.
+        Items that are no transition keep their place with ``valid`` 0. ``stack``
+        stacks observation fields over their last K frames, as
+        :meth:`Buffer.sample_nstep` does; an item whose frames reach a step the
+        ring overwrote comes with ``valid`` 0.
         """
+        spec = _stack_spec(stack)
+        if spec is not None:
+            return self._sample(_lib.lib.trj_table_sample_transitions_stacked, (n, horizon, float(gamma), spec), into,
+                                timeout)
         return self._sample(_lib.lib.trj_table_sample_transitions, (n, horizon, float(gamma)), into, timeout)
 
     def sample_transitions_into(self, batch: Result, n: int, horizon: int = 1, gamma: float = 1.0, *,
-                                timeout: Optional[float] = None) -> Result:
+                                stack: Optional[Mapping[str, int]] = None, timeout: Optional[float] = None) -> Result:
         """Refill ``batch`` with new transitions in place (see :meth:`sample_into`)."""
-        return self._sample(_lib.lib.trj_table_sample_transitions, (n, horizon, float(gamma)), batch, timeout)
+        return self.sample_transitions(n, horizon, gamma, stack=stack, into=batch, timeout=timeout)
 
     def _sample(self, fn: Any, args: tuple, into: Optional[Result], timeout: Optional[float]) -> Result:
         out = c_uint64()
@@ -632,16 +665,43 @@ class Buffer(_lib.Handle):
     # Direct sampling and export.
 
     def sample_sequences(self, n: int, length: int, *, episode_aware: bool = False,
-                         into: Optional[Result] = None) -> Result:
-        """Sample ``n`` windows of ``length`` steps uniformly (never across a row's cursor)."""
+                         stack: Optional[Mapping[str, int]] = None, into: Optional[Result] = None) -> Result:
+        """Sample ``n`` windows of ``length`` steps uniformly (never across a row's cursor).
+
+        ``stack`` (``{"pixels": 4}``) returns each named observation field as
+        ``(n, length, K, ...)``: every step of a window with its last K frames, with
+        the edges of :meth:`sample_nstep`; a window whose first step's frames reach
+        a step the ring overwrote is never drawn.
+        """
+        spec = _stack_spec(stack)
+        if spec is not None:
+            return self._direct(_lib.lib.trj_buffer_sample_sequences_stacked, (n, length, int(episode_aware), spec),
+                                into)
         return self._direct(_lib.lib.trj_buffer_sample_sequences, (n, length, int(episode_aware)), into)
 
     def sample_transitions(self, n: int, *, into: Optional[Result] = None) -> Result:
         """Sample ``n`` transitions uniformly (MATLAB's experiences: obs, action, reward, next_obs, is_done)."""
         return self._direct(_lib.lib.trj_buffer_sample_transitions, (n,), into)
 
-    def sample_nstep(self, n: int, horizon: int, gamma: float, *, into: Optional[Result] = None) -> Result:
-        """Sample ``n`` n-step transitions uniformly (discounted rewards over up to ``horizon`` steps)."""
+    def sample_nstep(self, n: int, horizon: int, gamma: float, *, stack: Optional[Mapping[str, int]] = None,
+                     into: Optional[Result] = None) -> Result:
+        """Sample ``n`` n-step transitions uniformly (discounted rewards over up to ``horizon`` steps).
+
+        ``stack`` maps observation fields to a frame count K (``{"pixels": 4}``),
+        as pixel agents (DQN on Atari) see their inputs while the ring stores each
+        frame once: the field and its ``next_`` field come back ``(n, K, ...)``,
+        the frames of steps t-K+1..t and of the K steps ending at the step the
+        transition bootstraps from, oldest first. Frames before the episode's first
+        step are zeros (SB3's ``VecFrameStack``, Dopamine); a truncated episode's
+        next frames are its own final frames; a transition whose frames reach a step
+        the ring overwrote is never drawn. ``horizon=1, gamma=1.0`` gives DQN's
+        one-step transitions. A bad ``stack`` raises :class:`ConfigError` (an
+        unknown or non-observation field, K below 1 or above the capacity) before
+        anything is drawn.
+        """
+        spec = _stack_spec(stack)
+        if spec is not None:
+            return self._direct(_lib.lib.trj_buffer_sample_nstep_stacked, (n, horizon, float(gamma), spec), into)
         return self._direct(_lib.lib.trj_buffer_sample_nstep, (n, horizon, float(gamma)), into)
 
     def _direct(self, fn: Any, args: tuple, into: Optional[Result]) -> Result:
