@@ -275,43 +275,73 @@ func (wo *writerObj) readStep(s *C.trj_step) (rows []int, cols [4]any, fields []
 	return rows, cols, fields, nil
 }
 
+// arrayArgs are the caller's arrays of one call, given by position: data
+// pointers, sizes in bytes, dtype codes, ranks and the concatenated shapes.
+type arrayArgs struct {
+	ptrs   []unsafe.Pointer
+	sizes  []int64
+	dtypes []int32
+	ndims  []int32
+	shapes []int64
+}
+
+// readArrayArgs reads the headers of n caller arrays named after fields,
+// validating every pointer, count and rank (the arrays' contents are
+// checked by dense).
+func readArrayArgs(n C.int64_t, data, nbytes, dtype, ndim, shape unsafe.Pointer, fs []tensorbuf.Field) (arrayArgs, error) {
+	var a arrayArgs
+	if int(n) != len(fs) {
+		return a, fmt.Errorf("%w: %d arrays for %d fields (%s)", tensorbuf.ErrMissingField, n, len(fs), fieldNames(fs))
+	}
+	var e1, e2, e3, e4 error
+	a.ptrs, e1 = hostSlice[unsafe.Pointer](data, n, "field data")
+	a.sizes, e2 = hostSlice[int64](nbytes, n, "field sizes")
+	a.dtypes, e3 = hostSlice[int32](dtype, n, "field dtypes")
+	a.ndims, e4 = hostSlice[int32](ndim, n, "field ranks")
+	if err := errors.Join(e1, e2, e3, e4); err != nil {
+		return a, err
+	}
+	total := int64(0)
+	for _, d := range a.ndims {
+		if d < 0 || d > C.TRJ_MAX_DIMS {
+			return a, fmt.Errorf("%w: a field of %d dimensions", tensorbuf.ErrShape, d)
+		}
+		total += int64(d)
+	}
+	var err error
+	a.shapes, err = hostSlice[int64](shape, C.int64_t(total), "field shapes")
+	return a, err
+}
+
+// intDims converts field f's shape as the caller gave it.
+func intDims(f tensorbuf.Field, dims []int64) ([]int, error) {
+	ds := make([]int, len(dims))
+	for j, s := range dims {
+		if s < 0 || s > math.MaxInt32 {
+			return nil, fmt.Errorf("%w: field %q: dimension %d", tensorbuf.ErrShape, f.Name, s)
+		}
+		ds[j] = int(s)
+	}
+	return ds, nil
+}
+
 // readArrays views n caller arrays given by position (pointers, sizes,
 // dtype codes, ranks and concatenated shapes), named after fields, as
 // tensors for the duration of a call, validating every pointer and size.
 func readArrays(n C.int64_t, data, nbytes, dtype, ndim, shape unsafe.Pointer, fs []tensorbuf.Field) ([]*tensor.Dense, error) {
-	if int(n) != len(fs) {
-		return nil, fmt.Errorf("%w: %d arrays for %d fields (%s)", tensorbuf.ErrMissingField, n, len(fs), fieldNames(fs))
-	}
-	ptrs, e1 := hostSlice[unsafe.Pointer](data, n, "field data")
-	sizes, e2 := hostSlice[int64](nbytes, n, "field sizes")
-	dtypes, e3 := hostSlice[int32](dtype, n, "field dtypes")
-	ndims, e4 := hostSlice[int32](ndim, n, "field ranks")
-	if err := errors.Join(e1, e2, e3, e4); err != nil {
-		return nil, err
-	}
-	total := int64(0)
-	for _, d := range ndims {
-		if d < 0 || d > C.TRJ_MAX_DIMS {
-			return nil, fmt.Errorf("%w: a field of %d dimensions", tensorbuf.ErrShape, d)
-		}
-		total += int64(d)
-	}
-	shapes, err := hostSlice[int64](shape, C.int64_t(total), "field shapes")
+	a, err := readArrayArgs(n, data, nbytes, dtype, ndim, shape, fs)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*tensor.Dense, len(fs))
 	off := 0
 	for i, f := range fs {
-		dims := make([]int, ndims[i])
-		for j := range dims {
-			if shapes[off+j] < 0 || shapes[off+j] > math.MaxInt32 {
-				return nil, fmt.Errorf("%w: field %q: dimension %d", tensorbuf.ErrShape, f.Name, shapes[off+j])
-			}
-			dims[j] = int(shapes[off+j])
+		dims, err := intDims(f, a.shapes[off:off+int(a.ndims[i])])
+		if err != nil {
+			return nil, err
 		}
 		off += len(dims)
-		d, err := dense(ptrs[i], sizes[i], dtypes[i], dims, "field "+f.Name)
+		d, err := dense(a.ptrs[i], a.sizes[i], a.dtypes[i], dims, "field "+f.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -326,24 +356,7 @@ func readArrays(n C.int64_t, data, nbytes, dtype, ndim, shape unsafe.Pointer, fs
 // call; the others are made anew. The slice returned is the writer's,
 // valid until its next add.
 func (wo *writerObj) readFields(n C.int64_t, data, nbytes, dtype, ndim, shape unsafe.Pointer, fs []tensorbuf.Field) ([]*tensor.Dense, error) {
-	if int(n) != len(fs) {
-		return nil, fmt.Errorf("%w: %d arrays for %d fields (%s)", tensorbuf.ErrMissingField, n, len(fs), fieldNames(fs))
-	}
-	ptrs, e1 := hostSlice[unsafe.Pointer](data, n, "field data")
-	sizes, e2 := hostSlice[int64](nbytes, n, "field sizes")
-	dtypes, e3 := hostSlice[int32](dtype, n, "field dtypes")
-	ndims, e4 := hostSlice[int32](ndim, n, "field ranks")
-	if err := errors.Join(e1, e2, e3, e4); err != nil {
-		return nil, err
-	}
-	total := int64(0)
-	for _, d := range ndims {
-		if d < 0 || d > C.TRJ_MAX_DIMS {
-			return nil, fmt.Errorf("%w: a field of %d dimensions", tensorbuf.ErrShape, d)
-		}
-		total += int64(d)
-	}
-	shapes, err := hostSlice[int64](shape, C.int64_t(total), "field shapes")
+	a, err := readArrayArgs(n, data, nbytes, dtype, ndim, shape, fs)
 	if err != nil {
 		return nil, err
 	}
@@ -354,25 +367,22 @@ func (wo *writerObj) readFields(n C.int64_t, data, nbytes, dtype, ndim, shape un
 	off := 0
 	for i, f := range fs {
 		v := &wo.views[i]
-		dims := shapes[off : off+int(ndims[i])]
+		dims := a.shapes[off : off+int(a.ndims[i])]
 		off += len(dims)
-		if v.d != nil && v.p == ptrs[i] && v.nbytes == sizes[i] && v.code == dtypes[i] && sameDims(v.dims, dims) {
+		if v.d != nil && v.p == a.ptrs[i] && v.nbytes == a.sizes[i] && v.code == a.dtypes[i] && sameDims(v.dims, dims) {
 			wo.fieldBuf[i] = v.d
 			continue
 		}
 		v.d = nil
-		ds := make([]int, len(dims))
-		for j, s := range dims {
-			if s < 0 || s > math.MaxInt32 {
-				return nil, fmt.Errorf("%w: field %q: dimension %d", tensorbuf.ErrShape, f.Name, s)
-			}
-			ds[j] = int(s)
-		}
-		d, err := dense(ptrs[i], sizes[i], dtypes[i], ds, "field "+f.Name)
+		ds, err := intDims(f, dims)
 		if err != nil {
 			return nil, err
 		}
-		*v = arrayView{p: ptrs[i], nbytes: sizes[i], code: dtypes[i], dims: slices.Clone(ds), d: d}
+		d, err := dense(a.ptrs[i], a.sizes[i], a.dtypes[i], ds, "field "+f.Name)
+		if err != nil {
+			return nil, err
+		}
+		*v = arrayView{p: a.ptrs[i], nbytes: a.sizes[i], code: a.dtypes[i], dims: slices.Clone(ds), d: d}
 		wo.fieldBuf[i] = d
 	}
 	return wo.fieldBuf, nil
