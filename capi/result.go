@@ -64,6 +64,7 @@ type result struct {
 	pinner    runtime.Pinner
 	released  bool      // memory handed back: the result is dead
 	exported  bool      // an export, never refilled nor pooled
+	stack     string    // the frame stacking of the last fill (stackKey), "" for none
 	consumers []uintptr // CUDA streams handed tensors since the last retire
 }
 
@@ -166,6 +167,9 @@ func (r *result) refresh() error {
 		add(tensorbuf.RewardName, bt.Reward)
 		add(tensorbuf.DiscountName, bt.Discount)
 		add(tensorbuf.MaskName, bt.Mask)
+		if len(bt.Valid) > 0 { // stacked samples: false where frames were lost
+			addSlice(r, "valid", bt.Valid, dtUint8)
+		}
 		if bt.KeyTensor != nil {
 			add("key", bt.KeyTensor)
 			add("probability", bt.ProbabilityTensor)
@@ -369,7 +373,7 @@ func (bo *bufferObj) device() int { return deviceOf(bo.b) }
 // sample must keep the result's leading dimensions: n (and l, a direct
 // sequence sample's L, when l > 0); a table batch keeps its L by
 // tensorbuf.Batch.FixedLen.
-func fill(bo *bufferObj, into uint64, k resultKind, n, l int, do func(r *result) error, out *C.uint64_t) error {
+func fill(bo *bufferObj, into uint64, k resultKind, n, l int, stack string, do func(r *result) error, out *C.uint64_t) error {
 	if out == nil {
 		return setOut(out, 0)
 	}
@@ -391,6 +395,10 @@ func fill(bo *bufferObj, into uint64, k resultKind, n, l int, do func(r *result)
 			if n != n0 || (l > 0 && l != l0) {
 				return fmt.Errorf("%w: a sample of shape (%d, %d) into a result of shape (%d, %d) whose tensors are alive; drop them, or sample into a new result", ErrBusy, n, l, n0, l0)
 			}
+			if stack != r.stack {
+				// Stacking changes the stacked fields' shapes and memory.
+				return fmt.Errorf("%w: a sample stacked as {%s} into a result stacked as {%s} whose tensors are alive; drop them, or sample into a new result", ErrBusy, stack, r.stack)
+			}
 			if r.kind == kindBatch {
 				r.bt.FixedLen = l0
 			}
@@ -400,6 +408,7 @@ func fill(bo *bufferObj, into uint64, k resultKind, n, l int, do func(r *result)
 		if err := do(r); err != nil {
 			return err
 		}
+		r.stack = stack
 		if err := r.refresh(); err != nil {
 			return err
 		}
@@ -416,6 +425,7 @@ func fill(bo *bufferObj, into uint64, k resultKind, n, l int, do func(r *result)
 		r.retire()
 		return err
 	}
+	r.stack = stack
 	if err := r.refresh(); err != nil {
 		r.retire()
 		return err

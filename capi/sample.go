@@ -32,7 +32,7 @@ func trj_buffer_sample_sequences(h C.uint64_t, n, l C.int64_t, episodeAware C.in
 			return fmt.Errorf("%w: sequences of %d steps", tensorbuf.ErrInvalidArg, l)
 		}
 		opt := tensorbuf.SequenceOptions{EpisodeAware: episodeAware != 0}
-		return sampleBuffer(h, n, int(l), into, out, kindBatch, func(b *tensorbuf.Buffer, r *result) error {
+		return sampleBuffer(h, n, int(l), "", into, out, kindBatch, func(b *tensorbuf.Buffer, r *result) error {
 			return b.SampleSequencesInto(r.bt, int(n), int(l), opt)
 		})
 	})
@@ -45,7 +45,7 @@ func trj_buffer_sample_sequences(h C.uint64_t, n, l C.int64_t, episodeAware C.in
 //export trj_buffer_sample_transitions
 func trj_buffer_sample_transitions(h C.uint64_t, n C.int64_t, into C.uint64_t, out *C.uint64_t, err *C.char, errcap C.int64_t) C.int32_t {
 	return guard(err, errcap, func() error {
-		return sampleBuffer(h, n, 0, into, out, kindTransitions, func(b *tensorbuf.Buffer, r *result) error {
+		return sampleBuffer(h, n, 0, "", into, out, kindTransitions, func(b *tensorbuf.Buffer, r *result) error {
 			return b.SampleTransitionsInto(r.tr, int(n))
 		})
 	})
@@ -58,7 +58,7 @@ func trj_buffer_sample_transitions(h C.uint64_t, n C.int64_t, into C.uint64_t, o
 func trj_buffer_sample_nstep(h C.uint64_t, n, horizon C.int64_t, gamma C.double, into C.uint64_t, out *C.uint64_t, err *C.char, errcap C.int64_t) C.int32_t {
 	return guard(err, errcap, func() error {
 		opt := tensorbuf.NStepOptions{Horizon: int(horizon), DiscountFactor: float64(gamma)}
-		return sampleBuffer(h, n, 0, into, out, kindTransitions, func(b *tensorbuf.Buffer, r *result) error {
+		return sampleBuffer(h, n, 0, "", into, out, kindTransitions, func(b *tensorbuf.Buffer, r *result) error {
 			return b.SampleNStepInto(r.tr, int(n), opt)
 		})
 	})
@@ -67,7 +67,7 @@ func trj_buffer_sample_nstep(h C.uint64_t, n, horizon C.int64_t, gamma C.double,
 // sampleBuffer is the body of the direct sample exports: it checks the
 // buffer and n and fills a result of kind k (of L l, 0 for transitions)
 // with sample.
-func sampleBuffer(h C.uint64_t, n C.int64_t, l int, into C.uint64_t, out *C.uint64_t, k resultKind,
+func sampleBuffer(h C.uint64_t, n C.int64_t, l int, stack string, into C.uint64_t, out *C.uint64_t, k resultKind,
 	sample func(b *tensorbuf.Buffer, r *result) error) error {
 	bo, err := getAs[*bufferObj](uint64(h), kindBuffer)
 	if err != nil {
@@ -76,7 +76,7 @@ func sampleBuffer(h C.uint64_t, n C.int64_t, l int, into C.uint64_t, out *C.uint
 	if err := sampleCount(n); err != nil {
 		return err
 	}
-	return fill(bo, uint64(into), k, int(n), l, func(r *result) error { return sample(bo.b, r) }, out)
+	return fill(bo, uint64(into), k, int(n), l, stack, func(r *result) error { return sample(bo.b, r) }, out)
 }
 
 // trj_buffer_all_experiences exports every stored transition oldest first

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/trajring/trajring/tensorbuf"
 )
@@ -25,18 +26,20 @@ import (
 // sample parses nothing.
 
 // parseStack decodes a stacking spec; fields are taken in name order so
-// that the request is the same whatever the JSON's key order. An empty
+// that the request is the same whatever the JSON's key order. The key
+// names the request (`"pixels": 4`), so that a refill into a result whose
+// tensors are alive can be refused when it would stack differently. An empty
 // object is no stacking; a NULL spec, malformed JSON or a K that is no
 // JSON integer fails with ErrInvalidArg or ErrConfig, and tensorbuf checks
 // the fields and K (ErrConfig) before it draws.
-func parseStack(spec *C.char) ([]tensorbuf.FrameStack, error) {
+func parseStack(spec *C.char) ([]tensorbuf.FrameStack, string, error) {
 	s, err := goString(spec, "stack spec")
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	var m map[string]int
 	if err := decodeJSON(s, &m); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	names := make([]string, 0, len(m))
 	for name := range m {
@@ -44,10 +47,12 @@ func parseStack(spec *C.char) ([]tensorbuf.FrameStack, error) {
 	}
 	slices.Sort(names)
 	st := make([]tensorbuf.FrameStack, len(names))
+	keys := make([]string, len(names))
 	for i, name := range names {
 		st[i] = tensorbuf.FrameStack{Field: name, K: m[name]}
+		keys[i] = fmt.Sprintf("%q: %d", name, m[name])
 	}
-	return st, nil
+	return st, strings.Join(keys, ", "), nil
 }
 
 // trj_buffer_sample_sequences_stacked is trj_buffer_sample_sequences with
@@ -59,12 +64,12 @@ func trj_buffer_sample_sequences_stacked(h C.uint64_t, n, l C.int64_t, episodeAw
 		if l <= 0 || l > math.MaxInt32 {
 			return fmt.Errorf("%w: sequences of %d steps", tensorbuf.ErrInvalidArg, l)
 		}
-		st, e := parseStack(stack)
+		st, key, e := parseStack(stack)
 		if e != nil {
 			return e
 		}
 		opt := tensorbuf.SequenceOptions{EpisodeAware: episodeAware != 0, Stack: st}
-		return sampleBuffer(h, n, int(l), into, out, kindBatch, func(b *tensorbuf.Buffer, r *result) error {
+		return sampleBuffer(h, n, int(l), key, into, out, kindBatch, func(b *tensorbuf.Buffer, r *result) error {
 			return b.SampleSequencesInto(r.bt, int(n), int(l), opt)
 		})
 	})
@@ -77,12 +82,12 @@ func trj_buffer_sample_sequences_stacked(h C.uint64_t, n, l C.int64_t, episodeAw
 //export trj_buffer_sample_nstep_stacked
 func trj_buffer_sample_nstep_stacked(h C.uint64_t, n, horizon C.int64_t, gamma C.double, stack *C.char, into C.uint64_t, out *C.uint64_t, err *C.char, errcap C.int64_t) C.int32_t {
 	return guard(err, errcap, func() error {
-		st, e := parseStack(stack)
+		st, key, e := parseStack(stack)
 		if e != nil {
 			return e
 		}
 		opt := tensorbuf.NStepOptions{Horizon: int(horizon), DiscountFactor: float64(gamma), Stack: st}
-		return sampleBuffer(h, n, 0, into, out, kindTransitions, func(b *tensorbuf.Buffer, r *result) error {
+		return sampleBuffer(h, n, 0, key, into, out, kindTransitions, func(b *tensorbuf.Buffer, r *result) error {
 			return b.SampleNStepInto(r.tr, int(n), opt)
 		})
 	})
@@ -94,11 +99,11 @@ func trj_buffer_sample_nstep_stacked(h C.uint64_t, n, horizon C.int64_t, gamma C
 //export trj_table_sample_stacked
 func trj_table_sample_stacked(h C.uint64_t, n C.int64_t, stack *C.char, waitMS C.int64_t, into C.uint64_t, out *C.uint64_t, err *C.char, errcap C.int64_t) C.int32_t {
 	return guard(err, errcap, func() error {
-		st, e := parseStack(stack)
+		st, key, e := parseStack(stack)
 		if e != nil {
 			return e
 		}
-		return sampleTable(h, n, waitMS, into, out, kindBatch, func(ctx context.Context, t *tensorbuf.Table, r *result) error {
+		return sampleTable(h, n, waitMS, key, into, out, kindBatch, func(ctx context.Context, t *tensorbuf.Table, r *result) error {
 			return t.SampleStackedInto(ctx, r.bt, int(n), st)
 		})
 	})
@@ -110,12 +115,12 @@ func trj_table_sample_stacked(h C.uint64_t, n C.int64_t, stack *C.char, waitMS C
 //export trj_table_sample_transitions_stacked
 func trj_table_sample_transitions_stacked(h C.uint64_t, n, horizon C.int64_t, gamma C.double, stack *C.char, waitMS C.int64_t, into C.uint64_t, out *C.uint64_t, err *C.char, errcap C.int64_t) C.int32_t {
 	return guard(err, errcap, func() error {
-		st, e := parseStack(stack)
+		st, key, e := parseStack(stack)
 		if e != nil {
 			return e
 		}
 		opt := tensorbuf.NStepOptions{Horizon: int(horizon), DiscountFactor: float64(gamma), Stack: st}
-		return sampleTable(h, n, waitMS, into, out, kindTableTransitions, func(ctx context.Context, t *tensorbuf.Table, r *result) error {
+		return sampleTable(h, n, waitMS, key, into, out, kindTableTransitions, func(ctx context.Context, t *tensorbuf.Table, r *result) error {
 			return t.SampleTransitionsInto(ctx, r.ttr, int(n), opt)
 		})
 	})

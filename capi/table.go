@@ -346,7 +346,7 @@ func trj_table_set_beta(h C.uint64_t, beta C.double, err *C.char, errcap C.int64
 //export trj_table_sample
 func trj_table_sample(h C.uint64_t, n C.int64_t, waitMS C.int64_t, into C.uint64_t, out *C.uint64_t, err *C.char, errcap C.int64_t) C.int32_t {
 	return guard(err, errcap, func() error {
-		return sampleTable(h, n, waitMS, into, out, kindBatch, func(ctx context.Context, t *tensorbuf.Table, r *result) error {
+		return sampleTable(h, n, waitMS, "", into, out, kindBatch, func(ctx context.Context, t *tensorbuf.Table, r *result) error {
 			return t.SampleInto(ctx, r.bt, int(n))
 		})
 	})
@@ -360,7 +360,7 @@ func trj_table_sample(h C.uint64_t, n C.int64_t, waitMS C.int64_t, into C.uint64
 func trj_table_sample_transitions(h C.uint64_t, n, horizon C.int64_t, gamma C.double, waitMS C.int64_t, into C.uint64_t, out *C.uint64_t, err *C.char, errcap C.int64_t) C.int32_t {
 	return guard(err, errcap, func() error {
 		opt := tensorbuf.NStepOptions{Horizon: int(horizon), DiscountFactor: float64(gamma)}
-		return sampleTable(h, n, waitMS, into, out, kindTableTransitions, func(ctx context.Context, t *tensorbuf.Table, r *result) error {
+		return sampleTable(h, n, waitMS, "", into, out, kindTableTransitions, func(ctx context.Context, t *tensorbuf.Table, r *result) error {
 			return t.SampleTransitionsInto(ctx, r.ttr, int(n), opt)
 		})
 	})
@@ -369,7 +369,7 @@ func trj_table_sample_transitions(h C.uint64_t, n, horizon C.int64_t, gamma C.do
 // sampleTable is the body of the table sample exports: it checks the
 // table and n, bounds the rate limiter's wait by waitMS, and fills a
 // result of kind k with sample.
-func sampleTable(h C.uint64_t, n, waitMS C.int64_t, into C.uint64_t, out *C.uint64_t, k resultKind,
+func sampleTable(h C.uint64_t, n, waitMS C.int64_t, stack string, into C.uint64_t, out *C.uint64_t, k resultKind,
 	sample func(ctx context.Context, t *tensorbuf.Table, r *result) error) error {
 	to, err := getAs[*tableObj](uint64(h), kindTable)
 	if err != nil {
@@ -383,7 +383,7 @@ func sampleTable(h C.uint64_t, n, waitMS C.int64_t, into C.uint64_t, out *C.uint
 		return err
 	}
 	defer cancel()
-	return fill(to.buf, uint64(into), k, int(n), 0, func(r *result) error {
+	return fill(to.buf, uint64(into), k, int(n), 0, stack, func(r *result) error {
 		return waitErr(ctx, sample(ctx, to.t, r))
 	}, out)
 }

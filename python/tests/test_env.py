@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import weakref
 
 import numpy as np
 import pytest
@@ -80,6 +81,13 @@ def test_outputs_reused_only_when_unreferenced():
         v = v[0] if isinstance(v, list) else v
         same = torch.equal(v, copies[k]) if isinstance(v, torch.Tensor) else np.array_equal(v, copies[k])
         assert same, f"{k} changed after later steps"
+    # A weak reference counts too: what it reaches is never overwritten.
+    out = env.step(acts)
+    wr, copy = weakref.ref(out[0]), out[0].copy()
+    del out
+    for _ in range(10):
+        env.step(acts)
+    assert wr() is None or np.array_equal(wr(), copy), "an array reached through a weak reference changed"
     # Once released, the held block is reused again.
     del held, copies, v
     later = set().union(*(addresses(env.step(acts)) for _ in range(8)))

@@ -92,6 +92,7 @@ def test_table_samples_stacked(stacked):
     with tab.sample(8, stack={"pixels": K}) as s:
         px = np.asarray(s["pixels"])
         assert px.shape == (8, 2, K, 2, 2)
+        assert np.asarray(s["valid"]).tolist() == [1] * 8  # nothing overwritten yet
         for w in px:
             t0, r = decode(w[0, K - 1])
             assert np.array_equal(w[0], stack_at(t0, r))
@@ -108,6 +109,33 @@ def test_stacked_into_refills_in_place(stacked):
         assert np.array_equal(view[i].numpy(), stack_at(int(steps[i]), int(rows[i])))
     del view
     batch.release()
+
+
+def test_restacking_under_live_views_is_busy(stacked):
+    """A refill that would stack differently moves the stacked fields' memory:
+    while views live it is refused (BusyError), changing nothing, and the
+    library stays usable."""
+    tab = stacked.table("items")
+    calls = [
+        (lambda **kw: stacked.sample_nstep(8, 1, 1.0, **kw), "pixels"),
+        (lambda **kw: stacked.sample_sequences(4, 2, **kw), "pixels"),
+        (lambda **kw: tab.sample(4, **kw), "pixels"),
+        (lambda **kw: tab.sample_transitions(4, **kw), "pixels"),
+    ]
+    for sample, field in calls:
+        for first, then in [(None, {"pixels": K}), ({"pixels": K}, None), ({"pixels": K}, {"pixels": 2})]:
+            r = sample(stack=first)
+            view = torch.from_dlpack(r[field])
+            before = view.clone()
+            with pytest.raises(trajring.BusyError):
+                sample(stack=then, into=r)
+            assert torch.equal(view, before)
+            sample(stack=first, into=r)  # the same stacking refills in place
+            del view
+            sample(stack=then, into=r)  # no live views: any stacking
+            if then is not None:
+                assert np.asarray(r[field]).shape[-3] == then["pixels"]  # [..., K, 2, 2]
+            r.release()
 
 
 @pytest.mark.parametrize("stack, exc", [

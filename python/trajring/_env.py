@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import json
 from sys import getrefcount
+from weakref import getweakrefcount
 from ctypes import byref, c_int64, c_uint64
 from typing import Any, Mapping, Optional, Union
 
@@ -103,11 +104,15 @@ _POOL = 3
 
 
 def _refs(entry: list) -> int:
-    """The summed reference counts of an output block and its arrays; it equals
-    the sum taken when the block was made (no count falls below the pool's own
-    references) exactly when nothing outside the pool holds any of them."""
-    return (getrefcount(entry[0]) + getrefcount(entry[2]) + getrefcount(entry[3]) + getrefcount(entry[4])
-            + sum(map(getrefcount, entry[1])))
+    """The summed reference and weak-reference counts of an output block and its
+    arrays; it equals the sum taken when the block was made (no count falls
+    below the pool's own references) exactly when nothing outside the pool holds
+    any of them. A raw address (``.ctypes.data``) is no reference."""
+    blk, views, rew, term, trunc = entry[0], entry[1], entry[2], entry[3], entry[4]
+    return (getrefcount(blk) + getrefcount(rew) + getrefcount(term) + getrefcount(trunc)
+            + sum(map(getrefcount, views))
+            + getweakrefcount(blk) + getweakrefcount(rew) + getweakrefcount(term) + getweakrefcount(trunc)
+            + sum(map(getweakrefcount, views)))
 
 
 def _address(a: np.ndarray) -> int:
@@ -135,7 +140,8 @@ class VectorEnv(_lib.Handle):
 
     ``step`` and ``reset`` return fresh NumPy arrays that Go writes in place (no
     Python-side copy); they are never overwritten by later steps, as EnvPool's (the
-    memory of arrays no longer referenced anywhere is reused). Not safe for
+    memory of arrays no longer referenced anywhere, weak references included, is
+    reused; a raw address such as ``.ctypes.data`` is no reference). Not safe for
     concurrent use.
     """
 
