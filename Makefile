@@ -75,8 +75,11 @@ test-python-cuda: standin python-cuda
 		$(PYTHON) -m pytest -q -p no:cacheprovider tests/test_cuda_standin.py
 	LD_LIBRARY_PATH=$(CURDIR)/$(STANDIN_DIR) $(PYTHON) $(PYCUDA)/gpu_check.py
 
+# A hung test prints every thread's Python stack after 5 minutes
+# (faulthandler_timeout) and the run is killed after 20, so a hang fails
+# the target with a trace instead of holding CI to its limit.
 test-python: python
-	cd python && $(PYTHON) -m pytest -q -p no:cacheprovider tests
+	cd python && timeout -k 30 1200 $(PYTHON) -m pytest -q -p no:cacheprovider -o faulthandler_timeout=300 tests
 
 # test-sweeps runs the long sweeps of pure functions that -race cuts to a
 # sample (the race detector finds nothing in them and slows them 3.5x).
