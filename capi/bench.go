@@ -33,15 +33,9 @@ import (
 //export trj_env_run_go
 func trj_env_run_go(h C.uint64_t, actions *C.trj_arrays, writer C.uint64_t, steps C.int64_t, outNS *C.int64_t, err *C.char, errcap C.int64_t) C.int32_t {
 	return guard(err, errcap, func() error {
-		eo, e := getAs[*envObj](uint64(h), kindEnv)
+		eo, wo, e := envAndWriter(h, writer)
 		if e != nil {
 			return e
-		}
-		var wo *writerObj
-		if writer != 0 {
-			if wo, e = getAs[*writerObj](uint64(writer), kindWriter); e != nil {
-				return e
-			}
 		}
 		if steps < 1 || steps > 1<<24 {
 			return fmt.Errorf("%w: %d steps (1 to %d)", tensorbuf.ErrInvalidArg, steps, 1<<24)
@@ -52,11 +46,8 @@ func trj_env_run_go(h C.uint64_t, actions *C.trj_arrays, writer C.uint64_t, step
 		}
 		eo.mu.Lock()
 		defer eo.mu.Unlock()
-		if eo.closed {
-			return fmt.Errorf("%w: env closed", driver.ErrClosed)
-		}
-		if eo.cur == nil {
-			return fmt.Errorf("%w: %s: call reset first (after a failed step too)", driver.ErrNotReset, eo.name)
+		if e := eo.steppableLocked(); e != nil {
+			return e
 		}
 		ds, e := eo.readActions(actions)
 		if e != nil {

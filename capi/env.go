@@ -384,23 +384,14 @@ func trj_env_reset(h C.uint64_t, reseed C.int32_t, seed C.uint64_t, out *C.trj_e
 //export trj_env_step
 func trj_env_step(h C.uint64_t, actions *C.trj_arrays, writer C.uint64_t, out *C.trj_env_out, err *C.char, errcap C.int64_t) C.int32_t {
 	return guard(err, errcap, func() error {
-		eo, e := getAs[*envObj](uint64(h), kindEnv)
+		eo, wo, e := envAndWriter(h, writer)
 		if e != nil {
 			return e
 		}
-		var wo *writerObj
-		if writer != 0 {
-			if wo, e = getAs[*writerObj](uint64(writer), kindWriter); e != nil {
-				return e
-			}
-		}
 		eo.mu.Lock()
 		defer eo.mu.Unlock()
-		if eo.closed {
-			return fmt.Errorf("%w: env closed", driver.ErrClosed)
-		}
-		if eo.cur == nil {
-			return fmt.Errorf("%w: %s: call reset first (after a failed step too)", driver.ErrNotReset, eo.name)
+		if e := eo.steppableLocked(); e != nil {
+			return e
 		}
 		ds, e := eo.readActions(actions)
 		if e != nil {
@@ -441,6 +432,29 @@ func trj_env_step(h C.uint64_t, actions *C.trj_arrays, writer C.uint64_t, out *C
 		}
 		return eo.write(wo, prev, next)
 	})
+}
+
+// envAndWriter looks up the env of handle h and, when writer is not 0,
+// the writer its steps are written through.
+func envAndWriter(h, writer C.uint64_t) (*envObj, *writerObj, error) {
+	eo, err := getAs[*envObj](uint64(h), kindEnv)
+	if err != nil || writer == 0 {
+		return eo, nil, err
+	}
+	wo, err := getAs[*writerObj](uint64(writer), kindWriter)
+	return eo, wo, err
+}
+
+// steppableLocked refuses a step of a closed env or of one not reset
+// (never, or since a failed step). Called with eo.mu held.
+func (eo *envObj) steppableLocked() error {
+	if eo.closed {
+		return fmt.Errorf("%w: env closed", driver.ErrClosed)
+	}
+	if eo.cur == nil {
+		return fmt.Errorf("%w: %s: call reset first (after a failed step too)", driver.ErrNotReset, eo.name)
+	}
+	return nil
 }
 
 // readActions views the caller's action arrays (one per action field, in
