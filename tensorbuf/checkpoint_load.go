@@ -281,8 +281,10 @@ func (b *Buffer) canSelectOnBackend(cfg TableConfig) error {
 	return nil
 }
 
-// restore fills a new buffer from the sections after the header.
-func (b *Buffer) restore(cr *ckptio.Reader, h *ckptHeader) error {
+// restoreRowsAndTables restores what checkpoints and file-backed state
+// files share, in their order: the draws and statistics of the header,
+// the rows' cursors and the tables.
+func (b *Buffer) restoreRowsAndTables(cr *ckptio.Reader, h *ckptHeader) error {
 	seed, calls, _ := unmarshalBufDraws(h.rng) // checked by readHeader
 	b.seed = seed
 	b.calls.Store(calls)
@@ -309,6 +311,14 @@ func (b *Buffer) restore(cr *ckptio.Reader, h *ckptHeader) error {
 		if err := t.install(ts); err != nil {
 			return ckptio.Corrupt(ckptio.SecTable, uint32(i), "table %q: %v", ts.cfg.Name, err)
 		}
+	}
+	return nil
+}
+
+// restore fills a new buffer from the sections after the header.
+func (b *Buffer) restore(cr *ckptio.Reader, h *ckptHeader) error {
+	if err := b.restoreRowsAndTables(cr, h); err != nil {
+		return err
 	}
 	// Version 3 holds the stored steps' slots, version 2 every slot.
 	slots := storedSlots(b.cursor, b.capacity)

@@ -793,27 +793,8 @@ func Open(dir string) (_ *Buffer, err error) {
 // empty metadata section (the mirror is the directory's file, checked
 // here) and no arenas.
 func (b *Buffer) restoreState(cr *ckptio.Reader, h *ckptHeader) error {
-	seed, calls, _ := unmarshalBufDraws(h.rng) // checked by readHeader
-	b.seed = seed
-	b.calls.Store(calls)
-	b.stats = h.stats
-	cursors, err := readRows(cr, b.numEnvs)
-	if err != nil {
+	if err := b.restoreRowsAndTables(cr, h); err != nil {
 		return err
-	}
-	copy(b.cursor, cursors)
-	for i := range h.nTables {
-		ts, err := readTable(cr, uint32(i), b.numEnvs)
-		if err != nil {
-			return err
-		}
-		t, err := b.NewTable(ts.cfg)
-		if err != nil {
-			return ckptio.Corrupt(ckptio.SecTable, uint32(i), "%v", err)
-		}
-		if err := t.install(ts); err != nil {
-			return ckptio.Corrupt(ckptio.SecTable, uint32(i), "table %q: %v", ts.cfg.Name, err)
-		}
 	}
 	if err := b.readMeta(cr, nil); err != nil {
 		return err
