@@ -12,21 +12,9 @@ extern "C" __global__ void trajring_gemm(const float *a, const float *b, float *
 			      const float *bias, const float *y)
 {
 	__shared__ float as[TR_GEMM_T * TR_GEMM_TS], bs[TR_GEMM_T * TR_GEMM_TS];
-	tr_i64 tiles = tr_gemm_tiles(m, n), tile, k0, i0, j0;
-	int t = threadIdx.x;
+	tr_i64 tiles = tr_gemm_tiles(m, n), tile;
 	if (blockDim.x != TR_GEMM_THREADS)
 		return;
-	for (tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-		float s;
-		tr_gemm_origin(tile, n, &i0, &j0);
-		s = tr_gemm_init(c, m, n, flags, i0, j0, t);
-		for (k0 = 0; k0 < k; k0 += TR_GEMM_T) {
-			tr_i64 kn = k - k0 < TR_GEMM_T ? k - k0 : TR_GEMM_T;
-			tr_gemm_load(a, b, m, n, k, flags, i0, j0, k0, t, as, bs);
-			__syncthreads();
-			s = tr_gemm_mac(s, as, bs, kn, t);
-			__syncthreads();
-		}
-		tr_gemm_store(c, m, n, i0, j0, t, s, flags, bias, y);
-	}
+	for (tile = blockIdx.x; tile < tiles; tile += gridDim.x)
+		tr_gemm_tile_dev(a, b, c, m, n, k, flags, bias, y, tile, as, bs);
 }
