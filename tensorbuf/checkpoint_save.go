@@ -131,15 +131,8 @@ func (b *Buffer) snapshotLocked() (*bufSnap, error) {
 	for _, sp := range s.slots {
 		s.meta = append(s.meta, b.meta[sp.Off:sp.Off+sp.N]...)
 	}
-	s.rng = marshalBufDraws(b.seed, b.calls.Load())
-	for _, t := range b.tableList {
-		t.mu.Lock()
-		ts, err := t.snapshotLocked()
-		t.mu.Unlock()
-		if err != nil {
-			return nil, err
-		}
-		s.tables = append(s.tables, ts)
+	if err := b.snapDrawsAndTables(s); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -482,4 +475,21 @@ func writeTable(cw *ckptio.Writer, index uint32, t *tableSnap) error {
 		s.U8(flags)
 	}
 	return s.Close()
+}
+
+// snapDrawsAndTables adds the buffer's draws and a snapshot of every
+// table to s: what checkpoints and file-backed state files both hold. The
+// caller holds b.mu.
+func (b *Buffer) snapDrawsAndTables(s *bufSnap) error {
+	s.rng = marshalBufDraws(b.seed, b.calls.Load())
+	for _, t := range b.tableList {
+		t.mu.Lock()
+		ts, err := t.snapshotLocked()
+		t.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		s.tables = append(s.tables, ts)
+	}
+	return nil
 }

@@ -403,15 +403,8 @@ func (b *Buffer) fileSnapLocked() (*bufSnap, error) {
 		numEnvs: b.numEnvs, capacity: b.capacity, fields: b.Fields(),
 		cursor: slices.Clone(b.cursor), stats: b.stats,
 	}
-	s.rng = marshalBufDraws(b.seed, b.calls.Load())
-	for _, t := range b.tableList {
-		t.mu.Lock()
-		ts, err := t.snapshotLocked()
-		t.mu.Unlock()
-		if err != nil {
-			return nil, err
-		}
-		s.tables = append(s.tables, ts)
+	if err := b.snapDrawsAndTables(s); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
