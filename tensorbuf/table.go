@@ -200,6 +200,7 @@ type Table struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed on the next change; nil while nobody waits
 	items   []item
+	itemMap *itemMapping // the mapping items lives in, if any (see growItems)
 	free    []int32
 	live    []int32
 	head    int32
@@ -439,6 +440,9 @@ func (t *Table) alloc() int32 {
 		s := t.free[n-1]
 		t.free = t.free[:n-1]
 		return s
+	}
+	if len(t.items) == cap(t.items) {
+		t.items = growItems(t.items, &t.itemMap)
 	}
 	t.items = append(t.items, item{})
 	t.gens = append(t.gens, 0)

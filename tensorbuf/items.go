@@ -1,0 +1,35 @@
+package tensorbuf
+
+import "slices"
+
+// itemsMapMin is the size in bytes from which a table's item records
+// move off the Go heap into a mapping of their own (where the platform
+// has one; see growItems). A variable so that internal tests can map
+// small tables.
+var itemsMapMin int64 = 8 << 20
+
+// itemsMapAlign is what a mapped item array's size is rounded up to: a
+// 2 MiB huge page (a variable for the same tests).
+var itemsMapAlign int64 = 2 << 20
+
+// growItems returns items with room for at least one more record, its
+// contents and length unchanged. Small arrays grow on the Go heap as
+// append grows them. From itemsMapMin bytes on, the records live in an
+// anonymous mapping that *m owns, with huge pages asked for, and grow in
+// place by remapping: a table of 100M items (9.6 GB of records) then
+// never holds the old and the new array at once, as an append's copy
+// does, and a random record read costs no 4 KiB TLB walk. A mapping the
+// table no longer uses (items replaced by a checkpoint's restore) is
+// unmapped by its cleanup once unreachable. The caller holds t.mu; no
+// pointer into items may be held across the call.
+func growItems(items []item, m **itemMapping) []item {
+	n := len(items)
+	want := max(n+n/2, n+16)
+	if bytes := int64(want) * itemSize; bytes >= itemsMapMin {
+		bytes = (bytes + itemsMapAlign - 1) / itemsMapAlign * itemsMapAlign
+		if grown, ok := remapItems(items, m, bytes); ok {
+			return grown
+		}
+	}
+	return slices.Grow(items, want-n)
+}

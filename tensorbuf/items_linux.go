@@ -1,0 +1,52 @@
+package tensorbuf
+
+import (
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// itemMapping owns the anonymous mapping a table's item records live in
+// (see growItems); ref is what its cleanup unmaps, kept apart so that
+// the cleanup does not keep the mapping reachable.
+type itemMapping struct {
+	ref    *mappedBytes
+	remaps int // times grown in place, for tests
+}
+
+type mappedBytes struct{ b []byte }
+
+const madvHugePage = 14 // MADV_HUGEPAGE
+
+// remapItems moves items into *m's mapping grown to bytes (a new mapping
+// when *m is nil or items no longer lives in it) and returns them there;
+// false when the kernel refuses, leaving items and *m as they were.
+func remapItems(items []item, m **itemMapping, bytes int64) ([]item, bool) {
+	cur := *m
+	if cur != nil && (len(items) == 0 || unsafe.Pointer(unsafe.SliceData(items)) != unsafe.Pointer(unsafe.SliceData(cur.ref.b))) {
+		cur = nil // replaced by a restore: the old mapping is its cleanup's
+	}
+	var b []byte
+	var err error
+	if cur == nil {
+		b, err = unix.Mmap(-1, 0, int(bytes), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	} else {
+		b, err = unix.Mremap(cur.ref.b, int(bytes), unix.MREMAP_MAYMOVE)
+	}
+	if err != nil {
+		return items, false
+	}
+	_ = unix.Madvise(b, madvHugePage) // a hint: fine to be refused
+	grown := unsafe.Slice((*item)(unsafe.Pointer(unsafe.SliceData(b))), bytes/itemSize)[:len(items)]
+	if cur != nil {
+		cur.ref.b = b // the records moved with the pages
+		cur.remaps++
+		return grown, true
+	}
+	copy(grown, items)
+	nm := &itemMapping{ref: &mappedBytes{b: b}}
+	runtime.AddCleanup(nm, func(r *mappedBytes) { _ = unix.Munmap(r.b) }, nm.ref)
+	*m = nm
+	return grown, true
+}
