@@ -105,12 +105,18 @@ void trj_dl_live_add(int64_t d) { __atomic_add_fetch(&live_tensors, d, __ATOMIC_
 
 int64_t trj_dl_live(void) { return __atomic_load_n(&live_tensors, __ATOMIC_RELAXED); }
 
-static void group_release(void *ctx) {
-	trj_dl_group *g = ctx;
-	trj_dl_live_add(-1);
+// trj_dl_group_unacquire takes back an acquire whose tensor was never
+// made; the group's last one hands it to Go (trjViewDrop).
+void trj_dl_group_unacquire(void *p) {
+	trj_dl_group *g = p;
 	if (__atomic_sub_fetch(&g->count, 1, __ATOMIC_ACQ_REL) == 0) {
 		trjViewDrop(g->id);
 	}
+}
+
+static void group_release(void *ctx) {
+	trj_dl_live_add(-1);
+	trj_dl_group_unacquire(ctx);
 }
 
 void trj_dlpack_deleter(trj_dl_managed *m) {

@@ -6,12 +6,14 @@ package capi
 #include <stdint.h>
 #include <stdlib.h>
 #include "trajring_abi.h"
+#include "pydlpack.h"
 
 void *trj_dl_alloc(int32_t versioned, int32_t ndim, int64_t **shape);
 void trj_dl_set_ctx(void *p, int32_t versioned, void *group, uint64_t data);
 void *trj_dl_group_new(uint64_t id);
 int trj_dl_group_acquire(void *g);
 int64_t trj_dl_live(void);
+int64_t trj_dl_fast_count(void);
 */
 import "C"
 
@@ -83,11 +85,14 @@ var dlViews = struct {
 type dlGroup struct {
 	r *result
 	g unsafe.Pointer // the C group, freed by trjViewDrop
+	h uint64         // the handle whose tensors made it (its pydlpack.c entry's key)
 }
 
-// viewGroup returns a group for one more tensor of r: r's current group
-// while a tensor of it lives, else a new one. The caller holds r.mu.
-func (r *result) viewGroup() (unsafe.Pointer, error) {
+// viewGroup returns a group for one more tensor of r, taken through
+// handle h: r's current group while a tensor of it lives, else a new one,
+// which it publishes for trj_result_dlpack_py (pydlpack.c). The caller
+// holds r.mu.
+func (r *result) viewGroup(h uint64) (unsafe.Pointer, error) {
 	if r.group != nil && C.trj_dl_group_acquire(r.group) != 0 {
 		return r.group, nil
 	}
@@ -96,7 +101,7 @@ func (r *result) viewGroup() (unsafe.Pointer, error) {
 	id := dlViews.next
 	g := C.trj_dl_group_new(C.uint64_t(id))
 	if g != nil {
-		dlViews.m[id] = dlGroup{r: r, g: g}
+		dlViews.m[id] = dlGroup{r: r, g: g, h: h}
 	}
 	dlViews.Unlock()
 	if g == nil {
@@ -104,7 +109,29 @@ func (r *result) viewGroup() (unsafe.Pointer, error) {
 	}
 	r.group = g
 	r.live++
+	r.publish(h, g)
 	return g, nil
+}
+
+// publish hands pydlpack.c the host views of r for tensors of group g
+// taken through handle h: while g lives they cannot move. A view the fast
+// path cannot serve (device memory) ends the published ones. The caller
+// holds r.mu.
+func (r *result) publish(h uint64, g unsafe.Pointer) {
+	var e C.trj_export // no Go pointers: C copies it
+	e.handle, e.group = C.uint64_t(h), g
+	for i, v := range r.views {
+		if i == C.TRJ_EXPORT_MAX_VIEWS || v.device != deviceHost || len(v.shape) > C.TRJ_MAX_DIMS {
+			break
+		}
+		ev := &e.views[i]
+		ev.data, ev.dtype, ev.ndim = C.uint64_t(v.addr), dlDType(v.dtype), C.int32_t(len(v.shape))
+		for j, d := range v.shape {
+			ev.shape[j] = C.int64_t(d)
+		}
+		e.n = C.int32_t(i + 1)
+	}
+	C.trj_export_publish(&e)
 }
 
 // trj_result_dlpack returns, at out, a new DLPack managed tensor viewing
@@ -152,7 +179,7 @@ func trj_result_dlpack(h C.uint64_t, i C.int64_t, versioned C.int32_t, stream C.
 			shape[ndim+j] = stride
 			stride *= max(v.shape[j], 1)
 		}
-		g, e := r.viewGroup()
+		g, e := r.viewGroup(uint64(h))
 		if e != nil {
 			C.free(p)
 			return e
@@ -214,6 +241,7 @@ func trjViewDrop(id C.uint64_t) {
 	if r.group == vg.g {
 		r.group = nil
 	}
+	C.trj_export_forget(C.uint64_t(vg.h), vg.g) // before the group's memory goes
 	C.free(vg.g)
 	r.live--
 	if r.live == 0 && r.freed {
@@ -234,3 +262,21 @@ func trj_live_counts(results, tensors *C.int64_t, err *C.char, errcap C.int64_t)
 		return nil
 	})
 }
+
+// trj_dl_fast_tensors stores the number of DLPack tensors made so far by
+// trj_result_dlpack_py (pydlpack.c) without a call into Go, for tests.
+//
+//export trj_dl_fast_tensors
+func trj_dl_fast_tensors(out *C.int64_t, err *C.char, errcap C.int64_t) C.int32_t {
+	return guard(err, errcap, func() error {
+		if out == nil {
+			return setOut(out, 0)
+		}
+		*out = C.trj_dl_fast_count()
+		return nil
+	})
+}
+
+// forgetExport removes handle h's pydlpack.c entry: tensors of a freed
+// handle take the general path, which refuses them.
+func forgetExport(h uint64) { C.trj_export_forget(C.uint64_t(h), nil) }

@@ -459,6 +459,7 @@ func trj_result_free(h C.uint64_t, err *C.char, errcap C.int64_t) C.int32_t {
 		r := obj.(*result)
 		r.mu.Lock()
 		defer r.mu.Unlock()
+		forgetExport(uint64(h))
 		r.freed = true
 		if r.live == 0 {
 			r.retire()

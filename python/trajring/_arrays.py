@@ -107,7 +107,8 @@ class Array:
         return f"trajring.Array({self.name!r}, shape={self.shape}, dtype={self.dtype})"
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        return (self.device, 0)
+        r, i = self._result, self._index
+        return ((r._descs[i] or r._desc(i))[3], 0)
 
     def __dlpack__(self, *, stream: Optional[int] = None, max_version: Optional[tuple[int, int]] = None,
                    dl_device: Optional[tuple[int, int]] = None, copy: Optional[bool] = None) -> object:
@@ -119,6 +120,15 @@ class Array:
         says for producers that cannot honour them. On the CPU ``stream`` must
         be None.
         """
+        r, i = self._result, self._index
+        if stream is None and dl_device is None and not copy and not _lib._forked:
+            # The hot case, a host tensor of a result with live tensors: made
+            # in C without a call into Go (capi/pydlpack.c); None otherwise.
+            d = r._descs[i] or r._desc(i)
+            if d[3] == KDLCPU:
+                cap = _lib.dlpack_py(r._handle, i, 1 if max_version is not None and max_version[0] >= 1 else 0)
+                if cap is not None:
+                    return cap
         dev = self.device
         if copy:
             raise BufferError("trajring exports views of its memory; copy=True is not supported")
@@ -226,6 +236,12 @@ class Result(Mapping[str, Array]):
         return d
 
     def _capsule(self, i: int, versioned: int, stream: int = -1) -> object:
+        if stream == -1 and not _lib._forked:
+            # Host tensors of a result with live tensors: made in C, no call
+            # into Go (capi/pydlpack.c); None for everything else.
+            cap = _lib.dlpack_py(self._handle, i, versioned)
+            if cap is not None:
+                return cap
         ptr = ctypes.c_void_p()
         _lib.call(_lib.lib.trj_result_dlpack, self._handle, i, versioned, stream, ctypes.byref(ptr))
         return _lib.capsule_new(ptr.value, _lib.CAPSULE_NAME[versioned], _lib.CAPSULE_DESTRUCTOR)

@@ -145,6 +145,7 @@ _SIGNATURES: dict[str, list[Any]] = {
     "trj_result_dlpack": [c_uint64, c_int64, c_int32, c_int64, POINTER(c_void_p)],
     "trj_result_copy": [c_uint64, c_int64, c_void_p, c_int64],
     "trj_live_counts": [_I64P, _I64P],
+    "trj_dl_fast_tensors": [_I64P],
     "trj_env_make": [c_char_p, c_int64, c_uint64, _U64P],
     "trj_env_spec": [c_uint64, c_char_p, c_int64, _I64P],
     "trj_env_reset": [c_uint64, c_int32, c_uint64, POINTER(EnvOut)],
@@ -195,6 +196,17 @@ FALLBACK = -1
 """writer_add_py's status for input the general path must handle (nothing was done)."""
 CAPSULE_DESTRUCTOR = ctypes.cast(lib.trj_capsule_destructor, c_void_p).value
 capsule_new: Callable[[int, int, int], object] = _pyapi.PyCapsule_New
+
+# A result's second and later host tensors are made in C without a call
+# into Go (capi/pydlpack.c): None means "take trj_result_dlpack".
+lib.trj_set_dlpack_python_api.argtypes = [c_void_p, c_void_p, c_void_p, c_void_p]
+lib.trj_set_dlpack_python_api.restype = None
+lib.trj_set_dlpack_python_api(ctypes.cast(_pyapi.PyCapsule_New, c_void_p).value,
+                              ctypes.cast(_pyapi.Py_IncRef, c_void_p).value,
+                              ctypes.cast(_pyapi.PyErr_Clear, c_void_p).value, id(None))
+dlpack_py = _pylib.trj_result_dlpack_py
+dlpack_py.argtypes = [c_uint64, c_int64, c_int32]
+dlpack_py.restype = ctypes.py_object
 
 _ERRCAP = 2048
 _tls = threading.local()
@@ -299,3 +311,10 @@ def live_counts() -> tuple[int, int]:
     results, tensors = c_int64(), c_int64()
     call(lib.trj_live_counts, ctypes.byref(results), ctypes.byref(tensors))
     return results.value, tensors.value
+
+
+def fast_tensors() -> int:
+    """Return how many DLPack tensors were made without a call into Go (for tests)."""
+    n = c_int64()
+    call(lib.trj_dl_fast_tensors, ctypes.byref(n))
+    return n.value
