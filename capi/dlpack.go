@@ -14,6 +14,7 @@ void *trj_dl_group_new(uint64_t id);
 int trj_dl_group_acquire(void *g);
 int64_t trj_dl_live(void);
 int64_t trj_dl_fast_count(void);
+void trj_export_poison(void);
 */
 import "C"
 
@@ -131,7 +132,9 @@ func (r *result) publish(h uint64, g unsafe.Pointer) {
 		}
 		e.n = C.int32_t(i + 1)
 	}
-	C.trj_export_publish(&e)
+	if e.n > 0 { // a device result (cuda build) has nothing to publish
+		C.trj_export_publish(&e)
+	}
 }
 
 // trj_result_dlpack returns, at out, a new DLPack managed tensor viewing
@@ -159,6 +162,11 @@ func trj_result_dlpack(h C.uint64_t, i C.int64_t, versioned C.int32_t, stream C.
 		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
+		if r.freed {
+			// Freed by another thread since the lookup: no tensor, and no
+			// entry published for a dead handle.
+			return fmt.Errorf("%w: result handle %d was freed", ErrHandle, h)
+		}
 		if i < 0 || int(i) >= len(r.views) {
 			return fmt.Errorf("%w: tensor %d of %d", tensorbuf.ErrInvalidArg, i, len(r.views))
 		}
@@ -280,3 +288,7 @@ func trj_dl_fast_tensors(out *C.int64_t, err *C.char, errcap C.int64_t) C.int32_
 // forgetExport removes handle h's pydlpack.c entry: tensors of a freed
 // handle take the general path, which refuses them.
 func forgetExport(h uint64) { C.trj_export_forget(C.uint64_t(h), nil) }
+
+// poisonExports empties pydlpack.c's registry and stops it publishing:
+// after a panic every tensor takes the general path, which refuses.
+func poisonExports() { C.trj_export_poison() }

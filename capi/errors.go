@@ -161,6 +161,7 @@ func guard(buf *C.char, cap C.int64_t, f func() error) (code C.int32_t) {
 		if r := recover(); r != nil {
 			if !poisoned.Swap(true) {
 				fmt.Fprintf(os.Stderr, "trajring: panic in the C ABI: %v\n%s", r, debug.Stack())
+				poisonExports() // the C fast path refuses too (pydlpack.c)
 			}
 			code = status(fmt.Errorf("%w: panic: %v", errInternal, r), buf, cap)
 		}

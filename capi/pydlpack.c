@@ -41,6 +41,7 @@ void trj_dl_group_unacquire(void *g);
 static trj_export *exports[TRJ_EXPORT_BUCKETS];
 static pthread_mutex_t exports_mu = PTHREAD_MUTEX_INITIALIZER;
 static int64_t fast_tensors; // tensors made by trj_result_dlpack_py, for tests
+static int poisoned;         // set by trj_export_poison, under exports_mu
 
 void trj_export_forget(uint64_t handle, void *group);
 
@@ -67,12 +68,32 @@ void trj_export_publish(const trj_export *src) {
 		e->n = 0;
 	}
 	pthread_mutex_lock(&exports_mu);
+	if (poisoned) {
+		pthread_mutex_unlock(&exports_mu);
+		free(e);
+		return;
+	}
 	trj_export **s = slot_of(e->handle);
 	old = *s;
 	e->next = old != NULL ? old->next : NULL;
 	*s = e;
 	pthread_mutex_unlock(&exports_mu);
 	free(old);
+}
+
+// trj_export_poison empties the registry for good: Go calls it once an
+// export has panicked, after which every call must fail (errors.go).
+void trj_export_poison(void) {
+	pthread_mutex_lock(&exports_mu);
+	poisoned = 1;
+	for (int b = 0; b < TRJ_EXPORT_BUCKETS; b++) {
+		while (exports[b] != NULL) {
+			trj_export *e = exports[b];
+			exports[b] = e->next;
+			free(e);
+		}
+	}
+	pthread_mutex_unlock(&exports_mu);
 }
 
 // trj_export_forget removes handle's entry if it is for group (any group

@@ -90,7 +90,8 @@ type SaveReport struct {
 // tableSnap is a table's complete state, as saved and loaded.
 type tableSnap struct {
 	cfg         TableConfig
-	items       []item // every slot, live or not; key/pos/hpos/prev/next are derived
+	items       []item       // every slot, live or not; key/pos/hpos/prev/next are derived
+	itemMap     *itemMapping // the mapping a loaded snapshot's items live in, if any
 	gens        []uint32
 	free, live  []int32
 	order       []int32 // live slots, oldest first

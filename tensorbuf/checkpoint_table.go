@@ -47,7 +47,7 @@ func (t *Table) install(s *tableSnap) error {
 		return fmt.Errorf("rng: %v", err)
 	}
 	t.calls = calls
-	t.items, t.gens, t.free, t.live = s.items, s.gens, s.free, s.live
+	t.items, t.itemMap, t.gens, t.free, t.live = s.items, s.itemMap, s.gens, s.free, s.live
 	t.head, t.tail, t.starts = head, tail, starts
 	t.nextKey, t.maxLen, t.budget, t.inserts, t.samples = s.nextKey, s.maxLen, s.budget, s.inserts, s.samples
 	t.maxPriority, t.hasMaxPriority = s.maxPriority, s.hasMax

@@ -18,10 +18,14 @@ var itemsMapAlign int64 = 2 << 20
 // anonymous mapping that *m owns, with huge pages asked for, and grow in
 // place by remapping: a table of 100M items (9.6 GB of records) then
 // never holds the old and the new array at once, as an append's copy
-// does, and a random record read costs no 4 KiB TLB walk. A mapping the
-// table no longer uses (items replaced by a checkpoint's restore) is
-// unmapped by its cleanup once unreachable. The caller holds t.mu; no
-// pointer into items may be held across the call.
+// does, and random record reads mostly hit huge pages. The mapping is
+// unmapped by a cleanup once its table is unreachable: like heap memory,
+// it goes back after a garbage collection (which the mapping does not
+// pace: GOGC does not count it). Where the kernel refuses, the records
+// grow on the heap. The race detector does not watch mapped records: the
+// race tests' tables stay below itemsMapMin, on the heap. The caller
+// holds the table's lock; no pointer into items may be held across the
+// call.
 func growItems(items []item, m **itemMapping) []item {
 	n := len(items)
 	want := max(n+n/2, n+16)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"runtime"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/trajring/trajring/cpu"
@@ -57,6 +58,9 @@ func TestMappedItemsSameState(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if mapped {
+			checkMapped(t, tb, 0) // loaded straight into a mapping
+		}
 		ctx := context.Background()
 		for i := range 300 {
 			row := i % envs
@@ -85,9 +89,51 @@ func TestMappedItemsSameState(t *testing.T) {
 	if hs != ms {
 		t.Fatalf("after a load and more inserts, states differ:\nheap:\n%s\nmapped:\n%s", hs, ms)
 	}
-	heap, mapped = nil, nil
-	runtime.GC() // the dropped tables' mappings are unmapped by their cleanups
-	runtime.GC()
+}
+
+// TestMappedItemsUnmappedWhenDropped checks that a dropped table's
+// mapping is unmapped by its cleanup after a garbage collection.
+func TestMappedItemsUnmappedWhenDropped(t *testing.T) {
+	for range 3 { // earlier tests' dropped tables are unmapped first
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	before := itemsUnmapped.Load()
+	func() {
+		var b *Buffer
+		withItemsMap(1<<10, 4<<10, func() {
+			var err error
+			b, err = New(Config{NumEnvs: 1, Capacity: 64, Fields: ckptFields, Backend: cpu.New(), Seed: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tb, err := b.NewTable(TableConfig{Name: "u", Selector: Uniform, Seed: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := b.NewWriter()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ckptAdd(t, b, w, 1)
+			_ = w.Close()
+			for range 100 {
+				if _, err := tb.Insert(Item{Row: 0, Start: 0, Len: 1, Priority: 1}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			checkMapped(t, tb, 1)
+		})
+		_ = b.Close()
+	}()
+	for range 100 {
+		runtime.GC()
+		if itemsUnmapped.Load() > before {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no item mapping was unmapped after the table was dropped")
 }
 
 // checkMapped fails unless tb's records live in its mapping and it was

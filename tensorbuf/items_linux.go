@@ -2,6 +2,7 @@ package tensorbuf
 
 import (
 	"runtime"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -19,13 +20,19 @@ type mappedBytes struct{ b []byte }
 
 const madvHugePage = 14 // MADV_HUGEPAGE
 
+// itemsUnmapped counts the item mappings unmapped by their cleanups, for
+// tests.
+var itemsUnmapped atomic.Int64
+
 // remapItems moves items into *m's mapping grown to bytes (a new mapping
 // when *m is nil or items no longer lives in it) and returns them there;
 // false when the kernel refuses, leaving items and *m as they were.
 func remapItems(items []item, m **itemMapping, bytes int64) ([]item, bool) {
 	cur := *m
 	if cur != nil && (len(items) == 0 || unsafe.Pointer(unsafe.SliceData(items)) != unsafe.Pointer(unsafe.SliceData(cur.ref.b))) {
-		cur = nil // replaced by a restore: the old mapping is its cleanup's
+		// The records moved to the heap after a refused remap (growItems):
+		// the old mapping is left to its cleanup.
+		cur = nil
 	}
 	var b []byte
 	var err error
@@ -46,7 +53,11 @@ func remapItems(items []item, m **itemMapping, bytes int64) ([]item, bool) {
 	}
 	copy(grown, items)
 	nm := &itemMapping{ref: &mappedBytes{b: b}}
-	runtime.AddCleanup(nm, func(r *mappedBytes) { _ = unix.Munmap(r.b) }, nm.ref)
+	runtime.AddCleanup(nm, func(r *mappedBytes) {
+		if unix.Munmap(r.b) == nil {
+			itemsUnmapped.Add(1)
+		}
+	}, nm.ref)
 	*m = nm
 	return grown, true
 }
