@@ -60,11 +60,15 @@ const hugeRows = 256
 // after Buffer.Evict (cold, read from disk), with the fraction resident,
 // the disk's random 4 KiB read latency measured in the same run (O_DIRECT
 // reads of the buffer's own ring file) and the ceiling it implies for the
-// disk reads a sample makes; the cost of Sync against the bytes dirtied;
-// and uniform and prioritized tables of 1M and TableMax items, with the
-// host memory an item takes. Rows are named "huge ...", in the Report
-// schema. It is not safe for concurrent use with other measurements (it
-// measures the process's page faults).
+// disk reads a sample makes; beside each in-memory buffer, in the same
+// rounds, the machine's own random reads of a sample's lines and windows
+// from a plain arena of the same bytes (the "huge yardstick" rows, whose
+// 100M/1M ratio is the physical one the in-memory rows' is judged by);
+// the cost of Sync against the bytes dirtied; and uniform and prioritized
+// tables of 1M and TableMax items, with the host memory an item takes.
+// Rows are named "huge ...", in the Report schema. It is not safe for
+// concurrent use with other measurements (it measures the process's page
+// faults).
 func RunHuge(ctx context.Context, opt HugeOptions) (*Report, error) {
 	if opt.Dir == "" {
 		return nil, errors.New("bench: RunHuge needs a directory")
@@ -81,7 +85,7 @@ func RunHuge(ctx context.Context, opt HugeOptions) (*Report, error) {
 	if opt.ColdOps <= 0 {
 		opt.ColdOps = 200
 	}
-	h := &huge{opt: opt, memP50: map[int]float64{}, rep: &Report{Date: time.Now().UTC(), Mode: "huge", Backend: "cpu", Machine: DescribeMachine()}}
+	h := &huge{opt: opt, memP50: map[int]float64{}, yardP50: map[[2]int]float64{}, rep: &Report{Date: time.Now().UTC(), Mode: "huge", Backend: "cpu", Machine: DescribeMachine()}}
 	h.rep.Notes = append(h.rep.Notes, "file-backed buffers in "+opt.Dir+" on "+mountOf(opt.Dir))
 	for _, c := range []int64{1_000_000, 10_000_000, 100_000_000, 1_000_000_000} {
 		if c > opt.Max {
@@ -114,8 +118,9 @@ func RunHuge(ctx context.Context, opt HugeOptions) (*Report, error) {
 type huge struct {
 	opt       HugeOptions
 	rep       *Report
-	itemBytes float64         // host bytes per table item, from the 1M tables
-	memP50    map[int]float64 // p50 of the 1M-step in-memory rows, by L
+	itemBytes float64            // host bytes per table item, from the 1M tables
+	memP50    map[int]float64    // p50 of the 1M-step in-memory rows, by L
+	yardP50   map[[2]int]float64 // p50 of the 1M-step yardsticks, by L and kind
 }
 
 func (h *huge) logf(format string, args ...any) {
@@ -133,8 +138,12 @@ func (h *huge) add(r Row) {
 // memory times the same samples from an in-memory buffer (anonymous
 // memory, on huge pages where the kernel gives them) of the given steps:
 // the yardstick of the file-backed rows, and at 100M steps the issue's
-// "fits in RAM" case. It skips a buffer that would take more than half
-// of the memory available.
+// "fits in RAM" case. Beside it, in the same rounds (ours and the
+// yardsticks alternate, so load on a shared machine hits both alike), the
+// physical yardsticks of huge_yardstick_linux.go on a plain arena of the
+// buffer's ring bytes. It skips a buffer that would take more than half
+// of the memory available, and the yardsticks when their arena would take
+// more than half of what is left.
 func (h *huge) memory(steps int64) error {
 	l := HugeLayout()
 	name := fmtRate(float64(steps))
@@ -144,27 +153,97 @@ func (h *huge) memory(steps int64) error {
 			Reason: fmt.Sprintf("an in-memory buffer of %d bytes; %d available (half is the limit)", need, avail)})
 		return nil
 	}
+	r0, g0 := anonPages()
 	b, err := Filled(l, hugeRows, int(steps/hugeRows), nil)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
+	r1, g1 := anonPages()
+	var y *yardstick
+	ring := steps * l.StepBytes()
+	if avail, err := cpu.MemAvailable(); err == nil && ring > avail/2 {
+		h.rep.Skipped = append(h.rep.Skipped, Skip{What: "huge yardstick " + name + " steps",
+			Reason: fmt.Sprintf("an arena of %d bytes beside the buffer; %d available (half is the limit)", ring, avail)})
+	} else if y, err = newYardstick(ring); err != nil {
+		return err
+	} else {
+		defer y.close()
+	}
+	r2, g2 := anonPages()
+	hugeFrac, yardHuge := hugeShare(r0, g0, r1, g1), hugeShare(r1, g1, r2, g2)
 	for _, sl := range []int{1, 4} {
-		st, _, err := sampleTimes(b, sl, 256, h.opt.Ops)
+		// The CartPole step is one packed 40-byte record (its small fields
+		// and the built-in columns share a ring): a window of sl steps is
+		// 40*sl contiguous bytes.
+		yr := []yardRuns{lineRuns(256, sl, l.StepBytes()), windowRuns(256, sl, l.StepBytes())}
+		var dist [2]int
+		if y != nil {
+			for k, r := range yr {
+				dist[k], _ = y.calibrate(r)
+			}
+		}
+		var ours []float64
+		var yns [2][]float64
+		per := max(1, h.opt.Ops/hugeRounds)
+		for range hugeRounds {
+			ns, _, err := sampleNS(b, sl, 256, per)
+			if err != nil {
+				return err
+			}
+			ours = append(ours, ns...)
+			if y != nil {
+				for k, r := range yr {
+					yns[k] = append(yns[k], y.times(r, dist[k], per)...)
+				}
+			}
+		}
+		st, err := Summarise(ours)
 		if err != nil {
 			return err
 		}
-		note := "in-memory buffer (anonymous memory): the yardstick of the file-backed rows"
+		note := fmt.Sprintf("in-memory buffer (anonymous memory, %.0f%% of what it added on 2 MiB pages: AnonHugePages)", 100*hugeFrac)
 		if base, ok := h.memP50[sl]; ok {
-			note = fmt.Sprintf("in-memory buffer (anonymous memory): p50 %.2fx the 1M-step buffer's", Ratio(st.P50, base))
+			note += fmt.Sprintf(": p50 %.2fx the 1M-step buffer's", Ratio(st.P50, base))
 		} else {
+			note += ": the yardstick of the file-backed rows"
 			h.memP50[sl] = st.P50
+		}
+		var ys [2]Stats
+		if y != nil {
+			for k := range yr {
+				ys[k], _ = Summarise(yns[k])
+			}
+			note += fmt.Sprintf("; the random-line yardstick's p50 in the same rounds %s us (ours %.2fx it)", fmtDur(ys[0].P50), Ratio(st.P50, ys[0].P50))
 		}
 		h.add(Row{Scenario: fmt.Sprintf("huge memory sample %s L=%d B=256 (%s steps)", l.Name, sl, name), Group: "huge", Layout: l.Name,
 			Backend: "cpu", B: 256, L: sl, S: l.StepBytes(), Capacity: b.Size(), Ours: st, Resident: 1, Note: note})
+		if y == nil {
+			continue
+		}
+		for k, r := range yr {
+			kind := [2]string{"lines", "windows"}[k]
+			what := fmt.Sprintf("%d random 64-byte line reads (the lines a B=256 L=%d sample of 40-byte records touches, on average)", r.n, sl)
+			if k == 1 {
+				what = fmt.Sprintf("256 random runs of %d bytes (a B=256 L=%d sample's windows of 40-byte records, each read line by line)", r.span, sl)
+			}
+			yn := fmt.Sprintf("%s from a plain anonymous arena of the ring's %d bytes (MADV_HUGEPAGE, %.0f%% of it on 2 MiB pages), prefetched in chunks of %d runs (the best p50 of %v in this run's calibration), in the same rounds as the buffer's row",
+				what, ring, 100*yardHuge, dist[k], yardDistances)
+			if base, ok := h.yardP50[[2]int{sl, k}]; ok {
+				yn += fmt.Sprintf("; p50 %.2fx the 1M-step yardstick's (ours: %.2fx)", Ratio(ys[k].P50, base), Ratio(st.P50, h.memP50[sl]))
+			} else {
+				h.yardP50[[2]int{sl, k}] = ys[k].P50
+			}
+			h.add(Row{Scenario: fmt.Sprintf("huge yardstick %s %s L=%d B=256 (%s steps)", kind, l.Name, sl, name), Group: "huge-yardstick", Layout: l.Name,
+				Backend: "cpu", B: 256, L: sl, S: l.StepBytes(), Capacity: steps, Ours: ys[k], Resident: 1, Note: yn})
+		}
 	}
 	return nil
 }
+
+// hugeRounds is how many rounds the in-memory rows alternate ours and the
+// yardsticks in (Ops/hugeRounds samples of each a round).
+const hugeRounds = 4
 
 // capacity runs the rows of one capacity.
 func (h *huge) capacity(steps int64) error {
@@ -398,14 +477,24 @@ func (h *huge) tables(n int64) error {
 // per timed sample (read_bytes of /proc/self/io: page faults and the
 // reads the prefetch queued alike).
 func sampleTimes(b *tensorbuf.Buffer, l, n, ops int) (Stats, float64, error) {
-	bt, err := b.SampleSequences(n, l, tensorbuf.SequenceOptions{})
+	ns, faults, err := sampleNS(b, l, n, ops)
 	if err != nil {
 		return Stats{}, 0, err
+	}
+	st, err := Summarise(ns)
+	return st, faults, err
+}
+
+// sampleNS is sampleTimes' measurement: the ops latencies in nanoseconds.
+func sampleNS(b *tensorbuf.Buffer, l, n, ops int) ([]float64, float64, error) {
+	bt, err := b.SampleSequences(n, l, tensorbuf.SequenceOptions{})
+	if err != nil {
+		return nil, 0, err
 	}
 	defer bt.Release()
 	for range 20 {
 		if err := b.SampleSequencesInto(bt, n, l, tensorbuf.SequenceOptions{}); err != nil {
-			return Stats{}, 0, err
+			return nil, 0, err
 		}
 	}
 	ns := make([]float64, 0, ops)
@@ -413,13 +502,11 @@ func sampleTimes(b *tensorbuf.Buffer, l, n, ops int) (Stats, float64, error) {
 	for range ops {
 		t0 := time.Now()
 		if err := b.SampleSequencesInto(bt, n, l, tensorbuf.SequenceOptions{}); err != nil {
-			return Stats{}, 0, err
+			return nil, 0, err
 		}
 		ns = append(ns, float64(time.Since(t0).Nanoseconds()))
 	}
-	faults := float64(readBytes()-f0) / 4096 / float64(ops)
-	st, err := Summarise(ns)
-	return st, faults, err
+	return ns, float64(readBytes()-f0) / 4096 / float64(ops), nil
 }
 
 func residency(b *tensorbuf.Buffer) float64 {
@@ -491,7 +578,27 @@ func heapBytes() int64 {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
+	// A table's item records past 8 MiB live outside the Go heap (see
+	// tensorbuf's growItems): count the process's resident memory when it
+	// is the larger.
+	if rss, err := residentBytes(); err == nil && rss > int64(ms.HeapAlloc) {
+		return rss
+	}
 	return int64(ms.HeapAlloc)
+}
+
+// residentBytes returns the process's resident memory (/proc/self/statm).
+func residentBytes() (int64, error) {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0, fmt.Errorf("statm: %q", b)
+	}
+	pages, err := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize()), err
 }
 
 func diskFree(dir string) int64 {
