@@ -63,6 +63,8 @@
 #                   (TestDeviceLearnerMatchesAgent,
 #                   TestDeviceLearnerFusedIsSeparate: the fused step's
 #                   bytes are the separate launches',
+#                   TestDeviceLearnerGraphIsDirect: the step replayed
+#                   from a CUDA graph writes the direct launches' bytes,
 #                   TestDeviceLearnerTrainsOnTableTransitions), then a
 #                   fixed number of DQN gradient steps (MLP 256x256,
 #                   batch 64): DeviceLearner queued back to back as
@@ -103,7 +105,10 @@ reserve=10 # seconds kept for the last summary and logs.tgz
 # bias+ReLU, column sums, TD loss, grad norm, Adam) and nstep_check (the
 # device transitions' metadata) run under every sanitizer and the forced
 # JIT.
-learner_kernel_tests="TestLearnerOpsMatchReference TestLearnerFusedOpsMatchReference TestNStepCheckMatchesCPU"
+# AdamDevice (Adam's last-block step count, read by a graph replay) and
+# graph capture and replay (TestGraphReplaysCapturedWork) with them.
+learner_kernel_tests="TestLearnerOpsMatchReference TestLearnerFusedOpsMatchReference TestNStepCheckMatchesCPU
+	TestAdamDeviceIsAdam TestGraphReplaysCapturedWork"
 memcheck_tests="TestGatherRowsMatchesCPU TestGatherWindowsMatchesCPU TestScatterMatchesCPU TestConcatMatchesCPU
 	TestNStepRewardMatchesCPU TestScatterFromMatchesCPU TestDeviceSelectionMatchesCPU TestSumTreeMatchesCPU
 	TestUpdateRepairContended TestUploadIsStreamOrdered $learner_kernel_tests"
@@ -121,7 +126,8 @@ order_tensorbuf_tests="TestUpdatePrioritiesDeviceAfterOrdersALearner TestBatchSo
 	TestAddFromDeviceWaitsForProducerStream"
 fault_tests="TestStickyFaultProbe TestStickyFaultIsReportedAndFailsFast"
 # The device learner's correctness on the device, before its benchmarks.
-learner_tests="TestDeviceLearnerMatchesAgent TestDeviceLearnerFusedIsSeparate TestDeviceLearnerTrainsOnTableTransitions"
+learner_tests="TestDeviceLearnerMatchesAgent TestDeviceLearnerFusedIsSeparate TestDeviceLearnerGraphIsDirect
+	TestDeviceLearnerTrainsOnTableTransitions"
 # tensorbuf-tests leaves out the two model tests (host logic through
 # thousands of small syncs: minutes on the stand-in) and the host-side
 # checkpoint sweeps (child processes, file corruption: host code that CI's

@@ -68,7 +68,6 @@ static CUresult trajring_launch(CUcontext want, CUfunction f, unsigned gx, unsig
 import "C"
 
 import (
-	"errors"
 	"fmt"
 	"reflect"
 	"runtime"
@@ -117,15 +116,27 @@ var stickyCodes = map[int]bool{
 	999: true, // CUDA_ERROR_UNKNOWN
 }
 
-// code returns the CUresult inside a gorgonia.org/cu error (whose type is
-// unexported), or -1.
+// code returns the CUresult inside err (a cudaError, or a
+// gorgonia.org/cu error, whose type is unexported), searching the whole
+// tree of wrapped errors (driverErr wraps two), or -1.
 func code(err error) int {
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		if c, ok := e.(cudaError); ok {
-			return int(c)
-		}
-		if v := reflect.ValueOf(e); v.Kind() == reflect.Int && v.Type().PkgPath() == "gorgonia.org/cu" {
-			return int(v.Int())
+	if err == nil {
+		return -1
+	}
+	if c, ok := err.(cudaError); ok {
+		return int(c)
+	}
+	if v := reflect.ValueOf(err); v.Kind() == reflect.Int && v.Type().PkgPath() == "gorgonia.org/cu" {
+		return int(v.Int())
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return code(u.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if c := code(e); c >= 0 {
+				return c
+			}
 		}
 	}
 	return -1

@@ -189,14 +189,36 @@ func (b *Backend) GradNorm(g *tensor.Dense, n int, partial *tensor.Dense, parts 
 // must be finite and at least 0 and t at least 1. It is safe for
 // concurrent use.
 func (b *Backend) Adam(w, g, m, v *tensor.Dense, n int, scale *tensor.Dense, lr float64, t int64) error {
+	if !(lr >= 0) || math.IsInf(lr, 1) || t < 1 {
+		return fmt.Errorf("%w: Adam step %d of %d parameters at rate %v", ErrBounds, t, n, lr)
+	}
+	k := adamConsts(lr, t)
+	return b.adam(w, g, m, v, n, scale, nil, k.negLR, k.c1, k.c2)
+}
+
+// adamK are the per-step constants of an Adam launch.
+type adamK struct{ negLR, c1, c2 float32 }
+
+// adamConsts returns step t's constants at rate lr, computed as
+// agents/dqn's adam computes them (the bits the hyper table holds too).
+func adamConsts(lr float64, t int64) adamK {
+	const beta1, beta2 = 0.9, 0.999
+	return adamK{negLR: -float32(lr),
+		c1: float32(1) / float32(1-math.Pow(beta1, float64(t))),
+		c2: float32(1) / float32(1-math.Pow(beta2, float64(t)))}
+}
+
+// adam queues trajring_adam with the constants passed (hyper nil) or read
+// from the hyper block (AdamDevice).
+func (b *Backend) adam(w, g, m, v *tensor.Dense, n int, scale, hyper *tensor.Dense, negLR, c1, c2 float32) error {
 	if err := b.enterLaunch(); err != nil {
 		return err
 	}
 	defer b.exit()
-	if err := dims(n); err != nil || !(lr >= 0) || math.IsInf(lr, 1) || t < 1 {
-		return fmt.Errorf("%w: Adam step %d of %d parameters at rate %v", ErrBounds, t, n, lr)
+	if err := dims(n); err != nil {
+		return fmt.Errorf("%w: Adam step of %d parameters", ErrBounds, n)
 	}
-	var ops [5]operand
+	var ops [6]operand
 	var err error
 	for i, x := range []*tensor.Dense{w, g, m, v} {
 		if ops[i], err = b.operand([]string{"Adam w", "Adam g", "Adam m", "Adam v"}[i], x, tensor.Float32, int64(n)); err != nil {
@@ -208,7 +230,12 @@ func (b *Backend) Adam(w, g, m, v *tensor.Dense, n int, scale *tensor.Dense, lr 
 			return err
 		}
 	}
-	if err := disjoint([]operand{ops[0], ops[2], ops[3]}, []string{"w", "m", "v"}, []operand{ops[1], ops[4]}); err != nil {
+	if hyper != nil {
+		if ops[5], err = b.operand("Adam hyper", hyper, tensor.Uint64, int64(AdamHyperWords())); err != nil {
+			return err
+		}
+	}
+	if err := disjoint([]operand{ops[0], ops[2], ops[3], ops[5]}, []string{"w", "m", "v", "hyper"}, []operand{ops[1], ops[4]}); err != nil {
 		return err
 	}
 	if n == 0 {
@@ -216,9 +243,7 @@ func (b *Backend) Adam(w, g, m, v *tensor.Dense, n int, scale *tensor.Dense, lr 
 	}
 	const beta1, beta2, eps = 0.9, 0.999, 1e-8
 	b1, b2 := float32(beta1), float32(beta2)
-	c1 := float32(1) / float32(1-math.Pow(beta1, float64(t)))
-	c2 := float32(1) / float32(1-math.Pow(beta2, float64(t)))
 	f := func(x float32) uint64 { return math.Float64bits(float64(x)) }
 	return b.launchGrid(kernels.Adam, int64(n), 1, 1, ops[0].addr, ops[1].addr, ops[2].addr, ops[3].addr, uint64(n), ops[4].addr,
-		f(b1), f(b2), f(1-b1), f(1-b2), f(float32(eps)), f(-float32(lr)), f(c1), f(c2))
+		f(b1), f(b2), f(1-b1), f(1-b2), f(float32(eps)), f(negLR), f(c1), f(c2), ops[5].addr)
 }

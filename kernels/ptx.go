@@ -42,7 +42,7 @@ var (
 	TDLoss      = Kernel{ID: 16, Module: "td_loss", Entry: "trajring_td_loss", Args: 15}
 	NormPartial = Kernel{ID: 17, Module: "norm_partial", Entry: "trajring_norm_partial", Args: 4}
 	NormFinish  = Kernel{ID: 18, Module: "norm_finish", Entry: "trajring_norm_finish", Args: 5}
-	Adam        = Kernel{ID: 19, Module: "adam", Entry: "trajring_adam", Args: 14}
+	Adam        = Kernel{ID: 19, Module: "adam", Entry: "trajring_adam", Args: 15}
 	Argmax      = Kernel{ID: 20, Module: "argmax", Entry: "trajring_argmax", Args: 4}
 	// The n-step check of device-selected table transitions (host/nstep_check.h).
 	NStepCheck = Kernel{ID: 21, Module: "nstep_check", Entry: "trajring_nstep_check", Args: 15}

@@ -34,6 +34,9 @@ import (
 // in Agent's training order (products, then bias), the gradients in
 // another (the tolerances are in device_learner_test.go).
 //
+// With UseGraph the step is captured once as a CUDA graph and replayed
+// with one driver call a step (device_graph.go), the same bytes.
+//
 // A DeviceLearner is not safe for concurrent use.
 type DeviceLearner struct {
 	cfg  Config
@@ -67,6 +70,21 @@ type DeviceLearner struct {
 	// separate makes TrainStep launch the unfused operations
 	// (stepSeparate), for tests of the fused step.
 	separate bool
+	// The graph path (UseGraph, device_graph.go): the step captured as
+	// a CUDA graph for the batch tensors in graphKey, Adam's hyper block
+	// (its learning rate and step count in device memory) and what the
+	// device's copy of them is known to be (devT -1, devLR NaN:
+	// unknown).
+	useGraph, capturing bool
+	graph               *gpu.Graph
+	graphKey            batchKey
+	hyper               *tensor.Dense
+	hyperArena          kernels.Arena
+	devT                int64
+	devLR               float64
+	captures            int64
+	graphLaunches       int64
+	graphErr            error
 }
 
 // normParts is the number of partial sums of the gradient norm.
@@ -237,6 +255,10 @@ func (l *DeviceLearner) upload(m *mlp) error {
 // afterwards; Close is idempotent.
 func (l *DeviceLearner) Close() error {
 	var errs []error
+	if l.graph != nil {
+		errs = append(errs, l.graph.Close())
+		l.graph = nil
+	}
 	if l.head != nil {
 		errs = append(errs, l.head.Close())
 		l.head = nil
@@ -246,7 +268,7 @@ func (l *DeviceLearner) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	l.mem, l.act = nil, nil
+	l.mem, l.act, l.hyper, l.hyperArena = nil, nil, nil, nil
 	return errors.Join(errs...)
 }
 

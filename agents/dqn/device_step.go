@@ -102,7 +102,13 @@ func (l *DeviceLearner) TrainStep(b DeviceBatch) error {
 	if err := l.check(b); err != nil {
 		return err
 	}
-	if err := l.step(b); err != nil {
+	var err error
+	if l.useGraph {
+		err = l.stepGraph(b)
+	} else {
+		err = l.step(b)
+	}
+	if err != nil {
 		return fmt.Errorf("dqn: device training step: %w", err)
 	}
 	l.steps++
@@ -191,11 +197,16 @@ func (l *DeviceLearner) tdLoss(b DeviceBatch) error {
 }
 
 // adam queues Adam's step on the gradients, scaled by the norm's
-// clipping factor when MaxGradNorm is set.
+// clipping factor when MaxGradNorm is set. While a graph is captured
+// (capturing) it queues AdamDevice, whose learning rate and step count
+// are the hyper block's, and leaves adamT alone (nothing runs).
 func (l *DeviceLearner) adam() error {
 	scale := (*tensor.Dense)(nil)
 	if l.cfg.MaxGradNorm > 0 {
 		scale = l.sc
+	}
+	if l.capturing {
+		return l.be.AdamDevice(l.params, l.grads, l.m, l.v, l.nparam, scale, l.hyper)
 	}
 	if err := l.be.Adam(l.params, l.grads, l.m, l.v, l.nparam, scale, l.lr, l.adamT+1); err != nil {
 		return err

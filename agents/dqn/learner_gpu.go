@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 
 	"github.com/trajring/trajring/driver"
 	"github.com/trajring/trajring/gpu"
@@ -20,6 +21,16 @@ import (
 // gpuBuild reports whether this build has DeviceLearner.
 const gpuBuild = true
 
+// deviceTrainGraph is whether a trainer's device learner replays its
+// gradient step from a CUDA graph (DeviceLearner.UseGraph): on unless
+// the environment sets TRAJRING_DQN_GRAPH=0, which launches the step's
+// kernels one by one (the same bytes; for comparisons on a GPU).
+var deviceTrainGraph = os.Getenv("TRAJRING_DQN_GRAPH") != "0"
+
+// onDeviceTrainClose, when set (tests), sees the learner before close
+// frees it.
+var onDeviceTrainClose func(*deviceTrainLearner)
+
 // deviceTrainLearner is DeviceLearner as a trainer's learner, on a gpu
 // backend of its own that the replay buffer shares. Its table selects on
 // the device (DeviceSelection): a step's transitions, validity mask,
@@ -29,7 +40,11 @@ const gpuBuild = true
 // nothing waits. A table selected on the host (one restored from a
 // checkpoint written without DeviceSelection) still works: the mask and
 // weights go up, and the new priorities come back for
-// UpdatePriorities32.
+// UpdatePriorities32. Its gradient step is replayed from a CUDA graph
+// (DeviceLearner.UseGraph; deviceTrainGraph): the sample's tensors are
+// reused from step to step, so the step is captured once and each
+// gradient step is one graph launch besides the sampling's and the
+// priority update's launches.
 type deviceTrainLearner struct {
 	*DeviceLearner
 	be          *gpu.Backend
@@ -68,6 +83,7 @@ func newDeviceTrainLearner(cfg Config, prioritized bool) (_ learner, _ tensorbuf
 	if d.DeviceLearner, err = NewDeviceLearner(cfg, be); err != nil {
 		return nil, nil, err
 	}
+	d.UseGraph(deviceTrainGraph)
 	B := int64(cfg.BatchSize)
 	d.wOff = (B + 255) &^ 255
 	if d.meta, err = be.Alloc(d.wOff + 8*B); err != nil {
@@ -260,6 +276,9 @@ func (d *deviceTrainLearner) pin() error {
 // close frees the learner's memory and closes its backend, after the
 // replay buffer on it has been closed.
 func (d *deviceTrainLearner) close() error {
+	if onDeviceTrainClose != nil {
+		onDeviceTrainClose(d)
+	}
 	var errs []error
 	if d.meta != nil {
 		errs = append(errs, d.be.Free(d.meta))

@@ -3,9 +3,13 @@
 package dqn
 
 import (
+	"bytes"
 	"context"
 	"math"
+	"slices"
 	"testing"
+
+	"github.com/trajring/trajring/internal/rawbytes"
 )
 
 // gpuLearnsRun is learnsRun (TestRunCartPoleLearns's seeded run) on the
@@ -70,6 +74,66 @@ func TestRunCartPoleGPULearns(t *testing.T) {
 			if res.EvalReturn < tc.minReturn {
 				t.Fatalf("greedy mean return %.1f, want >= %v (random: about 22)", res.EvalReturn, tc.minReturn)
 			}
+		})
+	}
+}
+
+// TestRunCartPoleGPUGraphIsDirect: a seeded training run on the gpu
+// backend ends with the same network, bit for bit, and the same losses
+// round by round whether its gradient steps are replayed from a CUDA
+// graph (the default) or launched kernel by kernel (TRAJRING_DQN_GRAPH=0),
+// with uniform and prioritized replay; the graph run captures its step
+// once (the sample's tensors are reused), launches one graph a gradient
+// step and waits for the device once a round as before.
+func TestRunCartPoleGPUGraphIsDirect(t *testing.T) {
+	if testing.Short() {
+		t.Skip("four training runs of about 3 s each on the stand-in; skipped in -short mode")
+	}
+	for _, prioritized := range []bool{false, true} {
+		t.Run(map[bool]string{false: "uniform", true: "prioritized"}[prioritized], func(t *testing.T) {
+			type run struct {
+				net           []byte
+				losses        []float64
+				syncs         []int64
+				launches      []float64
+				captures, gls int64
+			}
+			do := func(graph bool) run {
+				old := deviceTrainGraph
+				deviceTrainGraph = graph
+				defer func() { deviceTrainGraph, onDeviceTrainClose = old, nil }()
+				var r run
+				onDeviceTrainClose = func(d *deviceTrainLearner) { r.captures, r.gls = d.GraphCaptures(), d.GraphLaunches() }
+				cfg := gpuLearnsRun(prioritized)
+				cfg.Steps, cfg.EvalEvery = 1_200, 0
+				cfg.Progress = func(p Progress) {
+					if p.GradientSteps > 0 {
+						r.losses = append(r.losses, p.Loss)
+						r.syncs = append(r.syncs, p.SyncsPerRound)
+						r.launches = append(r.launches, p.LaunchesPerGradStep)
+					}
+				}
+				res, err := RunCartPole(context.Background(), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range res.Network.m.w {
+					r.net = append(append(r.net, rawbytes.Of(res.Network.m.w[i])...), rawbytes.Of(res.Network.m.b[i])...)
+				}
+				return r
+			}
+			g, d := do(true), do(false)
+			if !bytes.Equal(g.net, d.net) || !slices.Equal(g.losses, d.losses) || len(g.losses) == 0 {
+				t.Fatalf("graph and direct runs differ: networks equal %v, losses %v and %v", bytes.Equal(g.net, d.net), g.losses, d.losses)
+			}
+			if !slices.Equal(g.syncs, d.syncs) {
+				t.Errorf("syncs per round: graph %v, direct %v", g.syncs, d.syncs)
+			}
+			if g.captures != 1 || g.gls == 0 || d.gls != 0 {
+				t.Errorf("graph run: %d captures, %d graph launches; direct run: %d graph launches", g.captures, g.gls, d.gls)
+			}
+			t.Logf("launches per gradient step (last round): graph %v, direct %v; syncs per round %v; %d graph launches",
+				g.launches[len(g.launches)-1], d.launches[len(d.launches)-1], g.syncs[len(g.syncs)-1], g.gls)
 		})
 	}
 }

@@ -11,8 +11,10 @@
  * work really is asynchronous: it runs only when a synchronisation point
  * needs it, streams (the NULL stream too) interleaved adversarially (see
  * "the work queue" below), so a missing synchronisation, event wait or
- * stream ordering shows up in tests. Every other driver entry point is a
- * weak stub from gen-stubs.sh answering CUDA_ERROR_NOT_SUPPORTED.
+ * stream ordering shows up in tests. Stream capture and CUDA graphs are
+ * modelled for one stream (see "stream capture and graphs" below). Every
+ * other driver entry point is a weak stub from gen-stubs.sh answering
+ * CUDA_ERROR_NOT_SUPPORTED.
  *
  * It checks what a real driver checks and tests would otherwise miss:
  * a current context on the calling thread, device ranges of copies and
@@ -81,6 +83,10 @@ struct CUstream_st {
 	unsigned long need;       /* run_needed: run its ops up to this one */
 	size_t cur;               /* run_needed: the queue index of its next op */
 	struct CUstream_st *next; /* the live streams, legacy_stream first */
+	int cap;                  /* CU_STREAM_CAPTURE_STATUS_* */
+	int cap_mode;             /* CUstreamCaptureMode of the capture */
+	pthread_t cap_thread;     /* the thread that began it */
+	struct CUgraph_st *graph; /* the capture's graph so far */
 };
 
 static struct CUstream_st legacy_stream;
@@ -174,7 +180,7 @@ static unsigned long long device_ns;
 
 /* counts of the calls that serialise a real device's streams or wait on
    the host, in the order of trajring_standin_counts. */
-enum { C_ALLOC, C_FREE, C_HOST_ALLOC, C_HOST_FREE, C_STREAM_SYNC, C_EVENT_SYNC, C_CTX_SYNC, C_N };
+enum { C_ALLOC, C_FREE, C_HOST_ALLOC, C_HOST_FREE, C_STREAM_SYNC, C_EVENT_SYNC, C_CTX_SYNC, C_GRAPH_LAUNCH, C_N };
 static unsigned long long counts[C_N];
 
 static void count(int c)
@@ -184,8 +190,8 @@ static void count(int c)
 
 /* trajring_standin_counts copies up to n of the call counts (cuMemAlloc,
    cuMemFree, cuMemHostAlloc, cuMemFreeHost, cuStreamSynchronize,
-   cuEventSynchronize, cuCtxSynchronize, since cuInit) into out and
-   returns how many there are. */
+   cuEventSynchronize, cuCtxSynchronize, cuGraphLaunch, since cuInit)
+   into out and returns how many there are. */
 int trajring_standin_counts(unsigned long long *out, int n)
 {
 	int i;
@@ -193,6 +199,8 @@ int trajring_standin_counts(unsigned long long *out, int n)
 		out[i] = __atomic_load_n(&counts[i], __ATOMIC_RELAXED);
 	return C_N;
 }
+
+static int pinned(const void *p, size_t n);
 
 static CUresult need_ctx(void)
 {
@@ -412,6 +420,19 @@ struct qop {
 	struct dep deps[MAX_DEPS];
 };
 
+/* A graph (cuStreamEndCapture) and an executable graph
+   (cuGraphInstantiate): the ops captured on one stream, in order, each
+   depending on the one before. */
+struct CUgraph_st {
+	struct qop *nodes;
+	size_t n, cap;
+};
+
+struct CUgraphExec_st {
+	struct qop *nodes;
+	size_t n;
+};
+
 static pthread_mutex_t qmu = PTHREAD_MUTEX_INITIALIZER;
 static struct qop *queue; /* pending ops in issue order */
 static size_t qlen, qcap;
@@ -464,6 +485,85 @@ static int add_dep(struct qop *op, struct CUstream_st *s, unsigned long k)
 	return 0;
 }
 
+/*
+ * ---- stream capture and graphs ----
+ *
+ * cuStreamBeginCapture puts a stream (not the legacy one) in capture
+ * mode: the copies, memsets and kernel launches issued on it from then
+ * on are recorded into its graph instead of queued, each with what it
+ * would have been queued with (a launch's parameters copied at the call,
+ * a copy's host address, read when the graph runs), and
+ * cuStreamEndCapture hands the graph over. As in the driver, what a
+ * capture cannot record fails and invalidates the capture (every later
+ * op on the stream then fails with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+ * and so does cuStreamEndCapture): a copy to or from pageable memory, an
+ * event record or wait (the stand-in models single-stream capture only;
+ * the driver would fork or join streams) and a launch of a graph into it
+ * (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED or _ISOLATION); a sync or query
+ * of the capturing stream (_UNSUPPORTED); work on the legacy stream while
+ * a blocking stream captures (_IMPLICIT); and, unless the capture is
+ * CU_STREAM_CAPTURE_MODE_RELAXED, the "potentially unsafe" calls
+ * (allocations and frees of device or pinned memory, synchronous copies,
+ * stream, event and context syncs) from the capturing thread
+ * (THREAD_LOCAL) or from any thread (GLOBAL), with _UNSUPPORTED.
+ * cuGraphInstantiate copies a graph; cuGraphLaunch queues its ops in
+ * order on a stream, as if issued there one after another then.
+ * Called with qmu held.
+ */
+static CUresult capture_op(struct CUstream_st *s, const struct qop *op)
+{
+	struct CUgraph_st *g = s->graph;
+	if (s->cap == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+		return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+	switch (op->kind) {
+	case Q_H2D:
+		if (op->own != NULL)
+			goto unsupported;
+		break;
+	case Q_D2H:
+		if (!pinned(op->hdst, op->n))
+			goto unsupported;
+		break;
+	case Q_D2D:
+	case Q_MEMSET:
+	case Q_LAUNCH:
+		break;
+	case Q_WAIT:
+		s->cap = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+		return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+	default:
+		goto unsupported;
+	}
+	if (reserve((void **)&g->nodes, g->n, &g->cap, sizeof *g->nodes, 16) != 0) {
+		s->cap = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	g->nodes[g->n++] = *op;
+	return CUDA_SUCCESS;
+unsupported:
+	s->cap = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+	return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+/* unsafe_call is called by the "potentially unsafe" calls: with a
+   capture that forbids them on this thread in progress, it invalidates
+   the capture and returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED. */
+static CUresult unsafe_call(void)
+{
+	struct CUstream_st *t;
+	CUresult r = CUDA_SUCCESS;
+	pthread_mutex_lock(&qmu);
+	for (t = legacy_stream.next; t != NULL; t = t->next)
+		if (t->cap == CU_STREAM_CAPTURE_STATUS_ACTIVE &&
+		    (t->cap_mode == CU_STREAM_CAPTURE_MODE_GLOBAL ||
+		     (t->cap_mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL && pthread_equal(t->cap_thread, pthread_self())))) {
+			t->cap = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+			r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+		}
+	pthread_mutex_unlock(&qmu);
+	return r;
+}
+
 /* enqueue queues op on stream h with its dependencies, and returns its
    stream and number in *st and *k (if not NULL). A wait on an event
    whose latest record has run (or that was never recorded) is no wait
@@ -471,11 +571,30 @@ static int add_dep(struct qop *op, struct CUstream_st *s, unsigned long k)
 static CUresult enqueue(struct qop *op, CUstream h, struct CUstream_st **st, unsigned long *k)
 {
 	struct CUstream_st *s = stream_of(h), *t;
+	CUresult r;
 	if (s == NULL)
 		return CUDA_ERROR_NOT_SUPPORTED;
 	pthread_mutex_lock(&qmu);
 	op->ndeps = 0;
 	op->done = 0;
+	if (s->cap != CU_STREAM_CAPTURE_STATUS_NONE) {
+		r = capture_op(s, op);
+		pthread_mutex_unlock(&qmu);
+		if (st != NULL)
+			*st = s;
+		if (k != NULL)
+			*k = 0; /* nothing queued: nothing to wait for */
+		return r;
+	}
+	if (s == &legacy_stream)
+		for (t = legacy_stream.next; t != NULL; t = t->next)
+			if (blocking(t) && t->cap == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
+				/* the legacy stream would join a capturing blocking
+				   stream's work: the driver refuses it */
+				t->cap = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+				pthread_mutex_unlock(&qmu);
+				return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+			}
 	if (op->kind == Q_WAIT) {
 		struct CUevent_st *e = op->ev;
 		op->ev = NULL;
@@ -949,6 +1068,8 @@ CUresult cuCtxGetDevice(CUdevice *d)
 CUresult cuCtxSynchronize(void)
 {
 	CUresult r = need_ctx();
+	if (r == CUDA_SUCCESS && (r = unsafe_call()) != CUDA_SUCCESS)
+		return r;
 	count(C_CTX_SYNC);
 	if (r == CUDA_SUCCESS)
 		r = flush();
@@ -979,6 +1100,8 @@ CUresult cuMemAlloc(CUdeviceptr *p, size_t n)
 		return r;
 	if (p == NULL || n == 0)
 		return CUDA_ERROR_INVALID_VALUE;
+	if ((r = unsafe_call()) != CUDA_SUCCESS)
+		return r;
 	count(C_ALLOC);
 	pthread_mutex_lock(&mu);
 	if (n > mem_limit() - used) {
@@ -1028,6 +1151,8 @@ CUresult cuMemFree(CUdeviceptr p)
 		return r;
 	if (p == 0)
 		return CUDA_SUCCESS;
+	if ((r = unsafe_call()) != CUDA_SUCCESS)
+		return r;
 	count(C_FREE);
 	flush(); /* queued work may still use the memory */
 	pthread_mutex_lock(&mu);
@@ -1151,6 +1276,8 @@ CUresult cuMemHostAlloc(void **p, size_t n, unsigned int flags)
 		return r;
 	if (p == NULL)
 		return CUDA_ERROR_INVALID_VALUE;
+	if ((r = unsafe_call()) != CUDA_SUCCESS)
+		return r;
 	count(C_HOST_ALLOC);
 	if (posix_memalign(&m, 4096, n ? n : 1) != 0)
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1178,6 +1305,8 @@ CUresult cuMemFreeHost(void *p)
 	size_t i;
 	CUresult r = need_ctx();
 	if (r != CUDA_SUCCESS)
+		return r;
+	if ((r = unsafe_call()) != CUDA_SUCCESS)
 		return r;
 	count(C_HOST_FREE);
 	flush(); /* queued copies may still use the memory */
@@ -1227,6 +1356,8 @@ static CUresult h2d(CUdeviceptr dst, const void *src, size_t n, CUstream h, int 
 		free(op.own);
 		return r;
 	}
+	if (k == 0) /* captured */
+		return CUDA_SUCCESS;
 	/* A real driver may stage a pageable source of cuMemcpyHtoDAsync
 	   itself, waiting for the stream's earlier work and the copy before
 	   it returns: the profile's pageable_sync makes every such copy do
@@ -1244,7 +1375,7 @@ static CUresult d2h(void *dst, CUdeviceptr src, size_t n, CUstream h, int wait)
 	struct CUstream_st *st;
 	unsigned long k;
 	CUresult r = enqueue(&op, h, &st, &k);
-	if (r != CUDA_SUCCESS)
+	if (r != CUDA_SUCCESS || k == 0)
 		return r;
 	return wait || !pinned(dst, n) ? sync_op(st, k) : CUDA_SUCCESS;
 }
@@ -1258,6 +1389,8 @@ CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n)
 		return CUDA_SUCCESS;
 	if (src == NULL || !dev_range(dst, n))
 		return CUDA_ERROR_INVALID_VALUE;
+	if ((r = unsafe_call()) != CUDA_SUCCESS)
+		return r;
 	if (!pinned(src, n) && (r = sync_stream(&legacy_stream)) != CUDA_SUCCESS)
 		return r;
 	return h2d(dst, src, n, NULL, 1);
@@ -1272,6 +1405,8 @@ CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n)
 		return CUDA_SUCCESS;
 	if (dst == NULL || !dev_range(src, n))
 		return CUDA_ERROR_INVALID_VALUE;
+	if ((r = unsafe_call()) != CUDA_SUCCESS)
+		return r;
 	return d2h(dst, src, n, NULL, 1);
 }
 
@@ -1337,6 +1472,21 @@ CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s)
 
 /* ---- streams and events ---- */
 
+/* capturing_refuses invalidates a capture of s and returns
+   CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (a sync or query of a capturing
+   stream), or returns CUDA_SUCCESS when s is not capturing. */
+static CUresult capturing_refuses(struct CUstream_st *s)
+{
+	CUresult r = CUDA_SUCCESS;
+	pthread_mutex_lock(&qmu);
+	if (s->cap != CU_STREAM_CAPTURE_STATUS_NONE) {
+		s->cap = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+		r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	}
+	pthread_mutex_unlock(&qmu);
+	return r;
+}
+
 CUresult cuStreamCreate(CUstream *s, unsigned int flags)
 {
 	struct CUstream_st *t;
@@ -1381,6 +1531,9 @@ CUresult cuStreamDestroy(CUstream s)
 	if (t->next == s)
 		t->next = s->next;
 	pthread_mutex_unlock(&qmu);
+	if (s->graph != NULL) /* a capture left open ends with it */
+		free(s->graph->nodes);
+	free(s->graph);
 	free(s);
 	return CUDA_SUCCESS;
 }
@@ -1395,6 +1548,8 @@ CUresult cuStreamSynchronize(CUstream s)
 		return r;
 	if (st == NULL)
 		return CUDA_ERROR_NOT_SUPPORTED;
+	if ((r = capturing_refuses(st)) != CUDA_SUCCESS || (r = unsafe_call()) != CUDA_SUCCESS)
+		return r;
 	count(C_STREAM_SYNC);
 	return sync_stream(st);
 }
@@ -1407,6 +1562,8 @@ CUresult cuStreamQuery(CUstream s)
 		return r;
 	if (st == NULL)
 		return CUDA_ERROR_NOT_SUPPORTED;
+	if ((r = capturing_refuses(st)) != CUDA_SUCCESS)
+		return r;
 	pthread_mutex_lock(&qmu);
 	r = st->ran < st->issued ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 	pthread_mutex_unlock(&qmu);
@@ -1473,6 +1630,8 @@ CUresult cuEventSynchronize(CUevent e)
 	CUresult r;
 	if (e == NULL)
 		return CUDA_ERROR_INVALID_HANDLE;
+	if ((r = unsafe_call()) != CUDA_SUCCESS)
+		return r;
 	count(C_EVENT_SYNC);
 	pthread_mutex_lock(&qmu);
 	if (e->done < e->issued)
@@ -1506,6 +1665,167 @@ CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end)
 	if (r != CUDA_SUCCESS)
 		return r;
 	*ms = (float)(end->ms - start->ms);
+	return CUDA_SUCCESS;
+}
+
+/* ---- stream capture and graphs (see capture_op) ---- */
+
+CUresult cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode)
+{
+	struct CUstream_st *s = stream_of(h);
+	struct CUgraph_st *g;
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (s == NULL || s == &legacy_stream)
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+	    mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((g = calloc(1, sizeof *g)) == NULL)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	pthread_mutex_lock(&qmu);
+	if (s->cap != CU_STREAM_CAPTURE_STATUS_NONE) {
+		pthread_mutex_unlock(&qmu);
+		free(g);
+		return CUDA_ERROR_ILLEGAL_STATE;
+	}
+	s->cap = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+	s->cap_mode = mode;
+	s->cap_thread = pthread_self();
+	s->graph = g;
+	pthread_mutex_unlock(&qmu);
+	return CUDA_SUCCESS;
+}
+
+static void graph_free(struct CUgraph_st *g)
+{
+	if (g != NULL)
+		free(g->nodes);
+	free(g);
+}
+
+CUresult cuStreamEndCapture(CUstream h, CUgraph *out)
+{
+	struct CUstream_st *s = stream_of(h);
+	struct CUgraph_st *g;
+	int status;
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (out == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (s == NULL || s == &legacy_stream)
+		return CUDA_ERROR_ILLEGAL_STATE;
+	pthread_mutex_lock(&qmu);
+	if (s->cap == CU_STREAM_CAPTURE_STATUS_NONE) {
+		pthread_mutex_unlock(&qmu);
+		return CUDA_ERROR_ILLEGAL_STATE;
+	}
+	if (s->cap_mode != CU_STREAM_CAPTURE_MODE_RELAXED && !pthread_equal(s->cap_thread, pthread_self())) {
+		pthread_mutex_unlock(&qmu);
+		return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+	}
+	g = s->graph;
+	status = s->cap;
+	s->graph = NULL;
+	s->cap = CU_STREAM_CAPTURE_STATUS_NONE;
+	pthread_mutex_unlock(&qmu);
+	if (status == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
+		graph_free(g);
+		*out = NULL;
+		return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+	}
+	*out = g;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus *status)
+{
+	struct CUstream_st *s = stream_of(h);
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (status == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (s == NULL)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	pthread_mutex_lock(&qmu);
+	*status = (CUstreamCaptureStatus)s->cap;
+	pthread_mutex_unlock(&qmu);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuGraphInstantiate(CUgraphExec *e, CUgraph g, CUgraphNode *errNode, char *log, size_t logSize)
+{
+	struct CUgraphExec_st *x;
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (e == NULL)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (g == NULL)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (errNode != NULL)
+		*errNode = NULL;
+	if (log != NULL && logSize > 0)
+		log[0] = 0;
+	if ((x = calloc(1, sizeof *x)) == NULL)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (g->n > 0 && (x->nodes = malloc(g->n * sizeof *x->nodes)) == NULL) {
+		free(x);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	if (g->n > 0)
+		memcpy(x->nodes, g->nodes, g->n * sizeof *x->nodes);
+	x->n = g->n;
+	*e = x;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuGraphLaunch(CUgraphExec x, CUstream h)
+{
+	struct CUstream_st *s = stream_of(h);
+	struct qop op;
+	size_t i;
+	CUresult r = need_ctx();
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (x == NULL)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (s == NULL)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	pthread_mutex_lock(&qmu);
+	if (s->cap != CU_STREAM_CAPTURE_STATUS_NONE) {
+		/* the driver would add a child graph node: not modelled */
+		s->cap = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+		pthread_mutex_unlock(&qmu);
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	}
+	pthread_mutex_unlock(&qmu);
+	count(C_GRAPH_LAUNCH);
+	for (i = 0; i < x->n; i++) {
+		op = x->nodes[i];
+		if ((r = enqueue(&op, h, NULL, NULL)) != CUDA_SUCCESS)
+			return r;
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec x)
+{
+	if (x == NULL)
+		return CUDA_ERROR_INVALID_HANDLE;
+	free(x->nodes);
+	free(x);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuGraphDestroy(CUgraph g)
+{
+	if (g == NULL)
+		return CUDA_ERROR_INVALID_HANDLE;
+	graph_free(g);
 	return CUDA_SUCCESS;
 }
 
@@ -1691,6 +2011,12 @@ CUresult cuGetErrorString(CUresult e, const char **s)
 		break;
 	case CUDA_ERROR_NOT_SUPPORTED:
 		*s = "operation not supported (stand-in driver)";
+		break;
+	case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED:
+		*s = "operation not permitted when stream is capturing";
+		break;
+	case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED:
+		*s = "operation failed due to a previous error during capture";
 		break;
 	default:
 		*s = "stand-in driver error";

@@ -25,6 +25,23 @@
  * operation (the gradient is left as it is: the learner overwrites it).
  * Every operation is rounded on its own (rnf.h), so the builds agree bit
  * for bit.
+ *
+ * A launch replayed from a CUDA graph cannot take per-step constants as
+ * parameters (a graph freezes them at capture), so with a hyper block
+ * (trajring_adam's last argument, not null) neglr, c1 and c2 come from
+ * device memory instead, u64 words:
+ *
+ *	[0] t, the Adam steps taken: the launch takes step t+1 and, once
+ *	    every thread has read t, its last block sets t+1
+ *	[1] tickets: threads finished (0 before and after a launch)
+ *	[2] float32 bits of neglr (low half)
+ *	[3] n >= 1, the table's entries
+ *	[4+i] float32 bits of c1 (low half) and c2 (high half) of step i+1;
+ *	    steps past n take entry n-1 (the caller makes n the first step
+ *	    whose c1 and c2 are both 1, which they stay)
+ *
+ * The caller computes the table with the host expressions above, so the
+ * constants are the same bits as passed by value.
  */
 #ifndef TRAJRING_ADAM_H
 #define TRAJRING_ADAM_H
@@ -52,6 +69,55 @@ TR_HD void tr_adam_run(float *w, const float *g, float *m, float *v, tr_i64 n, c
 		vh = TR_FADD(TR_FSQRT(TR_FMUL(vj, c2)), eps);
 		w[j] = TR_FADD(w[j], TR_FDIV(mh, vh));
 	}
+}
+
+/* The hyper block's words (see above). */
+#define TR_ADAM_HYPER_T 0
+#define TR_ADAM_HYPER_TICKETS 1
+#define TR_ADAM_HYPER_NEGLR 2
+#define TR_ADAM_HYPER_N 3
+#define TR_ADAM_HYPER_TABLE 4
+
+/* tr_adam_f32 returns the float32 whose bits are the low half of w. */
+TR_HD float tr_adam_f32(tr_u64 w)
+{
+#if defined(__CUDACC__) && defined(__CUDA_ARCH__)
+	return __uint_as_float((unsigned int)w);
+#else
+	union {
+		tr_u32 u;
+		float f;
+	} x;
+	x.u = (tr_u32)w;
+	return x.f;
+#endif
+}
+
+/* tr_adam_hyper reads the step count t (which the launch's last block
+ * writes: through an atomic load, never the read-only path) and the
+ * constants of step t+1 from the hyper block h. */
+TR_HD tr_u64 tr_adam_hyper(tr_u64 *h, float *neglr, float *c1, float *c2)
+{
+	tr_u64 t = tr_atomic_load_u64(h + TR_ADAM_HYPER_T), n = TR_LD(tr_u64, h + TR_ADAM_HYPER_N), e;
+	tr_u64 i = t + 1 < n ? t : n - 1;
+	e = TR_LD(tr_u64, h + TR_ADAM_HYPER_TABLE + i);
+	*neglr = tr_adam_f32(TR_LD(tr_u64, h + TR_ADAM_HYPER_NEGLR));
+	*c1 = tr_adam_f32(e);
+	*c2 = tr_adam_f32(e >> 32);
+	return t;
+}
+
+/* tr_adam_advance hands in the tickets of threads threads (of total in
+ * the launch) that have read t: the call that hands in the last sets the
+ * step count to t+1 and the tickets back to 0. */
+TR_HD void tr_adam_advance(tr_u64 *h, tr_u64 t, tr_u64 threads, tr_u64 total)
+{
+	tr_fence();
+	if (tr_atomic_add_u64(h + TR_ADAM_HYPER_TICKETS, threads) + threads != total)
+		return;
+	tr_fence();
+	tr_atomic_exch_u64(h + TR_ADAM_HYPER_T, t + 1);
+	tr_atomic_exch_u64(h + TR_ADAM_HYPER_TICKETS, 0);
 }
 
 TR_STRICT_END

@@ -243,9 +243,14 @@ static void tr_host_adam(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 nt, tr
 	float b1 = (float)TR_ARG_F64(p, 6), b2 = (float)TR_ARG_F64(p, 7), omb1 = (float)TR_ARG_F64(p, 8);
 	float omb2 = (float)TR_ARG_F64(p, 9), eps = (float)TR_ARG_F64(p, 10), neglr = (float)TR_ARG_F64(p, 11);
 	float c1 = (float)TR_ARG_F64(p, 12), c2 = (float)TR_ARG_F64(p, 13);
+	tr_u64 *hyper = TR_ARG_PTR(tr_u64 *, p, 14), t = 0;
 	(void)y, (void)gy;
+	if (hyper != 0)
+		t = tr_adam_hyper(hyper, &neglr, &c1, &c2);
 	for (tid = t0; tid < t1; tid++)
 		tr_adam_run(w, g, m, v, n, scale, b1, b2, omb1, omb2, eps, neglr, c1, c2, tid, nt);
+	if (hyper != 0) /* these threads have read t (a unit, or the grid) */
+		tr_adam_advance(hyper, t, (tr_u64)(t1 - t0), (tr_u64)nt);
 }
 
 /* tr_host_td_head is trajring_td_head for the blocks whose first thread
@@ -296,7 +301,7 @@ TR_STRICT_END
 	{"trajring_td_loss", tr_host_td_loss, 15},           \
 	{"trajring_norm_partial", tr_host_norm_partial, 4},  \
 	{"trajring_norm_finish", tr_host_norm_finish, 5},    \
-	{"trajring_adam", tr_host_adam, 14},                 \
+	{"trajring_adam", tr_host_adam, 15},                 \
 	{"trajring_argmax", tr_host_argmax, 4},              \
 	{"trajring_gemm3", tr_host_gemm3, 16},               \
 	{"trajring_gemm_back", tr_host_gemm_back, 15},       \

@@ -391,7 +391,7 @@ func TestAdamMatchesReference(t *testing.T) {
 		gw, gg, gm, gv := put(e, w), put(e, g), put(e, m), put(e, v)
 		f := func(x float32) uint64 { return math.Float64bits(float64(x)) }
 		if err := Launch(kernels.Adam, grid[0], 1, grid[2], gw.addr(), gg.addr(), gm.addr(), gv.addr(), uint64(n), scaleAddr,
-			f(k.B1), f(k.B2), f(k.OmB1), f(k.OmB2), f(k.Eps), f(k.NegLR), f(k.C1), f(k.C2)); err != nil {
+			f(k.B1), f(k.B2), f(k.OmB1), f(k.OmB2), f(k.Eps), f(k.NegLR), f(k.C1), f(k.C2), 0); err != nil {
 			t.Fatal(err)
 		}
 		g0 := append([]float32(nil), g...)
