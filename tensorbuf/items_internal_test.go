@@ -1,3 +1,5 @@
+//go:build linux
+
 package tensorbuf
 
 import (
@@ -80,6 +82,12 @@ func TestMappedItemsSameState(t *testing.T) {
 		}
 		if mapped {
 			checkMapped(t, tb, 2)
+			tb.mu.Lock()
+			lm, live := tb.liveMap, tb.live
+			tb.mu.Unlock()
+			if lm == nil || unsafe.Pointer(unsafe.SliceData(live)) != unsafe.Pointer(unsafe.SliceData(lm.ref.b)) {
+				t.Fatalf("table %q: %d live slots (%d bytes) not in their mapping", tb.cfg.Name, len(live), 4*len(live))
+			}
 		}
 		return stateString(t, got)
 	}

@@ -24,10 +24,10 @@ const madvHugePage = 14 // MADV_HUGEPAGE
 // tests.
 var itemsUnmapped atomic.Int64
 
-// remapItems moves items into *m's mapping grown to bytes (a new mapping
+// remapMapped moves items into *m's mapping grown to bytes (a new mapping
 // when *m is nil or items no longer lives in it) and returns them there;
 // false when the kernel refuses, leaving items and *m as they were.
-func remapItems(items []item, m **itemMapping, bytes int64) ([]item, bool) {
+func remapMapped[T any](items []T, m **itemMapping, bytes int64) ([]T, bool) {
 	cur := *m
 	if cur != nil && (len(items) == 0 || unsafe.Pointer(unsafe.SliceData(items)) != unsafe.Pointer(unsafe.SliceData(cur.ref.b))) {
 		// The records moved to the heap after a refused remap (growItems):
@@ -45,7 +45,7 @@ func remapItems(items []item, m **itemMapping, bytes int64) ([]item, bool) {
 		return items, false
 	}
 	_ = unix.Madvise(b, madvHugePage) // a hint: fine to be refused
-	grown := unsafe.Slice((*item)(unsafe.Pointer(unsafe.SliceData(b))), bytes/itemSize)[:len(items)]
+	grown := unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), bytes/int64(unsafe.Sizeof(*new(T))))[:len(items)]
 	if cur != nil {
 		cur.ref.b = b // the records moved with the pages
 		cur.remaps++

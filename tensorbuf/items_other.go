@@ -5,5 +5,5 @@ package tensorbuf
 // itemMapping is empty where item records stay on the Go heap.
 type itemMapping struct{}
 
-// remapItems declines: without mremap, records grow by append.
-func remapItems(items []item, _ **itemMapping, _ int64) ([]item, bool) { return items, false }
+// remapMapped declines: without mremap, tables grow by append.
+func remapMapped[T any](s []T, _ **itemMapping, _ int64) ([]T, bool) { return s, false }

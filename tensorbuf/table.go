@@ -200,7 +200,8 @@ type Table struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed on the next change; nil while nobody waits
 	items   []item
-	itemMap *itemMapping // the mapping items lives in, if any (see growItems)
+	itemMap *itemMapping // the mapping items lives in, if any (see growMapped)
+	liveMap *itemMapping // the mapping live lives in, if any
 	free    []int32
 	live    []int32
 	head    int32
@@ -402,6 +403,9 @@ func (t *Table) insert(it Item) (key uint64, again bool, err error) {
 	if t.dev != nil {
 		t.dev.noteItem(s)
 		t.dev.noteLive(len(t.live))
+	}
+	if len(t.live) == cap(t.live) {
+		t.live = growMapped(t.live, &t.liveMap) // a uniform draw reads it at random
 	}
 	t.live = append(t.live, s)
 	if t.tail >= 0 {
