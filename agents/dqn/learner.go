@@ -106,6 +106,7 @@ func (h *hostLearner) roundEnd(lossSum float64, steps int, _ *tensorbuf.TableTra
 // (gpu.Backend's Launches, Syncs and CopiesToHost).
 type backendCounts struct {
 	launches, syncs, copies int64
+	graphs                  int64 // CUDA graphs launched (the device learner's replayed steps)
 }
 
 // Backends of TrainConfig.Backend.

@@ -102,7 +102,7 @@ func (d *deviceTrainLearner) updateTarget() error        { return d.UpdateTarget
 func (d *deviceTrainLearner) network() (*Network, error) { return d.Network() }
 func (d *deviceTrainLearner) bytesToHost() int64         { return d.be.BytesToHost() }
 func (d *deviceTrainLearner) counts() backendCounts {
-	return backendCounts{launches: d.be.Launches(), syncs: d.be.Syncs(), copies: d.be.CopiesToHost()}
+	return backendCounts{launches: d.be.Launches(), syncs: d.be.Syncs(), copies: d.be.CopiesToHost(), graphs: d.GraphLaunches()}
 }
 func (d *deviceTrainLearner) agent() *Agent         { return nil }
 func (d *deviceTrainLearner) deviceSelection() bool { return true }

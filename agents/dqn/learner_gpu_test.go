@@ -96,6 +96,7 @@ func TestRunCartPoleGPUGraphIsDirect(t *testing.T) {
 				losses        []float64
 				syncs         []int64
 				launches      []float64
+				graphs        []int64
 				captures, gls int64
 			}
 			do := func(graph bool) run {
@@ -111,6 +112,7 @@ func TestRunCartPoleGPUGraphIsDirect(t *testing.T) {
 						r.losses = append(r.losses, p.Loss)
 						r.syncs = append(r.syncs, p.SyncsPerRound)
 						r.launches = append(r.launches, p.LaunchesPerGradStep)
+						r.graphs = append(r.graphs, p.GraphLaunchesPerRound)
 					}
 				}
 				res, err := RunCartPole(context.Background(), cfg)
@@ -128,6 +130,11 @@ func TestRunCartPoleGPUGraphIsDirect(t *testing.T) {
 			}
 			if !slices.Equal(g.syncs, d.syncs) {
 				t.Errorf("syncs per round: graph %v, direct %v", g.syncs, d.syncs)
+			}
+			for i := range g.graphs {
+				if want := int64(gpuLearnsRun(prioritized).GradientSteps); g.graphs[i] != want || d.graphs[i] != 0 {
+					t.Fatalf("round %d: graph launches %d (graph run, want %d, one a gradient step) and %d (direct run, want 0)", i, g.graphs[i], want, d.graphs[i])
+				}
 			}
 			if g.captures != 1 || g.gls == 0 || d.gls != 0 {
 				t.Errorf("graph run: %d captures, %d graph launches; direct run: %d graph launches", g.captures, g.gls, d.gls)

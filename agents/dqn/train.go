@@ -66,10 +66,15 @@ type Progress struct {
 	// over those env steps: 0 on the gpu backend once a round has
 	// trained (the policy acts on a host copy of the network, see
 	// deviceTrainLearner.QFunc), 1/TrainFreq before (one copy of the
-	// weights).
-	LaunchesPerGradStep float64 `json:"launches_per_grad_step"`
-	SyncsPerRound       int64   `json:"syncs_per_round"`
-	D2HCopiesPerEnvStep float64 `json:"d2h_copies_per_env_step"`
+	// weights). GraphLaunchesPerRound is the CUDA graphs the round's
+	// gradient steps launched (each counted once in LaunchesPerGradStep
+	// too): one a gradient step when the learner replays its captured
+	// step (DeviceLearner.UseGraph), 0 when it launches kernel by kernel
+	// and on the cpu backend.
+	LaunchesPerGradStep   float64 `json:"launches_per_grad_step"`
+	SyncsPerRound         int64   `json:"syncs_per_round"`
+	D2HCopiesPerEnvStep   float64 `json:"d2h_copies_per_env_step"`
+	GraphLaunchesPerRound int64   `json:"graph_launches_per_round"`
 }
 
 // Result is what RunCartPole returns. As RL Zoo's EvalCallback does, a
@@ -387,7 +392,7 @@ func (t *trainer) collect(ctx context.Context) error {
 // the round's gradient steps/s and device-to-host bytes.
 func (t *trainer) learn(ctx context.Context) (err error) {
 	cfg, p, l := t.cfg, &t.p, t.l
-	p.Loss, p.GradStepsPerSec, p.D2HPerGradStep, p.LaunchesPerGradStep = 0, 0, 0, 0
+	p.Loss, p.GradStepsPerSec, p.D2HPerGradStep, p.LaunchesPerGradStep, p.GraphLaunchesPerRound = 0, 0, 0, 0, 0
 	defer func() { p.SyncsPerRound = l.counts().syncs - t.round0.syncs }()
 	// The learning rate of this round, linear in the env steps over the
 	// run (RL Zoo's lin_ schedules are linear in SB3's progress).
@@ -465,7 +470,9 @@ func (t *trainer) learn(ctx context.Context) (err error) {
 		total = max(len(t.tr.Valid), 1)
 	}
 	p.ValidFraction = float64(valid) / float64(total)
-	p.LaunchesPerGradStep = float64(l.counts().launches-c0.launches) / float64(cfg.GradientSteps)
+	c1 := l.counts()
+	p.LaunchesPerGradStep = float64(c1.launches-c0.launches) / float64(cfg.GradientSteps)
+	p.GraphLaunchesPerRound = c1.graphs - c0.graphs
 	return nil
 }
 

@@ -78,7 +78,7 @@ func TestTrainBackend(t *testing.T) {
 		// and acting copies nothing back per env step (the policy's host
 		// copy of the network comes with the round's wait; the first
 		// round, before any training, copies the weights once).
-		for _, k := range []string{`"launches_per_grad_step":`, `"syncs_per_round":`, `"d2h_copies_per_env_step":`} {
+		for _, k := range []string{`"launches_per_grad_step":`, `"syncs_per_round":`, `"d2h_copies_per_env_step":`, `"graph_launches_per_round":`} {
 			if !strings.Contains(l, k) {
 				t.Fatalf("metrics line %d lacks %s: %q", i, k, l)
 			}
@@ -90,6 +90,9 @@ func TestTrainBackend(t *testing.T) {
 		if trains != (p.LaunchesPerGradStep > 0) || p.LaunchesPerGradStep > 64 || p.SyncsPerRound > 2 || growths > 2 {
 			t.Fatalf("metrics line %d: %v launches a gradient step, %d syncs a round (%d rounds with 2); want some launches and 1 sync (2 in rounds in which the mirror grows)",
 				i, p.LaunchesPerGradStep, p.SyncsPerRound, growths)
+		}
+		if want := map[bool]int64{true: 4}[trains]; p.GraphLaunchesPerRound != want {
+			t.Fatalf("metrics line %d: %d graph launches in a round (%d env steps); want %d (train replays its captured step, one a gradient step)", i, p.GraphLaunchesPerRound, p.EnvSteps, want)
 		}
 		if want := 0.0; i == 0 && p.D2HCopiesPerEnvStep != 1.0/100 || i > 0 && p.D2HCopiesPerEnvStep != want {
 			t.Fatalf("metrics line %d: %v device-to-host copies an env step; want 1 a round before training, then 0", i, p.D2HCopiesPerEnvStep)
