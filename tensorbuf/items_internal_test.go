@@ -5,7 +5,10 @@ package tensorbuf
 import (
 	"bytes"
 	"context"
+	"math"
+	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -160,5 +163,65 @@ func checkMapped(t *testing.T, tb *Table, remaps int) {
 	}
 	if tb.itemMap.remaps < remaps {
 		t.Fatalf("table %q: grown in place %d times, want at least %d", tb.cfg.Name, tb.itemMap.remaps, remaps)
+	}
+}
+
+// TestMappedSumTreeSameTree grows a sum tree through several doublings
+// with its large levels in mappings (from 1 KiB on) and another on the
+// heap, setting the same random weights, and checks that every level is
+// the same bits, that both find the same slots, and that each doubling
+// unmapped the levels it replaced.
+func TestMappedSumTreeSameTree(t *testing.T) {
+	var heap, mapped sumTree
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, slots := range []int{100, 1000, 5000, 20000} {
+		oldMem := mapped.mem
+		withItemsMap(1<<62, 2<<20, func() { heap.grow(slots) })
+		withItemsMap(1<<10, 4<<10, func() { mapped.grow(slots) })
+		if oldMem != nil && oldMem.ref.bs != nil {
+			t.Fatalf("%d slots: the replaced levels are still mapped", slots)
+		}
+		if mapped.mem == nil || len(mapped.mem.ref.bs) == 0 || heap.mem != nil {
+			t.Fatalf("%d slots: mapped tree holds %v, heap tree %v", slots, mapped.mem, heap.mem)
+		}
+		for range slots {
+			s, w := rng.IntN(slots), rng.Float64()*10
+			if rng.IntN(5) == 0 {
+				w = 0
+			}
+			heap.set(s, w)
+			mapped.set(s, w)
+		}
+		same := func(a, b []float64) bool {
+			for i := range a {
+				if math.Float64bits(a[i]) != math.Float64bits(b[i]) {
+					return false
+				}
+			}
+			return len(a) == len(b)
+		}
+		if !same(heap.w, mapped.w) {
+			t.Fatalf("%d slots: weights differ", slots)
+		}
+		for l := range heap.sum {
+			if !same(heap.sum[l], mapped.sum[l]) || !same(heap.min[l], mapped.min[l]) {
+				t.Fatalf("%d slots: level %d differs", slots, l)
+			}
+		}
+		us := make([]float64, 256)
+		for i := range us {
+			us[i] = rng.Float64() * heap.total()
+		}
+		a, b := make([]int32, len(us)), make([]int32, len(us))
+		heap.findMany(slices.Clone(us), a) // findMany overwrites its draws
+		mapped.findMany(slices.Clone(us), b)
+		if !slices.Equal(a, b) {
+			t.Fatalf("%d slots: draws differ", slots)
+		}
+		for k, u := range us {
+			if f := mapped.find(u); int(b[k]) != f {
+				t.Fatalf("%d slots: draw %d found %d by findMany, %d by find", slots, k, b[k], f)
+			}
+		}
 	}
 }

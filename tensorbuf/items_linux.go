@@ -61,3 +61,17 @@ func remapMapped[T any](items []T, m **itemMapping, bytes int64) ([]T, bool) {
 	*m = nm
 	return grown, true
 }
+
+// mapAnon returns a new private anonymous mapping of bytes, with huge
+// pages asked for, or false when the kernel refuses.
+func mapAnon(bytes int64) ([]byte, bool) {
+	b, err := unix.Mmap(-1, 0, int(bytes), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	if err != nil {
+		return nil, false
+	}
+	_ = unix.Madvise(b, madvHugePage) // a hint: fine to be refused
+	return b, true
+}
+
+// unmapAnon unmaps a mapping made by mapAnon.
+func unmapAnon(b []byte) { _ = unix.Munmap(b) }

@@ -40,7 +40,8 @@ type sumTree struct {
 	w   []float64
 	sum [][]float64
 	min [][]float64
-	job descent // findMany's split; reused, so a split allocates nothing
+	job descent   // findMany's split; reused, so a split allocates nothing
+	mem *treeMaps // the mappings of the large levels, if any (floats)
 }
 
 // descent is findMany's work over a range of draws, split over the
@@ -67,8 +68,10 @@ func alignedFloats(n int) []float64 {
 	return b[off : off+n : off+n]
 }
 
-func infs(n int) []float64 {
-	m := alignedFloats(n)
+func infs(n int) []float64 { return fillInf(alignedFloats(n)) }
+
+// fillInf sets every element of m to +Inf and returns it.
+func fillInf(m []float64) []float64 {
 	for i := range m {
 		m[i] = math.Inf(1)
 	}
@@ -86,18 +89,20 @@ func (t *sumTree) grow(slots int) {
 	for n < slots {
 		n *= 2
 	}
-	old := t.w
+	old, oldMem := t.w, t.mem
+	var mem *treeMaps
 	t.n = n
-	t.w = alignedFloats(n)
+	t.w = t.floats(n, &mem)
 	t.sum, t.min = t.sum[:0], t.min[:0]
 	for size := n; ; {
-		t.sum, t.min = append(t.sum, alignedFloats(size)), append(t.min, infs(size))
+		t.sum, t.min = append(t.sum, t.floats(size, &mem)), append(t.min, fillInf(t.floats(size, &mem)))
 		if size == treeFanout {
 			break
 		}
 		size = sumtree.Parent(size)
 	}
 	t.min = append(t.min, infs(1)) // the root
+	t.mem = mem
 	copy(t.w, old)
 	for i, w := range old {
 		if w > 0 {
@@ -108,6 +113,9 @@ func (t *sumTree) grow(slots int) {
 		for g := 0; g < len(t.sum[l]); g += treeFanout {
 			t.pull(l, g/treeFanout)
 		}
+	}
+	if oldMem != nil {
+		oldMem.release() // old's levels: nothing refers to them now
 	}
 }
 
