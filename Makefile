@@ -271,8 +271,11 @@ test-file-backed:
 # 100M and 1B steps: in memory where it fits, file-backed resident (also
 # with DirHugePages where it fits in memory) and cold (evicted), with the
 # fraction resident and the disk's random-read latency measured in the same
-# run; Sync against the bytes dirtied; uniform and prioritized tables of 1M
-# and HUGE_TABLE_MAX items. HUGE_MAX=100000000 stops at 100M steps (the 1B
+# run, beside the machine's own random reads of the same lines from an
+# arena of the same size ("huge yardstick" rows); Sync against the bytes
+# dirtied; uniform and prioritized tables of 1M and HUGE_TABLE_MAX items
+# (each skipped when the resident memory its items took at 1M says it
+# will not fit). HUGE_MAX=100000000 stops at 100M steps (the 1B
 # buffer needs about 41 GB of disk; capacities whose files do not fit in
 # three quarters of the free space less 4 GiB are skipped). Files go to
 # HUGE_DIR (removed after each capacity); the JSON to
