@@ -542,16 +542,25 @@ func readBytes() int64 {
 // mappings of files under dir that are mapped as 2 MiB folios
 // (FilePmdMapped over Rss in /proc/self/smaps), or -1 when unknown.
 func hugeMapped(dir string) float64 {
-	data, err := os.ReadFile("/proc/self/smaps")
-	if err != nil {
+	rss, pmd, err := smapsSum(func(fs []string) bool { return len(fs) >= 6 && strings.HasPrefix(fs[5], dir+"/") }, "FilePmdMapped:")
+	if err != nil || rss == 0 {
 		return -1
 	}
-	var rss, pmd int64
+	return float64(pmd) / float64(rss)
+}
+
+// smapsSum sums, over the mappings of /proc/self/smaps whose header line
+// (split into fields) keep accepts, their Rss and their field key, in kB.
+func smapsSum(keep func(header []string) bool, key string) (rss, val int64, err error) {
+	data, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		return 0, 0, err
+	}
 	in := false
 	for _, line := range strings.Split(string(data), "\n") {
 		fs := strings.Fields(line)
-		if len(fs) >= 6 && strings.Contains(fs[0], "-") && !strings.HasSuffix(fs[0], ":") {
-			in = strings.HasPrefix(fs[5], dir+"/")
+		if len(fs) >= 5 && strings.Contains(fs[0], "-") && !strings.HasSuffix(fs[0], ":") {
+			in = keep(fs) // a mapping's header: range, perms, offset, device, inode[, path]
 			continue
 		}
 		if !in || len(fs) < 2 {
@@ -561,14 +570,11 @@ func hugeMapped(dir string) float64 {
 		switch fs[0] {
 		case "Rss:":
 			rss += v
-		case "FilePmdMapped:":
-			pmd += v
+		case key:
+			val += v
 		}
 	}
-	if rss == 0 {
-		return -1
-	}
-	return float64(pmd) / float64(rss)
+	return rss, val, nil
 }
 
 func minorFaults() int64 {

@@ -3,9 +3,6 @@ package bench
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 	"unsafe"
@@ -156,27 +153,9 @@ func readRuns(base unsafe.Pointer, offs []int64, span int64, dist int) uint64 {
 // on 2 MiB pages (adjacent arenas share a mapping, so one mapping's figures
 // would mix them).
 func anonPages() (rss, huge int64) {
-	data, err := os.ReadFile("/proc/self/smaps")
+	rss, huge, err := smapsSum(func(fs []string) bool { return len(fs) == 5 }, "AnonHugePages:") // no path: anonymous
 	if err != nil {
 		return -1, -1
-	}
-	anon := false
-	for _, line := range strings.Split(string(data), "\n") {
-		fs := strings.Fields(line)
-		if len(fs) >= 5 && strings.Contains(fs[0], "-") && !strings.HasSuffix(fs[0], ":") {
-			anon = len(fs) == 5 // no path: anonymous
-			continue
-		}
-		if !anon || len(fs) < 2 {
-			continue
-		}
-		v, _ := strconv.ParseInt(fs[1], 10, 64)
-		switch fs[0] {
-		case "Rss:":
-			rss += v
-		case "AnonHugePages:":
-			huge += v
-		}
 	}
 	return rss, huge
 }
