@@ -41,15 +41,24 @@ func keyOf(b DeviceBatch) batchKey {
 // both paths write the same bytes, step for step
 // (TestDeviceLearnerGraphIsDirect). A batch on other tensors captures a
 // new graph. Turning it off keeps the graph for a later switch back. A
-// capture the driver refuses turns it off (GraphError says why).
+// capture the driver refuses three times in a row turns it off
+// (GraphError says why).
 func (l *DeviceLearner) UseGraph(on bool) { l.useGraph = on }
 
 // GraphLaunches returns the steps TrainStep has replayed from a graph.
 func (l *DeviceLearner) GraphLaunches() int64 { return l.graphLaunches }
 
-// GraphError returns why TrainStep stopped using a graph (a capture the
-// driver refused: the steps are then launched directly, the same bytes),
-// or nil.
+// maxCaptureFails is how many failed captures in a row turn the graph
+// off (see stepGraph).
+const maxCaptureFails = 3
+
+// captureStep captures a step: gpu.Backend.CaptureGraph, replaced by
+// tests that refuse captures.
+var captureStep = (*gpu.Backend).CaptureGraph
+
+// GraphError returns the last capture the driver refused (the step was
+// then launched directly, the same bytes; after maxCaptureFails refusals
+// in a row every step is), or nil.
 func (l *DeviceLearner) GraphError() error { return l.graphErr }
 
 // GraphCaptures returns how many times the step has been captured (once
@@ -73,18 +82,25 @@ func (l *DeviceLearner) stepGraph(b DeviceBatch) error {
 			l.graph = nil
 		}
 		l.capturing = true
-		g, err := l.be.CaptureGraph(func() error { return l.step(b) })
+		g, err := captureStep(l.be, func() error { return l.step(b) })
 		l.capturing = false
 		if err != nil {
 			if errors.Is(err, gpu.ErrDeviceLost) || errors.Is(err, gpu.ErrClosed) {
 				return err
 			}
-			// A driver that cannot capture the step (nothing of it
-			// ran): launch it directly, now and from now on.
-			l.useGraph, l.graphErr = false, err
+			// Nothing of the step ran: launch it directly. A capture can
+			// also fail for a reason of the moment (another goroutine, such
+			// as a cleanup freeing device memory, waited on the stream
+			// meanwhile), so the next steps try again; a driver that
+			// refuses maxCaptureFails times in a row cannot capture the
+			// step, which is then launched directly from now on.
+			l.graphErr = err
+			if l.captureFails++; l.captureFails >= maxCaptureFails {
+				l.useGraph = false
+			}
 			return l.step(b)
 		}
-		l.graph, l.graphKey = g, key
+		l.graph, l.graphKey, l.captureFails = g, key, 0
 		l.captures++
 	}
 	if err := l.syncHyper(); err != nil {

@@ -169,3 +169,64 @@ func TestDeviceLearnerGraphIsDirect(t *testing.T) {
 		})
 	}
 }
+
+// TestDeviceLearnerGraphCaptureRetries: a refused capture launches the
+// step directly (the same bytes as a learner that never uses a graph) and
+// the next step captures again; refusals in a row turn the graph off.
+func TestDeviceLearnerGraphCaptureRetries(t *testing.T) {
+	for _, refuse := range []int{2, 100} {
+		t.Run(fmt.Sprintf("refuse=%d", refuse), func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.ObsDim, cfg.NumActions, cfg.BatchSize, cfg.Hidden, cfg.Seed = 5, 3, 16, []int{12}, 5
+			be, err := gpu.New()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = be.Close() })
+			var ls [2]*DeviceLearner
+			for j := range ls {
+				if ls[j], err = NewDeviceLearner(cfg, be); err != nil {
+					t.Fatal(err)
+				}
+				l := ls[j]
+				t.Cleanup(func() { _ = l.Close() })
+			}
+			graph, direct := ls[0], ls[1]
+			graph.UseGraph(true)
+			calls := 0
+			old := captureStep
+			captureStep = func(b *gpu.Backend, record func() error) (*gpu.Graph, error) {
+				if calls++; calls <= refuse {
+					return nil, fmt.Errorf("capture %d refused by the test", calls)
+				}
+				return old(b, record)
+			}
+			t.Cleanup(func() { captureStep = old })
+			slot := newSlotBatch(t, be, cfg)
+			rng := rand.New(rand.NewPCG(7, 8))
+			const steps = 6
+			for step := range steps {
+				slot.fill(t, be, cfg, rng)
+				for _, l := range ls {
+					if err := l.TrainStep(slot.db); err != nil {
+						t.Fatal(err)
+					}
+				}
+				gt, dt := graph.stepTensors(), direct.stepTensors()
+				for name, d := range gt {
+					if !bytes.Equal(rawOf(t, graph, d), rawOf(t, direct, dt[name])) {
+						t.Fatalf("step %d: %s differs between the learner whose captures were refused and the direct one", step, name)
+					}
+				}
+			}
+			wantCalls, wantGraphs, wantOn := 3, int64(0), false
+			if refuse < maxCaptureFails {
+				wantCalls, wantGraphs, wantOn = refuse+1, int64(steps-refuse), true
+			}
+			if calls != wantCalls || graph.GraphLaunches() != wantGraphs || graph.useGraph != wantOn || graph.GraphError() == nil {
+				t.Errorf("%d captures tried, %d graph launches, graph on %v, error %v; want %d, %d, %v and the last refusal",
+					calls, graph.GraphLaunches(), graph.useGraph, graph.GraphError(), wantCalls, wantGraphs, wantOn)
+			}
+		})
+	}
+}

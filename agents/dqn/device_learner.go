@@ -83,6 +83,7 @@ type DeviceLearner struct {
 	devT                int64
 	devLR               float64
 	captures            int64
+	captureFails        int // failed captures in a row (stepGraph)
 	graphLaunches       int64
 	graphErr            error
 }
