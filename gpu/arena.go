@@ -87,10 +87,37 @@ func (b *Backend) free(a kernels.Arena) error {
 	if err != nil {
 		return err
 	}
+	if b.capturing {
+		// A graph capture is recording the stream: the arena is gone for
+		// every caller now, its memory once the capture ends.
+		delete(b.arenas, d)
+		d.freed = true
+		b.deferred = append(b.deferred, d)
+		return nil
+	}
 	if err := b.syncStream(); err != nil {
 		return err
 	}
 	return b.freeArena(d)
+}
+
+// freeDeferred frees the memory of the arenas freed during a capture,
+// after the stream's work (see Backend.capturing). The caller has entered
+// the backend and no capture is running.
+func (b *Backend) freeDeferred() error {
+	if len(b.deferred) == 0 {
+		return nil
+	}
+	err := b.syncStream()
+	for _, d := range b.deferred {
+		if d.ptr != 0 && err == nil {
+			p := d.ptr
+			d.ptr = 0
+			err = driverErr("cuMemFree", cu.MemFree(p))
+		}
+	}
+	b.deferred = b.deferred[:0]
+	return err
 }
 
 func (b *Backend) freeArena(d *Arena) error {

@@ -72,6 +72,12 @@ type Backend struct {
 	restore ctxHandle // what bindNow replaced
 	arenas  map[*Arena]struct{}
 	pinned  []pinnedBlock // AllocPinned and AllocSource memory
+	// capturing is set while CaptureGraph records the stream; arenas
+	// freed meanwhile (a cleanup goroutine's frees, say) wait in
+	// deferred until the capture ends, because the wait on the stream a
+	// free makes would invalidate the capture.
+	capturing bool
+	deferred  []*Arena
 
 	// Scratch reused by every call so that the steady state of adding
 	// and sampling allocates nothing.
@@ -140,6 +146,7 @@ func (b *Backend) release() error {
 	for a := range b.arenas {
 		keep(b.freeArena(a))
 	}
+	keep(b.freeDeferred())
 	for _, p := range b.pinned {
 		keep(driverErr("cuMemFreeHost", cu.MemFreeHost(p.p)))
 	}

@@ -87,7 +87,9 @@ type Graph struct {
 // event) fails, and then so does the capture, with an error wrapping
 // ErrDriver, as do record's own errors (record's first error is
 // returned). No other goroutine may use the backend during the capture:
-// its work would be captured too. The kernel launches captured are not
+// its work would be captured too; only Free is safe, from anywhere (the
+// library's cleanups free dropped memory on their own goroutine): its
+// memory is freed once the capture ends. The kernel launches captured are not
 // counted by Launches (they are not issued); each Launch of the graph
 // counts one.
 func (b *Backend) CaptureGraph(record func() error) (*Graph, error) {
@@ -99,6 +101,7 @@ func (b *Backend) CaptureGraph(record func() error) (*Graph, error) {
 	s := C.CUstream(unsafe.Pointer(b.stream.C()))
 	n0 := b.launches.Load()
 	r := C.trajring_graph_capture(s, 1, nil)
+	b.capturing = r == C.CUDA_SUCCESS
 	b.exit()
 	if r != C.CUDA_SUCCESS {
 		return nil, driverErr("cuStreamBeginCapture", cudaError(r))
@@ -108,10 +111,16 @@ func (b *Backend) CaptureGraph(record func() error) (*Graph, error) {
 	err := b.enter()
 	if err == nil {
 		r = C.trajring_graph_capture(s, 0, &x)
+		b.capturing = false
+		_ = b.freeDeferred() // what other goroutines freed meanwhile (their Free returned nil)
 		b.exit()
 		if r != C.CUDA_SUCCESS {
 			err = driverErr("cuStreamEndCapture", cudaError(r))
 		}
+	} else {
+		b.mu.Lock() // closed (Close freed the deferred arenas) or lost
+		b.capturing = false
+		b.mu.Unlock()
 	}
 	n := b.launches.Load() - n0
 	b.launches.Add(-n)

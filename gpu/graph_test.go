@@ -252,3 +252,55 @@ func TestGraphCaptureIsStrict(t *testing.T) {
 		t.Fatal("Adam after the failed captures did not run")
 	}
 }
+
+// TestGraphCaptureDefersFrees: an arena freed by another goroutine while
+// a capture records the stream (as the library's cleanups free dropped
+// memory) does not invalidate the capture: Free returns at once, the
+// arena is gone for every caller, and its memory is freed once the
+// capture ends.
+func TestGraphCaptureDefersFrees(t *testing.T) {
+	b := newBackend(t)
+	rng := rand.New(rand.NewPCG(5, 6))
+	const n = 200
+	a := newAdamArrays(t, b, rng, n)
+	x, err := b.Alloc(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var freeErr error
+	g, err := b.CaptureGraph(func() error {
+		if err := b.Adam(a.w.t, a.g.t, a.m.t, a.v.t, n, nil, 1e-3, 1); err != nil {
+			return err
+		}
+		done := make(chan struct{})
+		go func() { freeErr = b.Free(x); close(done) }()
+		<-done
+		b.mu.Lock()
+		waiting := len(b.deferred)
+		b.mu.Unlock()
+		if waiting != 1 {
+			return fmt.Errorf("%d arenas wait for the capture's end, want 1", waiting)
+		}
+		return nil
+	})
+	if err != nil || freeErr != nil {
+		t.Fatalf("capture: %v; the free during it: %v", err, freeErr)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	b.mu.Lock()
+	waiting := len(b.deferred)
+	b.mu.Unlock()
+	if waiting != 0 {
+		t.Fatalf("%d arenas still wait after the capture", waiting)
+	}
+	if err := b.Free(x); err == nil {
+		t.Fatal("a second Free of the arena freed during the capture succeeded")
+	}
+	before := download(t, b, a.w)
+	if err := g.Launch(); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(download(t, b, a.w), before) {
+		t.Fatal("the captured step did not run")
+	}
+}
