@@ -78,6 +78,7 @@ type Backend struct {
 	// free makes would invalidate the capture.
 	capturing bool
 	deferred  []*Arena
+	graphs    map[*Graph]struct{} // live graphs, destroyed by Close
 
 	// Scratch reused by every call so that the steady state of adding
 	// and sampling allocates nothing.
@@ -147,6 +148,11 @@ func (b *Backend) release() error {
 		keep(b.freeArena(a))
 	}
 	keep(b.freeDeferred())
+	for g := range b.graphs {
+		keep(b.destroyExecLocked(g.exec))
+		g.exec = nil
+	}
+	b.graphs = nil
 	for _, p := range b.pinned {
 		keep(driverErr("cuMemFreeHost", cu.MemFreeHost(p.p)))
 	}

@@ -133,7 +133,22 @@ func (b *Backend) CaptureGraph(record func() error) (*Graph, error) {
 		}
 		return nil, err
 	}
-	return &Graph{b: b, exec: x, nodes: n}, nil
+	g := &Graph{b: b, exec: x, nodes: n}
+	b.mu.Lock()
+	if b.closed { // closed during the capture: Close could not see it
+		if r, err := bind(); err == nil {
+			_ = b.destroyExecLocked(x)
+			unbind(r)
+		}
+		b.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if b.graphs == nil {
+		b.graphs = map[*Graph]struct{}{}
+	}
+	b.graphs[g] = struct{}{}
+	b.mu.Unlock()
+	return g, nil
 }
 
 // Launch queues the graph on its backend's stream after the work queued
@@ -173,8 +188,8 @@ func (g *Graph) Launches() int64 { return g.launches.Load() }
 func (g *Graph) Kernels() int64 { return g.nodes }
 
 // Close destroys the graph (launches already queued still run, as the
-// driver keeps what they need). It is idempotent; a closed backend's
-// graphs need no Close.
+// driver keeps what they need). It is idempotent; the backend's Close
+// destroys the graphs still open.
 func (g *Graph) Close() error {
 	b := g.b
 	b.mu.Lock()
@@ -189,7 +204,11 @@ func (g *Graph) Close() error {
 	}
 	defer b.exit()
 	x := g.exec
+	if x == nil { // Close destroyed it meanwhile
+		return nil
+	}
 	g.exec = nil
+	delete(b.graphs, g)
 	return b.destroyExecLocked(x)
 }
 

@@ -304,3 +304,38 @@ func TestGraphCaptureDefersFrees(t *testing.T) {
 		t.Fatal("the captured step did not run")
 	}
 }
+
+// TestGraphDestroyedByBackendClose: a graph its caller never closed is
+// destroyed by the backend's Close, after which the graph's Close and
+// Launch are harmless.
+func TestGraphDestroyedByBackendClose(t *testing.T) {
+	b, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	const n = 64
+	a := newAdamArrays(t, b, rng, n)
+	g, err := b.CaptureGraph(func() error { return b.Adam(a.w.t, a.g.t, a.m.t, a.v.t, n, nil, 1e-3, 1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	live := len(b.graphs)
+	b.mu.Unlock()
+	if live != 1 {
+		t.Fatalf("%d graphs tracked, want 1", live)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if g.exec != nil || b.graphs != nil {
+		t.Fatal("Close left the graph alive")
+	}
+	if err := g.Close(); err != nil {
+		t.Fatalf("Close of a graph after its backend's: %v", err)
+	}
+	if err := g.Launch(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Launch after Close: %v, want ErrClosed", err)
+	}
+}
