@@ -100,18 +100,8 @@ func TestDeviceLearnerGraphIsDirect(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.ObsDim, cfg.NumActions, cfg.BatchSize = 5, 3, 37
 			cfg.Hidden, cfg.DoubleDQN, cfg.MaxGradNorm, cfg.Seed = tc.hidden, tc.double, tc.maxNorm, uint64(11+i)
-			be, err := gpu.New()
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = be.Close() })
-			var ls [2]*DeviceLearner
-			for j := range ls {
-				if ls[j], err = NewDeviceLearner(cfg, be); err != nil {
-					t.Fatal(err)
-				}
-				l := ls[j]
-				t.Cleanup(func() { _ = l.Close() })
+			be, ls := newDevicePair(t, cfg)
+			for _, l := range ls {
 				l.separate = tc.separate
 			}
 			graph, direct := ls[0], ls[1]
@@ -170,6 +160,26 @@ func TestDeviceLearnerGraphIsDirect(t *testing.T) {
 	}
 }
 
+// newDevicePair returns a backend and two device learners of cfg on it,
+// closed when the test ends.
+func newDevicePair(t *testing.T, cfg Config) (*gpu.Backend, [2]*DeviceLearner) {
+	t.Helper()
+	be, err := gpu.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = be.Close() })
+	var ls [2]*DeviceLearner
+	for j := range ls {
+		if ls[j], err = NewDeviceLearner(cfg, be); err != nil {
+			t.Fatal(err)
+		}
+		l := ls[j]
+		t.Cleanup(func() { _ = l.Close() })
+	}
+	return be, ls
+}
+
 // TestDeviceLearnerGraphCaptureRetries: a refused capture launches the
 // step directly (the same bytes as a learner that never uses a graph) and
 // the next step captures again; refusals in a row turn the graph off.
@@ -178,19 +188,7 @@ func TestDeviceLearnerGraphCaptureRetries(t *testing.T) {
 		t.Run(fmt.Sprintf("refuse=%d", refuse), func(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.ObsDim, cfg.NumActions, cfg.BatchSize, cfg.Hidden, cfg.Seed = 5, 3, 16, []int{12}, 5
-			be, err := gpu.New()
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = be.Close() })
-			var ls [2]*DeviceLearner
-			for j := range ls {
-				if ls[j], err = NewDeviceLearner(cfg, be); err != nil {
-					t.Fatal(err)
-				}
-				l := ls[j]
-				t.Cleanup(func() { _ = l.Close() })
-			}
+			be, ls := newDevicePair(t, cfg)
 			graph, direct := ls[0], ls[1]
 			graph.UseGraph(true)
 			calls := 0
