@@ -21,15 +21,10 @@ const prefetchChunk = 16
 
 // windowChunk is prefetchChunk for window gathers whose every column has
 // steps of less than aheadMin bytes (low-dimensional records): twice as
-// many windows prefetched ahead. Measured on the huge sweep's 40-byte
-// CartPole records (issue 44; B=256, a 2-core Zen 5 VM, p50 of variants
-// alternated in one process): L=1 from 1M steps 5.9 to 5.6 µs and from
-// 100M steps (4 GB on 2 MiB pages) 19.0 to 18.1 µs, L=4 from 100M 22.2 to
-// 21.0 µs. 8 windows with four chunks ahead, 16 with two or four ahead,
-// 48, 64 and a whole B=256 sample at once were each slower somewhere (the
-// machine's own random reads from 4 GB stay near 40 ns a line from 4 to
-// 64 lines in flight: the sweep's yardstick rows). Pixel windows keep
-// prefetchChunk: 32 was 0-4% slower there, within the rounds' noise.
+// many windows prefetched ahead, because many small windows need more
+// misses in flight to keep up with memory than a few large ones (the
+// huge sweep's figures are in the commit that set it; pixel windows keep
+// prefetchChunk).
 const windowChunk = 32
 
 // gatherPrefetch switches the gathers' software prefetch (tests and the
@@ -476,8 +471,7 @@ func gatherWindows(cols []kernels.Column, wins []kernels.Window, seqLen, capacit
 	plan.start(cur)
 	if gatherPrefetch {
 		// The first chunk's, one-step windows too: their misses overlap
-		// before the first moves wait on them (measured with windowChunk:
-		// L=1 from 1M steps 5.6 to 5.0 µs, from 100M 18.1 to 17.7).
+		// before the first moves wait on them.
 		plan.windows(cols, cur, seqLen)
 	}
 	for c0 := lo; c0 < hi; c0 += chunk {

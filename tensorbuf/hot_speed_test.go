@@ -137,14 +137,7 @@ func BenchmarkTableSampleHot(b *testing.B) {
 	for _, n := range []int{1, 256, 65536} {
 		for _, tbl := range []*tensorbuf.Table{uni, pri} {
 			b.Run(fmt.Sprintf("%s/B=%d", tbl.Name(), n), func(b *testing.B) {
-				var bt tensorbuf.Batch
-				defer bt.Release()
-				b.ReportAllocs()
-				for b.Loop() {
-					if err := tbl.SampleInto(ctx, &bt, n); err != nil {
-						b.Fatal(err)
-					}
-				}
+				benchSampleInto(b, func(bt *tensorbuf.Batch) error { return tbl.SampleInto(ctx, bt, n) })
 			})
 		}
 	}
@@ -200,4 +193,17 @@ func BenchmarkAddEvictHot(b *testing.B) {
 	}
 	b.StopTimer()
 	_, _ = uni.Size(), pri.Size()
+}
+
+// benchSampleInto times sample into one reused batch, reporting
+// allocations.
+func benchSampleInto(b *testing.B, sample func(bt *tensorbuf.Batch) error) {
+	var bt tensorbuf.Batch
+	defer bt.Release()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := sample(&bt); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

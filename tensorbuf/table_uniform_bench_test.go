@@ -20,24 +20,12 @@ func BenchmarkUniformTableVsDirect(b *testing.B) {
 	ctx := context.Background()
 	for _, n := range []int{1, 256} {
 		b.Run(fmt.Sprintf("table/B=%d", n), func(b *testing.B) {
-			var bt tensorbuf.Batch
-			defer bt.Release()
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := uni.SampleInto(ctx, &bt, n); err != nil {
-					b.Fatal(err)
-				}
-			}
+			benchSampleInto(b, func(bt *tensorbuf.Batch) error { return uni.SampleInto(ctx, bt, n) })
 		})
 		b.Run(fmt.Sprintf("direct/B=%d", n), func(b *testing.B) {
-			var bt tensorbuf.Batch
-			defer bt.Release()
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := buf.SampleSequencesInto(&bt, n, 1, tensorbuf.SequenceOptions{}); err != nil {
-					b.Fatal(err)
-				}
-			}
+			benchSampleInto(b, func(bt *tensorbuf.Batch) error {
+				return buf.SampleSequencesInto(bt, n, 1, tensorbuf.SequenceOptions{})
+			})
 		})
 	}
 }

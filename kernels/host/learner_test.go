@@ -74,6 +74,31 @@ func (e *env) value() float32 {
 	}
 }
 
+// tdBatch draws a TD loss's batch of bsz transitions over na actions:
+// actions, rewards, discounts (each one of discs), importance weights and
+// validity bytes (mostly valid, any nonzero byte). One action in 20 is
+// one of bad (out of range: the loss must skip it), drawn from bad only
+// when it has more than one.
+func (e *env) tdBatch(bsz, na int, bad []int64, discs []float32) (act []int64, rew, disc []float32, w []float64, valid []uint8) {
+	act = make([]int64, bsz)
+	rew, disc = e.values(bsz), make([]float32, bsz)
+	w = make([]float64, bsz)
+	valid = make([]uint8, bsz)
+	for i := range bsz {
+		act[i] = e.rng.Int64N(int64(na))
+		if e.rng.IntN(20) == 0 {
+			act[i] = bad[0]
+			if len(bad) > 1 {
+				act[i] = bad[e.rng.IntN(len(bad))]
+			}
+		}
+		disc[i] = discs[e.rng.IntN(len(discs))]
+		w[i] = e.rng.Float64() * 2
+		valid[i] = uint8(e.rng.IntN(5))
+	}
+	return act, rew, disc, w, valid
+}
+
 func (e *env) values(n int) []float32 {
 	v := make([]float32, n)
 	for i := range v {
@@ -266,19 +291,7 @@ func TestTDLossMatchesReference(t *testing.T) {
 				qno[i] = float32(e.rng.IntN(2))
 			}
 		}
-		act := make([]int64, bsz)
-		rew, disc := e.values(bsz), make([]float32, bsz)
-		w := make([]float64, bsz)
-		valid := make([]uint8, bsz)
-		for i := range bsz {
-			act[i] = e.rng.Int64N(int64(na))
-			if e.rng.IntN(20) == 0 {
-				act[i] = []int64{-1, int64(na), 1 << 40}[e.rng.IntN(3)]
-			}
-			disc[i] = []float32{0, 0.99, 0.9801, 1}[e.rng.IntN(4)]
-			w[i] = e.rng.Float64() * 2
-			valid[i] = uint8(e.rng.IntN(5)) // mostly valid, any nonzero byte
-		}
+		act, rew, disc, w, valid := e.tdBatch(bsz, na, []int64{-1, int64(na), 1 << 40}, []float32{0, 0.99, 0.9801, 1})
 		eps := []float64{0, 1e-6, 0.01}[trial%3]
 		var gqno *gbuf
 		qnoAddr, refQno := uint64(0), []float32(nil)
@@ -595,19 +608,7 @@ func TestTDHeadIsTheSeparateLaunches(t *testing.T) {
 		double, masked := trial%3 != 2, trial%4 != 3
 		x0, x1, x2 := e.values(bsz*k), e.values(bsz*k), e.values(bsz*k)
 		wo, bo, wt, bt := e.values(k*na), e.values(na), e.values(k*na), e.values(na)
-		act := make([]int64, bsz)
-		rew, disc := e.values(bsz), make([]float32, bsz)
-		w := make([]float64, bsz)
-		valid := make([]uint8, bsz)
-		for i := range bsz {
-			act[i] = e.rng.Int64N(int64(na))
-			if e.rng.IntN(20) == 0 {
-				act[i] = -1
-			}
-			disc[i] = []float32{0, 0.99, 1}[e.rng.IntN(3)]
-			w[i] = e.rng.Float64() * 2
-			valid[i] = uint8(e.rng.IntN(5))
-		}
+		act, rew, disc, w, valid := e.tdBatch(bsz, na, []int64{-1}, []float32{0, 0.99, 1})
 		eps := []float64{0, 1e-6, 0.01}[trial%3]
 		gx0, gx1, gx2 := put(e, x0), put(e, x1), put(e, x2)
 		gwo, gbo, gwt, gbt := put(e, wo), put(e, bo), put(e, wt), put(e, bt)
