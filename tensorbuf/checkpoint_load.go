@@ -174,7 +174,7 @@ func readTable(cr *ckptio.Reader, index uint32, numEnvs int) (*tableSnap, error)
 		it.timesSampled = s.Count("times sampled", maxArenaBytes)
 		it.live = s.Bool()
 		if len(t.items) == cap(t.items) {
-			t.items = growItems(t.items, &t.itemMap) // a large table loads into its mapping
+			t.items = growMapped(t.items, &t.itemMap) // a large table loads into its mapping
 		}
 		t.items = append(t.items, it)
 		t.gens = append(t.gens, s.U32())

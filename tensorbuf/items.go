@@ -7,17 +7,13 @@ import (
 
 // itemsMapMin is the size in bytes from which a table's item records
 // move off the Go heap into a mapping of their own (where the platform
-// has one; see growItems). A variable so that internal tests can map
+// has one; see growMapped). A variable so that internal tests can map
 // small tables.
 var itemsMapMin int64 = 8 << 20
 
 // itemsMapAlign is what a mapped item array's size is rounded up to: a
 // 2 MiB huge page (a variable for the same tests).
 var itemsMapAlign int64 = 2 << 20
-
-// growItems returns items with room for at least one more record, its
-// contents and length unchanged (growMapped over item records).
-func growItems(items []item, m **itemMapping) []item { return growMapped(items, m) }
 
 // growMapped returns s with room for at least one more element, its
 // contents and length unchanged. T must hold no pointers. Small arrays

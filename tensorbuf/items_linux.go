@@ -9,7 +9,7 @@ import (
 )
 
 // itemMapping owns the anonymous mapping a table's item records live in
-// (see growItems); ref is what its cleanup unmaps, kept apart so that
+// (see growMapped); ref is what its cleanup unmaps, kept apart so that
 // the cleanup does not keep the mapping reachable.
 type itemMapping struct {
 	ref    *mappedBytes
@@ -28,29 +28,27 @@ var itemsUnmapped atomic.Int64
 // when *m is nil or items no longer lives in it) and returns them there;
 // false when the kernel refuses, leaving items and *m as they were.
 func remapMapped[T any](items []T, m **itemMapping, bytes int64) ([]T, bool) {
+	of := func(b []byte) []T {
+		return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), bytes/int64(unsafe.Sizeof(*new(T))))[:len(items)]
+	}
 	cur := *m
-	if cur != nil && (len(items) == 0 || unsafe.Pointer(unsafe.SliceData(items)) != unsafe.Pointer(unsafe.SliceData(cur.ref.b))) {
-		// The records moved to the heap after a refused remap (growItems):
-		// the old mapping is left to its cleanup.
-		cur = nil
+	if cur != nil && len(items) > 0 && unsafe.Pointer(unsafe.SliceData(items)) == unsafe.Pointer(unsafe.SliceData(cur.ref.b)) {
+		b, err := unix.Mremap(cur.ref.b, int(bytes), unix.MREMAP_MAYMOVE)
+		if err != nil {
+			return items, false
+		}
+		_ = unix.Madvise(b, madvHugePage) // a hint: fine to be refused
+		cur.ref.b = b                     // the elements moved with the pages
+		cur.remaps++
+		return of(b), true
 	}
-	var b []byte
-	var err error
-	if cur == nil {
-		b, err = unix.Mmap(-1, 0, int(bytes), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
-	} else {
-		b, err = unix.Mremap(cur.ref.b, int(bytes), unix.MREMAP_MAYMOVE)
-	}
-	if err != nil {
+	// No mapping yet, or the elements moved to the heap after a refused
+	// remap (growMapped): a new one, the old left to its cleanup.
+	b, ok := mapAnon(bytes)
+	if !ok {
 		return items, false
 	}
-	_ = unix.Madvise(b, madvHugePage) // a hint: fine to be refused
-	grown := unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), bytes/int64(unsafe.Sizeof(*new(T))))[:len(items)]
-	if cur != nil {
-		cur.ref.b = b // the records moved with the pages
-		cur.remaps++
-		return grown, true
-	}
+	grown := of(b)
 	copy(grown, items)
 	nm := &itemMapping{ref: &mappedBytes{b: b}}
 	runtime.AddCleanup(nm, func(r *mappedBytes) {

@@ -446,7 +446,7 @@ func (t *Table) alloc() int32 {
 		return s
 	}
 	if len(t.items) == cap(t.items) {
-		t.items = growItems(t.items, &t.itemMap)
+		t.items = growMapped(t.items, &t.itemMap)
 	}
 	t.items = append(t.items, item{})
 	t.gens = append(t.gens, 0)
