@@ -41,7 +41,7 @@ type sumTree struct {
 	sum [][]float64
 	min [][]float64
 	job descent   // findMany's split; reused, so a split allocates nothing
-	mem *treeMaps // the mappings of the large levels, if any (floats)
+	mem *treeMaps // the mappings of the large levels, if any (treeFloats)
 }
 
 // descent is findMany's work over a range of draws, split over the
@@ -92,10 +92,10 @@ func (t *sumTree) grow(slots int) {
 	old, oldMem := t.w, t.mem
 	var mem *treeMaps
 	t.n = n
-	t.w = t.floats(n, &mem)
+	t.w = treeFloats(n, &mem)
 	t.sum, t.min = t.sum[:0], t.min[:0]
 	for size := n; ; {
-		t.sum, t.min = append(t.sum, t.floats(size, &mem)), append(t.min, fillInf(t.floats(size, &mem)))
+		t.sum, t.min = append(t.sum, treeFloats(size, &mem)), append(t.min, fillInf(treeFloats(size, &mem)))
 		if size == treeFanout {
 			break
 		}

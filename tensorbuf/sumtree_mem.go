@@ -6,7 +6,7 @@ import (
 )
 
 // treeMaps owns the anonymous mappings that a sum tree's large levels
-// live in (see sumTree.floats): at 100M items the leaves' level alone is
+// live in (see treeFloats): at 100M items the leaves' level alone is
 // 1 GB, and on the Go heap's 4 KiB pages every level a descent reads past
 // the cache cost a page walk besides its miss. A tree's levels are
 // replaced whole when it grows (grow unmaps the old ones at once, through
@@ -47,10 +47,10 @@ func (tm *treeMaps) release() {
 	tm.ref.bs = nil
 }
 
-// floats returns n zeroed float64s for a level of t being built into
+// treeFloats returns n zeroed float64s for a tree level being built into
 // mem (made on first use): from itemsMapMin bytes on in a mapping of its
 // own, else alignedFloats.
-func (t *sumTree) floats(n int, mem **treeMaps) []float64 {
+func treeFloats(n int, mem **treeMaps) []float64 {
 	if int64(n)*8 >= itemsMapMin {
 		if *mem == nil {
 			*mem = newTreeMaps()
