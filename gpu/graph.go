@@ -53,6 +53,17 @@ static long long trajring_standin_graph_launches(void)
 		return -1;
 	return (long long)c[7];
 }
+
+// trajring_standin_graph_state copies the stand-in driver's graph state
+// (streams capturing, graphs, executable graphs and device allocations
+// alive) into out and returns 0, or returns -1 with a real driver.
+static int trajring_standin_graph_state(long long out[4])
+{
+	int (*fn)(long long *, int) = (int (*)(long long *, int))dlsym(RTLD_DEFAULT, "trajring_standin_graph_state");
+	if (fn == NULL || fn(out, 4) < 4)
+		return -1;
+	return 0;
+}
 */
 import "C"
 
@@ -61,6 +72,8 @@ import (
 	"runtime"
 	"sync/atomic"
 	"unsafe"
+
+	"gorgonia.org/cu"
 )
 
 // Graph is work captured from a Backend's stream (CaptureGraph) and
@@ -69,8 +82,10 @@ import (
 // the kernel parameters it had then (a per-step value must therefore live
 // in device memory, written by a kernel of the graph or by a copy queued
 // before the launch). A graph reads and writes the device addresses it
-// was captured with: the memory must outlive it. A Graph is safe for
-// concurrent use (its calls take the backend's mutex).
+// was captured with: the memory must outlive it (a replay that reaches
+// freed memory faults the device, as any illegal address does: the next
+// wait returns ErrDeviceLost). A Graph is safe for concurrent use (its
+// calls take the backend's mutex).
 type Graph struct {
 	b        *Backend
 	exec     C.CUgraphExec // nil once closed
@@ -92,6 +107,14 @@ type Graph struct {
 // memory is freed once the capture ends. The kernel launches captured are not
 // counted by Launches (they are not issued); each Launch of the graph
 // counts one.
+//
+// However record ends, the capture is over when CaptureGraph returns
+// (endCapture) and no partial graph is left alive, because a capture
+// left open keeps its stream, and the thread that began it, refusing
+// the calls a capture forbids: also when record closed the backend (the
+// error wraps ErrClosed; Close's own wait for the stream is refused by
+// the capture, and the stream it destroys ends the capture) or a sticky
+// fault was seen meanwhile (ErrDeviceLost).
 func (b *Backend) CaptureGraph(record func() error) (*Graph, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -100,54 +123,88 @@ func (b *Backend) CaptureGraph(record func() error) (*Graph, error) {
 	}
 	s := C.CUstream(unsafe.Pointer(b.stream.C()))
 	n0 := b.launches.Load()
-	r := C.trajring_graph_capture(s, 1, nil)
-	b.capturing = r == C.CUDA_SUCCESS
-	b.exit()
-	if r != C.CUDA_SUCCESS {
+	if r := C.trajring_graph_capture(s, 1, nil); r != C.CUDA_SUCCESS {
+		// Leave capturing alone: a failed begin (another goroutine's
+		// capture in progress, say) did not start one of ours.
+		b.exit()
 		return nil, driverErr("cuStreamBeginCapture", cudaError(r))
 	}
+	b.capturing = true
+	b.exit()
 	rerr := record()
-	var x C.CUgraphExec
-	err := b.enter()
-	if err == nil {
-		r = C.trajring_graph_capture(s, 0, &x)
-		b.capturing = false
-		_ = b.freeDeferred() // what other goroutines freed meanwhile (their Free returned nil)
-		b.exit()
-		if r != C.CUDA_SUCCESS {
-			err = driverErr("cuStreamEndCapture", cudaError(r))
-		}
-	} else {
-		b.mu.Lock() // closed (Close freed the deferred arenas) or lost
-		b.capturing = false
-		b.mu.Unlock()
-	}
 	n := b.launches.Load() - n0
 	b.launches.Add(-n)
-	if rerr != nil || err != nil {
-		if x != nil {
-			_ = b.destroyExec(x)
-		}
-		if rerr != nil {
-			return nil, fmt.Errorf("gpu: graph capture: %w", rerr)
+	g, err := b.endCapture(s, n, rerr == nil)
+	if rerr != nil {
+		return nil, fmt.Errorf("gpu: graph capture: %w", rerr)
+	}
+	return g, err
+}
+
+// endCapture ends the capture CaptureGraph began on s, whatever record
+// did meanwhile, and returns the instantiated graph of nodes kernel
+// launches, tracked for Close, or nil with an error (keep false: record
+// failed, and the graph is destroyed, nil returned). It runs on the
+// thread that began the capture (a thread-local capture ends only there)
+// and takes the backend's mutex without enter, which refuses a closed
+// backend or a lost device: those are the cases that must still end the
+// capture.
+//
+//   - Open: the capture ends, the graph is instantiated, and the arenas
+//     freed during the capture are freed now.
+//   - Lost (a sticky fault, seen by any backend): the end is still asked
+//     for (the driver answers with the sticky error; what it does with its
+//     capture state is its own, and nothing else can be done on a lost
+//     context), any graph it returns is destroyed, and the error wraps
+//     ErrDeviceLost.
+//   - Closed during record: when Close destroyed the stream (b.stream is
+//     zero), the capture ended with it and s must not be touched; when it
+//     could not (the device was lost, or binding failed) the stream is
+//     still there and its capture is ended as above. The error wraps
+//     ErrClosed.
+//
+// Binding is safe in every case: the primary context is retained for the
+// process (see drv) and never destroyed.
+func (b *Backend) endCapture(s C.CUstream, nodes int64, keep bool) (*Graph, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.capturing = false
+	closedErr := fmt.Errorf("gpu: graph capture: the backend was closed during the capture: %w", ErrClosed)
+	if b.closed && b.stream == (cu.Stream{}) {
+		return nil, closedErr
+	}
+	restore, err := bind()
+	if err != nil {
+		return nil, fmt.Errorf("gpu: graph capture: the capture could not be ended: %w", err)
+	}
+	defer unbind(restore)
+	var x C.CUgraphExec
+	if r := C.trajring_graph_capture(s, 0, &x); r != C.CUDA_SUCCESS {
+		err = driverErr("cuStreamEndCapture", cudaError(r))
+	}
+	lostErr := deviceLost()
+	if x != nil && (err != nil || lostErr != nil || b.closed || !keep) {
+		_ = b.destroyExecLocked(x)
+		x = nil
+	}
+	if b.closed {
+		return nil, closedErr
+	}
+	if lostErr != nil { // nothing can be freed on a lost context (as Close)
+		if err == nil {
+			err = lostErr
 		}
 		return nil, err
 	}
-	g := &Graph{b: b, exec: x, nodes: n}
-	b.mu.Lock()
-	if b.closed { // closed during the capture: Close could not see it
-		if r, err := bind(); err == nil {
-			_ = b.destroyExecLocked(x)
-			unbind(r)
-		}
-		b.mu.Unlock()
-		return nil, ErrClosed
+	_ = b.freeDeferred() // what other goroutines freed meanwhile (their Free returned nil)
+	if err != nil || !keep {
+		return nil, err
 	}
+	g := &Graph{b: b, exec: x, nodes: nodes}
 	if b.graphs == nil {
 		b.graphs = map[*Graph]struct{}{}
 	}
 	b.graphs[g] = struct{}{}
-	b.mu.Unlock()
 	return g, nil
 }
 
@@ -212,15 +269,8 @@ func (g *Graph) Close() error {
 	return b.destroyExecLocked(x)
 }
 
-// destroyExec destroys an executable graph, entering the backend.
-func (b *Backend) destroyExec(x C.CUgraphExec) error {
-	if err := b.enter(); err != nil {
-		return err
-	}
-	defer b.exit()
-	return b.destroyExecLocked(x)
-}
-
+// destroyExecLocked destroys an executable graph; the caller holds the
+// backend's mutex with the context bound.
 func (b *Backend) destroyExecLocked(x C.CUgraphExec) error {
 	if r := C.cuGraphExecDestroy(x); r != C.CUDA_SUCCESS {
 		return driverErr("cuGraphExecDestroy", cudaError(r))
@@ -234,4 +284,20 @@ func (b *Backend) destroyExecLocked(x C.CUgraphExec) error {
 func StandinGraphLaunches() (n int64, ok bool) {
 	c := int64(C.trajring_standin_graph_launches())
 	return c, c >= 0
+}
+
+// standinGraphState is the stand-in driver's graph state: the streams in
+// a capture not yet ended, the graphs and executable graphs alive, and
+// the device allocations alive.
+type standinGraphState struct{ captures, graphs, execs, allocs int64 }
+
+// standinGraphs returns the stand-in driver's graph state (it answers
+// after a sticky fault too); ok is false with a real driver. It is safe
+// for concurrent use.
+func standinGraphs() (st standinGraphState, ok bool) {
+	var v [4]C.longlong
+	if C.trajring_standin_graph_state(&v[0]) != 0 {
+		return st, false
+	}
+	return standinGraphState{int64(v[0]), int64(v[1]), int64(v[2]), int64(v[3])}, true
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 
@@ -122,6 +123,59 @@ func testAdamDeviceIsAdam(t *testing.T, b *Backend) {
 			}
 		}
 	}
+}
+
+// TestAdamDeviceEmptyAdvances: AdamDevice with no parameters (n == 0)
+// still advances the hyper block's step count by one a call (its tickets
+// back at 0) and touches nothing else, called directly and replayed from
+// a graph, so the device's count stays the caller's count of steps.
+func TestAdamDeviceEmptyAdvances(t *testing.T) { forGrids(t, testAdamDeviceEmptyAdvances) }
+
+func testAdamDeviceEmptyAdvances(t *testing.T, b *Backend) {
+	rng := rand.New(rand.NewPCG(12, 13))
+	a := newAdamArrays(t, b, rng, 0)
+	h := newHyper(t, b, rng, 1e-3, 4)
+	steps := uint64(4)
+	check := func(what string) {
+		t.Helper()
+		if got := hyperWord(t, b, h, adamHyperT); got != steps {
+			t.Fatalf("%s: step count %d, want %d", what, got, steps)
+		}
+		if got := hyperWord(t, b, h, adamHyperTicket); got != 0 {
+			t.Fatalf("%s: tickets %d after a launch", what, got)
+		}
+		for i, d := range []*devArr{a.w, a.g, a.m, a.v, a.sc} {
+			if !bytes.Equal(download(t, b, d), d.init) {
+				t.Fatalf("%s: an empty step changed %s", what, []string{"w", "g", "m", "v", "scale"}[i])
+			}
+		}
+	}
+	for _, sc := range []*tensor.Dense{a.sc.t, nil} {
+		l0 := b.Launches()
+		if err := b.AdamDevice(a.w.t, a.g.t, a.m.t, a.v.t, 0, sc, h.t); err != nil {
+			t.Fatal(err)
+		}
+		steps++
+		if n := b.Launches() - l0; n != 1 {
+			t.Fatalf("an empty AdamDevice counted %d launches, want 1", n)
+		}
+		check("AdamDevice(n=0)")
+	}
+	g, err := b.CaptureGraph(func() error { return b.AdamDevice(a.w.t, a.g.t, a.m.t, a.v.t, 0, a.sc.t, h.t) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = g.Close() }()
+	if g.Kernels() != 1 {
+		t.Fatalf("the capture of an empty AdamDevice holds %d kernels, want 1", g.Kernels())
+	}
+	for range 3 {
+		if err := g.Launch(); err != nil {
+			t.Fatal(err)
+		}
+		steps++
+	}
+	check("3 replays of AdamDevice(n=0)")
 }
 
 // TestGraphReplaysCapturedWork: a captured Adam step runs nothing at
@@ -337,5 +391,207 @@ func TestGraphDestroyedByBackendClose(t *testing.T) {
 	}
 	if err := g.Launch(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Launch after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestGraphCaptureClosedDuringRecord: a record func that closes the
+// backend fails the capture with ErrClosed, and leaves no stream
+// capturing, no graph and no device memory behind (the stand-in's
+// counts); the backend stays closed.
+func TestGraphCaptureClosedDuringRecord(t *testing.T) {
+	st0, standin := standinGraphs()
+	b, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(14, 15))
+	const n = 100
+	a := newAdamArrays(t, b, rng, n)
+	var closeErr error
+	g, err := b.CaptureGraph(func() error {
+		if err := b.Adam(a.w.t, a.g.t, a.m.t, a.v.t, n, nil, 1e-3, 1); err != nil {
+			return err
+		}
+		closeErr = b.Close()
+		return nil
+	})
+	if g != nil || !errors.Is(err, ErrClosed) {
+		t.Fatalf("capture closed by its record func: graph %v, error %v; want ErrClosed", g != nil, err)
+	}
+	// Close's wait for the stream is refused by the capture (a real
+	// driver's rule, 900); it still frees the backend's memory.
+	t.Logf("Close during the capture: %v", closeErr)
+	b.mu.Lock()
+	capturing := b.capturing
+	b.mu.Unlock()
+	if capturing {
+		t.Error("the backend still reports a capture")
+	}
+	if st, _ := standinGraphs(); standin && st != st0 {
+		t.Errorf("stand-in after the capture: %+v, before the backend: %+v (streams capturing, graphs, executable graphs, allocations)", st, st0)
+	}
+	if err := b.Close(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Close after the capture: %v, want ErrClosed", err)
+	}
+}
+
+// TestGraphCaptureEndsAfterStickyFault: when a sticky fault is seen
+// while record runs (another backend's kernel faults, the stand-in's
+// TRAJRING_STANDIN_FAULT_LAUNCH), CaptureGraph still ends the capture:
+// it fails with ErrDeviceLost (or ErrClosed when record also closed the
+// backend, which on a lost device frees nothing), and the stand-in shows
+// no stream left capturing and no graph left alive. Each case runs in a
+// process of its own (the fault is process-wide).
+func TestGraphCaptureEndsAfterStickyFault(t *testing.T) {
+	onStandin(t)
+	const name = "TestGraphCaptureEndsAfterStickyFault"
+	if os.Getenv("TRAJRING_GPU_CHILD") == name {
+		captureFaultChild(t, os.Getenv("TRAJRING_GRAPH_CHILD_MODE"))
+		return
+	}
+	for _, mode := range []string{"lost", "lost+close"} {
+		t.Run(mode, func(t *testing.T) {
+			out, err, _ := child(t, name, "TRAJRING_STANDIN_FAULT_LAUNCH=1", "TRAJRING_GRAPH_CHILD_MODE="+mode)
+			if err != nil || !strings.Contains(out, "PASS") {
+				t.Fatalf("child: %v\n%s", err, out)
+			}
+		})
+	}
+}
+
+// captureFaultChild is TestGraphCaptureEndsAfterStickyFault's body in its
+// child process, whose first kernel launch to run faults.
+func captureFaultChild(t *testing.T, mode string) {
+	b, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(16, 17))
+	const n = 100
+	a, a2 := newAdamArrays(t, b, rng, n), newAdamArrays(t, b2, rng, n)
+	st0, _ := standinGraphs()
+	var faultErr, closeErr error
+	g, err := b.CaptureGraph(func() error {
+		if err := b.Adam(a.w.t, a.g.t, a.m.t, a.v.t, n, nil, 1e-3, 1); err != nil {
+			return err
+		}
+		// The other backend's kernel runs (and faults) on another
+		// thread: this one's thread-local capture forbids the wait.
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if faultErr = b2.Adam(a2.w.t, a2.g.t, a2.m.t, a2.v.t, n, nil, 1e-3, 1); faultErr == nil {
+				faultErr = b2.Sync()
+			}
+		}()
+		<-done
+		if mode == "lost+close" {
+			closeErr = b.Close()
+		}
+		return nil
+	})
+	if !errors.Is(faultErr, ErrDeviceLost) {
+		t.Fatalf("the injected fault: %v, want ErrDeviceLost", faultErr)
+	}
+	want := ErrDeviceLost
+	if mode == "lost+close" {
+		want = ErrClosed
+		if !errors.Is(closeErr, ErrDeviceLost) {
+			t.Errorf("Close on the lost device: %v, want ErrDeviceLost", closeErr)
+		}
+	}
+	if g != nil || !errors.Is(err, want) {
+		t.Fatalf("capture during a sticky fault: graph %v, error %v; want %v", g != nil, err, want)
+	}
+	st, _ := standinGraphs()
+	if st.captures != st0.captures || st.graphs != st0.graphs || st.execs != st0.execs {
+		t.Fatalf("stand-in after the capture: %+v, before it: %+v (streams capturing, graphs, executable graphs): "+
+			"the capture was left open or its graph alive", st, st0)
+	}
+	if err := b.Health(); err == nil {
+		t.Error("Health after the fault: nil")
+	}
+}
+
+// TestGraphReplayOfFreedMemoryFaults: a graph replayed after memory it
+// was captured with is freed faults as on a GPU, with the sticky
+// CUDA_ERROR_ILLEGAL_ADDRESS (700) when the replay runs, which the next
+// wait and Health report as ErrDeviceLost: a kernel node (an Adam step
+// whose moment is freed) and a copy node (its source freed). The replay
+// works while the memory lives. Each case runs in a process of its own
+// (the fault is process-wide).
+func TestGraphReplayOfFreedMemoryFaults(t *testing.T) {
+	onStandin(t)
+	const name = "TestGraphReplayOfFreedMemoryFaults"
+	if os.Getenv("TRAJRING_GPU_CHILD") == name {
+		replayFreedChild(t, os.Getenv("TRAJRING_GRAPH_CHILD_MODE"))
+		return
+	}
+	for _, mode := range []string{"kernel", "copy"} {
+		t.Run(mode, func(t *testing.T) {
+			out, err, _ := child(t, name, "TRAJRING_GRAPH_CHILD_MODE="+mode)
+			if err != nil || !strings.Contains(out, "PASS") {
+				t.Fatalf("child: %v\n%s", err, out)
+			}
+		})
+	}
+}
+
+// replayFreedChild is TestGraphReplayOfFreedMemoryFaults's body in its
+// child process.
+func replayFreedChild(t *testing.T, mode string) {
+	b, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(18, 19))
+	const n = 300
+	var record func() error
+	var victim, out *devArr
+	switch mode {
+	case "kernel":
+		a := newAdamArrays(t, b, rng, n)
+		record = func() error { return b.Adam(a.w.t, a.g.t, a.m.t, a.v.t, n, nil, 1e-3, 1) }
+		victim, out = a.m, a.w
+	case "copy":
+		victim = upload(t, b, rng, tensor.Float32, randF32(rng, n))
+		out = upload(t, b, rng, tensor.Float32, randF32(rng, n))
+		record = func() error { return b.Copy(out.a, 0, victim.a, 0, int64(len(victim.init))) }
+	default:
+		t.Fatalf("mode %q", mode)
+	}
+	g, err := b.CaptureGraph(record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := download(t, b, out)
+	if err := g.Launch(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Sync(); err != nil {
+		t.Fatalf("replay with its memory alive: %v", err)
+	}
+	if bytes.Equal(download(t, b, out), before) {
+		t.Fatal("the replay with its memory alive changed nothing")
+	}
+	if err := b.Free(victim.a); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Launch(); err != nil {
+		t.Fatalf("Launch of a graph whose memory was freed: %v (the driver checks nothing at launch)", err)
+	}
+	err = b.Sync()
+	if !errors.Is(err, ErrDeviceLost) || !errors.Is(err, ErrDriver) || !strings.Contains(err.Error(), "CUDA error 700") {
+		t.Fatalf("Sync after replaying freed memory: %v, want ErrDeviceLost with CUDA error 700", err)
+	}
+	if err := b.Health(); !errors.Is(err, ErrDeviceLost) {
+		t.Errorf("Health after the fault: %v, want ErrDeviceLost", err)
+	}
+	if err := g.Launch(); !errors.Is(err, ErrDeviceLost) {
+		t.Errorf("Launch after the fault: %v, want ErrDeviceLost", err)
 	}
 }

@@ -75,8 +75,13 @@ func AdamHyperRate(lr float64) (off int64, b []byte) {
 // bits) and then sets the count to t+1 itself. Its parameters therefore
 // do not change from step to step, so a graph captured with it
 // (CaptureGraph) replays every step. hyper must not overlap w, m, v, g or
-// scale. It is safe for concurrent use, but two launches on one hyper
-// block must not run at once (the backend's stream orders them).
+// scale. Every call advances the count by one, n == 0 (no parameters)
+// included: that call still launches the kernel, which updates nothing
+// else, so the device's count, a graph's replays of the call and the
+// caller's own count of steps (which it uploads with AdamHyperStep) stay
+// equal whatever the network's size. It is safe for concurrent use, but
+// two launches on one hyper block must not run at once (the backend's
+// stream orders them).
 func (b *Backend) AdamDevice(w, g, m, v *tensor.Dense, n int, scale, hyper *tensor.Dense) error {
 	if hyper == nil {
 		return fmt.Errorf("%w: AdamDevice without a hyper block", ErrBounds)

@@ -238,8 +238,8 @@ func (b *Backend) adam(w, g, m, v *tensor.Dense, n int, scale, hyper *tensor.Den
 	if err := disjoint([]operand{ops[0], ops[2], ops[3], ops[5]}, []string{"w", "m", "v", "hyper"}, []operand{ops[1], ops[4]}); err != nil {
 		return err
 	}
-	if n == 0 {
-		return nil
+	if n == 0 && hyper == nil {
+		return nil // nothing to update; AdamDevice still launches, to advance its count
 	}
 	const beta1, beta2, eps = 0.9, 0.999, 1e-8
 	b1, b2 := float32(beta1), float32(beta2)

@@ -43,7 +43,9 @@
  * the host time of calls as a GPU would see it; trajring_standin_counts()
  * counts the allocations, frees and host waits, which a real driver
  * serialises every stream of the context for (tests assert that a steady
- * state makes none).
+ * state makes none); trajring_standin_graph_state() reports the streams
+ * left capturing and the graphs and device allocations still alive (tests
+ * assert that a failed capture leaves none behind).
  *
  * Race exposure: TRAJRING_STANDIN_THREADS=N (1..64) runs each launch's
  * blocks, cut into units of TRAJRING_STANDIN_CHUNK threads (default 32),
@@ -183,6 +185,10 @@ static unsigned long long device_ns;
 enum { C_ALLOC, C_FREE, C_HOST_ALLOC, C_HOST_FREE, C_STREAM_SYNC, C_EVENT_SYNC, C_CTX_SYNC, C_GRAPH_LAUNCH, C_N };
 static unsigned long long counts[C_N];
 
+/* live_graphs counts the CUgraphs alive (a capture's in progress
+   included), live_execs the CUgraphExecs (trajring_standin_graph_state). */
+static long long live_graphs, live_execs;
+
 static void count(int c)
 {
 	__atomic_fetch_add(&counts[c], 1, __ATOMIC_RELAXED);
@@ -198,6 +204,28 @@ int trajring_standin_counts(unsigned long long *out, int n)
 	for (i = 0; i < n && i < C_N; i++)
 		out[i] = __atomic_load_n(&counts[i], __ATOMIC_RELAXED);
 	return C_N;
+}
+
+static long long stream_captures(void);
+
+/* trajring_standin_graph_state copies up to n of: the streams in a
+   capture (active or invalidated, not yet ended), the CUgraphs alive (a
+   capture's in progress included), the CUgraphExecs alive, and the
+   device allocations alive, into out, and returns how many there are.
+   It needs no context and answers after a sticky error too. */
+int trajring_standin_graph_state(long long *out, int n)
+{
+	long long v[4];
+	int i;
+	v[0] = stream_captures();
+	v[1] = __atomic_load_n(&live_graphs, __ATOMIC_RELAXED);
+	v[2] = __atomic_load_n(&live_execs, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&mu);
+	v[3] = (long long)nallocs;
+	pthread_mutex_unlock(&mu);
+	for (i = 0; i < n && i < 4; i++)
+		out[i] = v[i];
+	return 4;
 }
 
 static int pinned(const void *p, size_t n);
@@ -416,6 +444,7 @@ struct qop {
 	unsigned long k;        /* its number on st, from 1 */
 	unsigned long long g;   /* its number in issue order */
 	unsigned long target;   /* Q_EVENT: the record */
+	int replay;             /* a node of a graph launch (cuGraphLaunch): addresses checked when it runs */
 	int ndeps;
 	struct dep deps[MAX_DEPS];
 };
@@ -432,6 +461,15 @@ struct CUgraphExec_st {
 	struct qop *nodes;
 	size_t n;
 };
+
+static void graph_free(struct CUgraph_st *g)
+{
+	if (g == NULL)
+		return;
+	free(g->nodes);
+	free(g);
+	__atomic_fetch_sub(&live_graphs, 1, __ATOMIC_RELAXED);
+}
 
 static pthread_mutex_t qmu = PTHREAD_MUTEX_INITIALIZER;
 static struct qop *queue; /* pending ops in issue order */
@@ -507,7 +545,14 @@ static int add_dep(struct qop *op, struct CUstream_st *s, unsigned long k)
  * stream, event and context syncs) from the capturing thread
  * (THREAD_LOCAL) or from any thread (GLOBAL), with _UNSUPPORTED.
  * cuGraphInstantiate copies a graph; cuGraphLaunch queues its ops in
- * order on a stream, as if issued there one after another then.
+ * order on a stream, as if issued there one after another then, each
+ * checked when it runs against the memory alive then (replay_faults: a
+ * node reading or writing freed memory raises the sticky
+ * CUDA_ERROR_ILLEGAL_ADDRESS, as on a GPU). cuStreamEndCapture after a
+ * sticky error returns it, but still ends the capture and drops its graph
+ * (the driver's capture state is host bookkeeping; a caller that never
+ * ends its capture shows up in trajring_standin_graph_state), and
+ * cuStreamDestroy ends a capture left open with its stream.
  * Called with qmu held.
  */
 static CUresult capture_op(struct CUstream_st *s, const struct qop *op)
@@ -652,10 +697,54 @@ static int misaligned(const struct qop *op)
 	return 0;
 }
 
+/* replay_faults reports whether a graph node (op->replay) would touch
+   memory that is no longer there when it runs: a copy or memset whose
+   device range is not inside one live allocation (dev_range, the check
+   the copy and memset calls make when issued) or whose host side is no
+   longer pinned memory (the only host memory a capture records), or a
+   launch with a pointer argument (tr_aligns: those the host kernels
+   decode with TR_ARG_PTR) that is neither null nor inside a live
+   allocation or pinned block. A graph keeps the addresses it was
+   captured with, and the driver checks none of them at cuGraphLaunch: a
+   GPU faults when the node runs, with the sticky
+   CUDA_ERROR_ILLEGAL_ADDRESS, which run_op raises instead of touching
+   the memory (unmapped here: it would kill the process). An address
+   reused by a later allocation passes, as it would on a GPU. */
+static int replay_faults(const struct qop *op)
+{
+	size_t i;
+	switch (op->kind) {
+	case Q_H2D:
+		return !dev_range(op->dst, op->n) || (op->own == NULL && !pinned(op->hsrc, op->n));
+	case Q_D2H:
+		return !dev_range(op->src, op->n) || !pinned(op->hdst, op->n);
+	case Q_D2D:
+		return !dev_range(op->dst, op->n) || !dev_range(op->src, op->n);
+	case Q_MEMSET:
+		return !dev_range(op->dst, op->n);
+	case Q_LAUNCH:
+		for (i = 0; i < sizeof tr_aligns / sizeof tr_aligns[0]; i++) {
+			const struct tr_align *a = &tr_aligns[i];
+			tr_u64 p;
+			if (a->fn != op->fn || a->arg >= op->nargs || (p = op->args[a->arg]) == 0)
+				continue;
+			if (!dev_range((CUdeviceptr)p, 0) && !pinned((const void *)(uintptr_t)p, 0))
+				return 1;
+		}
+		return 0;
+	default:
+		return 0;
+	}
+}
+
 static void run_op(struct qop *op)
 {
 	void *params[MAX_ARGS];
 	int i;
+	if (op->replay && replay_faults(op)) {
+		sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+		return;
+	}
 	switch (op->kind) {
 	case Q_H2D:
 		memcpy((void *)(uintptr_t)op->dst, op->hsrc, op->n);
@@ -1472,6 +1561,18 @@ CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s)
 
 /* ---- streams and events ---- */
 
+/* stream_captures counts the streams in a capture not yet ended. */
+static long long stream_captures(void)
+{
+	struct CUstream_st *t;
+	long long c = 0;
+	pthread_mutex_lock(&qmu);
+	for (t = &legacy_stream; t != NULL; t = t->next)
+		c += t->cap != CU_STREAM_CAPTURE_STATUS_NONE;
+	pthread_mutex_unlock(&qmu);
+	return c;
+}
+
 /* capturing_refuses invalidates a capture of s and returns
    CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (a sync or query of a capturing
    stream), or returns CUDA_SUCCESS when s is not capturing. */
@@ -1531,9 +1632,7 @@ CUresult cuStreamDestroy(CUstream s)
 	if (t->next == s)
 		t->next = s->next;
 	pthread_mutex_unlock(&qmu);
-	if (s->graph != NULL) /* a capture left open ends with it */
-		free(s->graph->nodes);
-	free(s->graph);
+	graph_free(s->graph); /* a capture left open ends with it */
 	free(s);
 	return CUDA_SUCCESS;
 }
@@ -1694,47 +1793,46 @@ CUresult cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode)
 	s->cap_mode = mode;
 	s->cap_thread = pthread_self();
 	s->graph = g;
+	__atomic_fetch_add(&live_graphs, 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&qmu);
 	return CUDA_SUCCESS;
 }
 
-static void graph_free(struct CUgraph_st *g)
-{
-	if (g != NULL)
-		free(g->nodes);
-	free(g);
-}
-
+/* cuStreamEndCapture ends a capture and hands its graph over (NULL, with
+   CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, for an invalidated one). After a
+   sticky error it returns that error, as every call does, but still ends
+   a capture it may end (see "stream capture and graphs"). */
 CUresult cuStreamEndCapture(CUstream h, CUgraph *out)
 {
 	struct CUstream_st *s = stream_of(h);
 	struct CUgraph_st *g;
 	int status;
 	CUresult r = need_ctx();
-	if (r != CUDA_SUCCESS)
+	if (r != CUDA_SUCCESS && r != sticky)
 		return r;
 	if (out == NULL)
-		return CUDA_ERROR_INVALID_VALUE;
+		return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
 	if (s == NULL || s == &legacy_stream)
-		return CUDA_ERROR_ILLEGAL_STATE;
+		return r != CUDA_SUCCESS ? r : CUDA_ERROR_ILLEGAL_STATE;
 	pthread_mutex_lock(&qmu);
 	if (s->cap == CU_STREAM_CAPTURE_STATUS_NONE) {
 		pthread_mutex_unlock(&qmu);
-		return CUDA_ERROR_ILLEGAL_STATE;
+		return r != CUDA_SUCCESS ? r : CUDA_ERROR_ILLEGAL_STATE;
 	}
 	if (s->cap_mode != CU_STREAM_CAPTURE_MODE_RELAXED && !pthread_equal(s->cap_thread, pthread_self())) {
 		pthread_mutex_unlock(&qmu);
-		return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+		return r != CUDA_SUCCESS ? r : CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
 	}
 	g = s->graph;
 	status = s->cap;
 	s->graph = NULL;
 	s->cap = CU_STREAM_CAPTURE_STATUS_NONE;
 	pthread_mutex_unlock(&qmu);
-	if (status == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
+	if (r != CUDA_SUCCESS || status == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
+		/* after a sticky error: ended, the graph dropped, the error returned */
 		graph_free(g);
 		*out = NULL;
-		return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+		return r != CUDA_SUCCESS ? r : CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
 	}
 	*out = g;
 	return CUDA_SUCCESS;
@@ -1780,6 +1878,7 @@ CUresult cuGraphInstantiate(CUgraphExec *e, CUgraph g, CUgraphNode *errNode, cha
 		memcpy(x->nodes, g->nodes, g->n * sizeof *x->nodes);
 	x->n = g->n;
 	*e = x;
+	__atomic_fetch_add(&live_execs, 1, __ATOMIC_RELAXED);
 	return CUDA_SUCCESS;
 }
 
@@ -1806,6 +1905,7 @@ CUresult cuGraphLaunch(CUgraphExec x, CUstream h)
 	count(C_GRAPH_LAUNCH);
 	for (i = 0; i < x->n; i++) {
 		op = x->nodes[i];
+		op.replay = 1;
 		if ((r = enqueue(&op, h, NULL, NULL)) != CUDA_SUCCESS)
 			return r;
 	}
@@ -1818,6 +1918,7 @@ CUresult cuGraphExecDestroy(CUgraphExec x)
 		return CUDA_ERROR_INVALID_HANDLE;
 	free(x->nodes);
 	free(x);
+	__atomic_fetch_sub(&live_execs, 1, __ATOMIC_RELAXED);
 	return CUDA_SUCCESS;
 }
 
