@@ -145,7 +145,11 @@ func (r *result) publish(h uint64, g unsafe.Pointer) {
 // sample's work, and the memory is not reused before the work the
 // consumer queues on it by the time the last tensor is deleted has run.
 // Host memory takes stream -1 only. The result's memory stays valid
-// until the tensor's deleter runs, whatever happens to the handle. Bool
+// until the tensor's deleter runs, whatever happens to the handle. While
+// a sample into the result is under way in another thread, a tensor of a
+// result none of whose tensors lived when that sample began (so that it
+// may move the memory) waits for the sample to end and views what it
+// left; otherwise the call does not wait. Bool
 // tensors are exported as uint8 and the strides are always filled, so
 // that every consumer DLPack has (NumPy 1.24, PyTorch 1.13 included)
 // reads them.
@@ -153,19 +157,22 @@ func (r *result) publish(h uint64, g unsafe.Pointer) {
 //export trj_result_dlpack
 func trj_result_dlpack(h C.uint64_t, i C.int64_t, versioned C.int32_t, stream C.int64_t, out *unsafe.Pointer, err *C.char, errcap C.int64_t) C.int32_t {
 	return guard(err, errcap, func() error {
-		r, e := getAs[*result](uint64(h), kindResult)
+		// A handle freed by another thread since the lookup fails here:
+		// no tensor, and no entry published for a dead handle.
+		r, e := lockResult(uint64(h))
 		if e != nil {
 			return e
 		}
-		if out == nil {
-			return setOut(out, nil)
-		}
-		r.mu.Lock()
 		defer r.mu.Unlock()
-		if r.freed {
-			// Freed by another thread since the lookup: no tensor, and no
-			// entry published for a dead handle.
-			return fmt.Errorf("%w: result handle %d was freed", ErrHandle, h)
+		if out == nil {
+			return errNullOut()
+		}
+		if r.filling != nil && !r.inPlace {
+			// A sample under way in another thread may move the memory
+			// (it began with no tensor alive): wait for the views it leaves.
+			if e := r.awaitIdle(uint64(h)); e != nil {
+				return e
+			}
 		}
 		if i < 0 || int(i) >= len(r.views) {
 			return fmt.Errorf("%w: tensor %d of %d", tensorbuf.ErrInvalidArg, i, len(r.views))
@@ -232,13 +239,21 @@ func dlDType(code int32) C.trj_dl_dtype {
 // trjViewDrop is called by the DLPack deleters (dlpack.c) when a consumer
 // drops the last tensor of a view group: the last group of a released
 // result hands its memory back. It never fails; an unknown id is ignored.
+// It never waits for a sample into the result under way in another
+// thread (see fill), only for the result's lock, which no call holds
+// across a wait.
 //
 //export trjViewDrop
 func trjViewDrop(id C.uint64_t) {
 	defer func() { _ = recover() }()
+	dropGroup(uint64(id))
+}
+
+// dropGroup is trjViewDrop's body.
+func dropGroup(id uint64) {
 	dlViews.Lock()
-	vg, ok := dlViews.m[uint64(id)]
-	delete(dlViews.m, uint64(id))
+	vg, ok := dlViews.m[id]
+	delete(dlViews.m, id)
 	dlViews.Unlock()
 	if !ok {
 		return
@@ -252,8 +267,8 @@ func trjViewDrop(id C.uint64_t) {
 	C.trj_export_forget(C.uint64_t(vg.h), vg.g) // before the group's memory goes
 	C.free(vg.g)
 	r.live--
-	if r.live == 0 && r.freed {
-		r.retire()
+	if r.live == 0 && r.freed && r.filling == nil {
+		r.retire() // else the fill under way does (see fill)
 	}
 }
 

@@ -47,6 +47,14 @@ type view struct {
 // stays where it is while the caller holds its handle or any DLPack
 // tensor of it (views > 0): until then it is pinned, and it is refilled
 // only in place (same shape, same memory). Safe for concurrent use.
+//
+// mu guards every field and is never held across a wait: a sample into
+// the result (fill) marks it filling and runs without mu, so that the
+// calls which must not wait for a rate limiter (a DLPack deleter,
+// trj_result_free, the descriptions) take mu at once while the sample
+// waits. Another fill of the same result, a copy of its data and a
+// tensor that could see its memory move wait for the fill to end
+// (awaitIdle), releasing mu meanwhile.
 type result struct {
 	mu     sync.Mutex
 	buf    *bufferObj
@@ -66,6 +74,15 @@ type result struct {
 	exported  bool      // an export, never refilled nor pooled
 	stack     string    // the frame stacking of the last fill (stackKey), "" for none
 	consumers []uintptr // CUDA streams handed tensors since the last retire
+
+	handle uint64 // the handle naming the result, 0 when none does (freed, pooled, being made)
+	n, l   int    // the leading dimensions of the last fill (lead), read without touching the tensors
+	// filling is closed when the fill under way (run without mu) ends;
+	// nil when none is. inPlace tells whether that fill keeps the
+	// result's memory (it began with live tensors): tensors taken during
+	// it then stay valid, others wait for its end.
+	filling chan struct{}
+	inPlace bool
 }
 
 // ABI dtype codes (TRJ_DT_*).
@@ -224,6 +241,7 @@ func (r *result) refresh() error {
 		r.spare, r.views = r.views, old
 		return err
 	}
+	r.n, r.l = r.lead()
 	if len(old) > 0 && sameLayout(old, r.views) {
 		// Unchanged: old's memory is pinned already (pinning it again
 		// would grow the pinner by a reference per view and call).
@@ -272,7 +290,9 @@ func sameLayout(a, b []view) bool {
 }
 
 // lead returns the result's leading dimensions (n, and L for a batch),
-// which a refill with live tensors must keep.
+// which a refill with live tensors must keep, read from its tensors:
+// refresh keeps them in r.n and r.l, which every other call reads, since
+// a fill under way writes the tensors without holding r.mu.
 func (r *result) lead() (n, l int) {
 	switch r.kind {
 	case kindBatch:
@@ -373,65 +393,157 @@ func (bo *bufferObj) device() int { return deviceOf(bo.b) }
 // sample must keep the result's leading dimensions: n (and l, a direct
 // sequence sample's L, when l > 0); a table batch keeps its L by
 // tensorbuf.Batch.FixedLen.
+//
+// do runs without the result's lock (see result and run), so that a
+// sample waiting for a rate limiter holds up only the calls that must
+// wait for its end: a second fill of the same result waits for the first
+// (the calls on one result stay serialised), while a DLPack deleter or
+// trj_result_free returns at once. A result freed during the fill is
+// left to it: the fill hands the memory back once no tensor of it
+// lives, and fails with ErrHandle (the sample itself was drawn).
 func fill(bo *bufferObj, into uint64, k resultKind, n, l int, stack string, do func(r *result) error, out *C.uint64_t) error {
 	if out == nil {
 		return setOut(out, 0)
 	}
-	if into != 0 {
-		r, err := getAs[*result](into, kindResult)
-		if err != nil {
-			return err
-		}
+	h, err := fillHandle(bo, into, k, n, l, stack, do)
+	if err != nil {
+		return err
+	}
+	*out = C.uint64_t(h)
+	return nil
+}
+
+// fillHandle is fill's body: it returns the handle of the result filled
+// (into, or a new one).
+func fillHandle(bo *bufferObj, into uint64, k resultKind, n, l int, stack string, do func(r *result) error) (uint64, error) {
+	if into == 0 {
+		r := bo.takeResult(k)
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if r.kind != k {
-			return fmt.Errorf("%w: result %d holds %s, not %s", tensorbuf.ErrInvalidArg, into, r.kind, k)
-		}
-		if r.buf != bo {
-			return fmt.Errorf("%w: result %d belongs to another buffer", tensorbuf.ErrInvalidArg, into)
-		}
-		if r.live > 0 {
-			n0, l0 := r.lead()
-			if n != n0 || (l > 0 && l != l0) {
-				return fmt.Errorf("%w: a sample of shape (%d, %d) into a result of shape (%d, %d) whose tensors are alive; drop them, or sample into a new result", ErrBusy, n, l, n0, l0)
-			}
-			if stack != r.stack {
-				// Stacking changes the stacked fields' shapes and memory.
-				return fmt.Errorf("%w: a sample stacked as {%s} into a result stacked as {%s} whose tensors are alive; drop them, or sample into a new result", ErrBusy, stack, r.stack)
-			}
-			if r.kind == kindBatch {
-				r.bt.FixedLen = l0
-			}
-		} else if r.kind == kindBatch {
+		// No handle names r yet: nothing but a stale handle's caller,
+		// which lockResult refuses, reaches it during the fill.
+		if r.kind == kindBatch {
 			r.bt.FixedLen = 0
 		}
-		if err := do(r); err != nil {
-			return err
+		if err := r.run(stack, do, false); err != nil {
+			r.retire()
+			return 0, err
 		}
-		r.stack = stack
-		if err := r.refresh(); err != nil {
-			return err
-		}
-		*out = C.uint64_t(into)
-		return nil
+		r.handle = handles.add(kindResult, r)
+		return r.handle, nil
 	}
-	r := bo.takeResult(k)
-	r.mu.Lock()
+	r, err := lockResult(into)
+	if err != nil {
+		return 0, err
+	}
 	defer r.mu.Unlock()
-	if r.kind == kindBatch {
+	if err := r.awaitIdle(into); err != nil {
+		return 0, err
+	}
+	if r.kind != k {
+		return 0, fmt.Errorf("%w: result %d holds %s, not %s", tensorbuf.ErrInvalidArg, into, r.kind, k)
+	}
+	if r.buf != bo {
+		return 0, fmt.Errorf("%w: result %d belongs to another buffer", tensorbuf.ErrInvalidArg, into)
+	}
+	if r.live > 0 {
+		if n != r.n || (l > 0 && l != r.l) {
+			return 0, fmt.Errorf("%w: a sample of shape (%d, %d) into a result of shape (%d, %d) whose tensors are alive; drop them, or sample into a new result", ErrBusy, n, l, r.n, r.l)
+		}
+		if stack != r.stack {
+			// Stacking changes the stacked fields' shapes and memory.
+			return 0, fmt.Errorf("%w: a sample stacked as {%s} into a result stacked as {%s} whose tensors are alive; drop them, or sample into a new result", ErrBusy, stack, r.stack)
+		}
+		if r.kind == kindBatch {
+			r.bt.FixedLen = r.l
+		}
+	} else if r.kind == kindBatch {
 		r.bt.FixedLen = 0
 	}
-	if err := do(r); err != nil {
-		r.retire()
+	err = r.run(stack, do, r.live > 0)
+	if r.freed {
+		// trj_result_free ran during the fill and left r to it.
+		if r.live == 0 {
+			r.retire()
+		}
+		if err == nil {
+			err = fmt.Errorf("%w: result %d was freed while a sample into it was under way", ErrHandle, into)
+		}
+		return 0, err
+	}
+	if err != nil {
+		return 0, err
+	}
+	return into, nil
+}
+
+// run fills r with do and refreshes its views; inPlace tells whether the
+// fill keeps r's memory (it began with live tensors). The caller holds
+// r.mu, no fill of r is under way and r is not released; run releases
+// r.mu while do runs, marking r filling meanwhile, and returns with it
+// held. A failed do leaves r unchanged.
+func (r *result) run(stack string, do func(r *result) error, inPlace bool) error {
+	if err := r.unlocked(do, inPlace); err != nil {
 		return err
 	}
 	r.stack = stack
-	if err := r.refresh(); err != nil {
-		r.retire()
-		return err
+	return r.refresh()
+}
+
+// unlocked runs do(r) with r marked filling and r.mu released, and
+// takes r.mu back and ends the mark (waking awaitIdle) however do ends,
+// a panic included.
+func (r *result) unlocked(do func(r *result) error, inPlace bool) error {
+	done := make(chan struct{})
+	r.filling, r.inPlace = done, inPlace
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.filling, r.inPlace = nil, false
+		close(done)
+	}()
+	return do(r)
+}
+
+// awaitIdle waits, releasing r.mu meanwhile, until no fill of r is under
+// way, and then checks that handle h still names r: it may have been
+// freed, or pooled and handed out again, during the wait. The caller
+// holds r.mu, as on return.
+func (r *result) awaitIdle(h uint64) error {
+	for r.filling != nil {
+		done := r.filling
+		r.mu.Unlock()
+		<-done
+		r.mu.Lock()
 	}
-	*out = C.uint64_t(handles.add(kindResult, r))
+	return r.owned(h)
+}
+
+// owned fails with ErrHandle unless handle h names r. The caller holds
+// r.mu.
+func (r *result) owned(h uint64) error {
+	if r.handle != h || r.freed {
+		return fmt.Errorf("%w: result handle %d was freed", ErrHandle, h)
+	}
 	return nil
+}
+
+// lockResult returns the result of handle h with its lock held, failing
+// with ErrHandle when h does not name a result, or no longer does once
+// the lock is taken (freed by another thread since the lookup: results
+// are pooled, so the object may be another handle's by then). It never
+// waits for a fill under way.
+func lockResult(h uint64) (*result, error) {
+	r, err := getAs[*result](h, kindResult)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	if err := r.owned(h); err != nil {
+		r.mu.Unlock()
+		return nil, err
+	}
+	return r, nil
 }
 
 func (k resultKind) String() string {
@@ -447,44 +559,51 @@ func (k resultKind) String() string {
 }
 
 // trj_result_free releases the caller's handle of a result. Its memory is
-// handed back once every DLPack tensor taken from it is deleted too.
+// handed back once every DLPack tensor taken from it is deleted too, and
+// no sample into it is under way in another thread: free does not wait
+// for one (a rate-limited table's sample may wait long), which then
+// fails with TRJ_EHANDLE and hands the memory back itself.
 //
 //export trj_result_free
 func trj_result_free(h C.uint64_t, err *C.char, errcap C.int64_t) C.int32_t {
-	return guard(err, errcap, func() error {
-		obj, e := handles.remove(uint64(h), kindResult)
-		if e != nil {
-			return e
-		}
-		r := obj.(*result)
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		forgetExport(uint64(h))
-		r.freed = true
-		if r.live == 0 {
-			r.retire()
-		}
-		return nil
-	})
+	return guard(err, errcap, func() error { return freeResult(uint64(h)) })
+}
+
+// freeResult is trj_result_free's body.
+func freeResult(h uint64) error {
+	obj, err := handles.remove(h, kindResult)
+	if err != nil {
+		return err
+	}
+	r := obj.(*result)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	forgetExport(h)
+	r.freed, r.handle = true, 0
+	if r.live == 0 && r.filling == nil {
+		r.retire()
+	}
+	return nil
 }
 
 // trj_result_info stores the result's kind, its number of tensors and
-// its leading dimensions (n, and L for a sequence batch, else 0).
+// its leading dimensions (n, and L for a sequence batch, else 0). Like
+// trj_result_describe, trj_result_tensor and trj_result_name it does not
+// wait for a sample into the result under way in another thread: it
+// tells what the last completed sample left.
 //
 //export trj_result_info
 func trj_result_info(h C.uint64_t, kindOut, count, n, l *C.int64_t, err *C.char, errcap C.int64_t) C.int32_t {
 	return guard(err, errcap, func() error {
-		r, e := getAs[*result](uint64(h), kindResult)
+		r, e := lockResult(uint64(h))
 		if e != nil {
 			return e
 		}
-		if kindOut == nil || count == nil || n == nil || l == nil {
-			return setOut(kindOut, 0)
-		}
-		r.mu.Lock()
 		defer r.mu.Unlock()
-		nn, ll := r.lead()
-		*kindOut, *count, *n, *l = C.int64_t(r.kind), C.int64_t(len(r.views)), C.int64_t(nn), C.int64_t(ll)
+		if kindOut == nil || count == nil || n == nil || l == nil {
+			return errNullOut()
+		}
+		*kindOut, *count, *n, *l = C.int64_t(r.kind), C.int64_t(len(r.views)), C.int64_t(r.n), C.int64_t(r.l)
 		return nil
 	})
 }
@@ -498,24 +617,25 @@ func trj_result_info(h C.uint64_t, kindOut, count, n, l *C.int64_t, err *C.char,
 //export trj_result_describe
 func trj_result_describe(h C.uint64_t, info *C.int64_t, descs *C.trj_tensor_desc, cap C.int64_t, err *C.char, errcap C.int64_t) C.int32_t {
 	return guard(err, errcap, func() error {
-		r, e := handleOut[*result](h, kindResult, info)
+		r, e := lockResult(uint64(h))
 		if e != nil {
 			return e
+		}
+		defer r.mu.Unlock()
+		if info == nil {
+			return errNullOut()
 		}
 		ds, e := hostSlice[C.trj_tensor_desc](unsafe.Pointer(descs), cap, "tensor descriptions")
 		if e != nil {
 			return e
 		}
-		r.mu.Lock()
-		defer r.mu.Unlock()
 		for i := range min(len(ds), len(r.views)) {
 			if e := r.describe(i, &ds[i]); e != nil {
 				return e
 			}
 		}
-		nn, ll := r.lead()
 		out := unsafe.Slice((*C.int64_t)(info), 4)
-		out[0], out[1], out[2], out[3] = C.int64_t(r.kind), C.int64_t(len(r.views)), C.int64_t(nn), C.int64_t(ll)
+		out[0], out[1], out[2], out[3] = C.int64_t(r.kind), C.int64_t(len(r.views)), C.int64_t(r.n), C.int64_t(r.l)
 		return nil
 	})
 }
@@ -539,11 +659,10 @@ func (r *result) describe(i int, desc *C.trj_tensor_desc) error {
 //export trj_result_name
 func trj_result_name(h C.uint64_t, i C.int64_t, out *C.char, outcap C.int64_t, err *C.char, errcap C.int64_t) C.int32_t {
 	return guard(err, errcap, func() error {
-		r, e := getAs[*result](uint64(h), kindResult)
+		r, e := lockResult(uint64(h))
 		if e != nil {
 			return e
 		}
-		r.mu.Lock()
 		defer r.mu.Unlock()
 		if i < 0 || int(i) >= len(r.views) {
 			return fmt.Errorf("%w: tensor %d of %d", tensorbuf.ErrInvalidArg, i, len(r.views))
@@ -564,15 +683,14 @@ func trj_result_name(h C.uint64_t, i C.int64_t, out *C.char, outcap C.int64_t, e
 //export trj_result_tensor
 func trj_result_tensor(h C.uint64_t, i C.int64_t, desc *C.trj_tensor_desc, err *C.char, errcap C.int64_t) C.int32_t {
 	return guard(err, errcap, func() error {
-		r, e := getAs[*result](uint64(h), kindResult)
+		r, e := lockResult(uint64(h))
 		if e != nil {
 			return e
 		}
-		if desc == nil {
-			return setOut(desc, C.trj_tensor_desc{})
-		}
-		r.mu.Lock()
 		defer r.mu.Unlock()
+		if desc == nil {
+			return errNullOut()
+		}
 		if i < 0 || int(i) >= len(r.views) {
 			return fmt.Errorf("%w: tensor %d of %d", tensorbuf.ErrInvalidArg, i, len(r.views))
 		}
@@ -582,17 +700,21 @@ func trj_result_tensor(h C.uint64_t, i C.int64_t, desc *C.trj_tensor_desc, err *
 
 // trj_result_copy copies tensor i of the result, read through Go (a host
 // copy of device memory), into dst of dstcap bytes: what trajring sees,
-// for callers that check writes made through a view.
+// for callers that check writes made through a view. It waits for a
+// sample into the result under way in another thread to end, and copies
+// what that sample left.
 //
 //export trj_result_copy
 func trj_result_copy(h C.uint64_t, i C.int64_t, dst unsafe.Pointer, dstcap C.int64_t, err *C.char, errcap C.int64_t) C.int32_t {
 	return guard(err, errcap, func() error {
-		r, e := getAs[*result](uint64(h), kindResult)
+		r, e := lockResult(uint64(h))
 		if e != nil {
 			return e
 		}
-		r.mu.Lock()
 		defer r.mu.Unlock()
+		if e := r.awaitIdle(uint64(h)); e != nil {
+			return e
+		}
 		if i < 0 || int(i) >= len(r.views) {
 			return fmt.Errorf("%w: tensor %d of %d", tensorbuf.ErrInvalidArg, i, len(r.views))
 		}

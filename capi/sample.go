@@ -106,7 +106,8 @@ func trj_buffer_all_experiences(h C.uint64_t, mode C.int32_t, horizon C.int64_t,
 			r.release()
 			return e
 		}
-		*out = C.uint64_t(handles.add(kindResult, r))
+		r.handle = handles.add(kindResult, r)
+		*out = C.uint64_t(r.handle)
 		return nil
 	})
 }

@@ -286,6 +286,10 @@ class Result(Mapping[str, Array]):
 
         Idempotent. The cached views of :meth:`torch` and :meth:`numpy` are
         dropped from the result (views the caller still holds stay valid).
+        It returns at once even while a sample into the result waits for a
+        rate limiter in another thread: that sample then raises
+        :class:`~trajring.HandleError`, and the memory is handed back when it
+        ends.
         """
         h, self._handle = self._handle, 0
         self._torch, self._numpy = {}, {}
