@@ -8,11 +8,15 @@
 // the Python package calls this function through ctypes.PyDLL, which
 // keeps the GIL for the call.
 //
-// Anything that is not a plain C-contiguous buffer of a dtype the ABI
-// knows (lists, torch tensors, other dtypes, columns of other lengths or
-// ranks, more than 16 fields) returns TRJ_FALLBACK with nothing done: the
-// package then takes its general path, which converts or raises as it
-// always did. Every check that can fail on a buffer the fast path takes is
+// Anything that is not a C-contiguous NumPy array (numpy.ndarray itself,
+// not a subclass) of a dtype the ABI knows returns TRJ_FALLBACK with
+// nothing done: lists, torch tensors, other dtypes, columns of other
+// lengths or ranks, more than 16 fields, and other objects with a buffer
+// (bytes, bytearray, memoryview, array.array), which the general path
+// converts to the field's dtype as it does lists, where read here as they
+// are they would meet the engine's dtype check instead. The package then
+// takes its general path, which converts or raises as it always did.
+// Every check that can fail on an array the fast path takes is
 // trj_writer_add's own, on the same trj_step the general path builds, so
 // both paths raise the same errors.
 #include <stddef.h>
@@ -48,13 +52,17 @@ static intptr_t (*py_dict_size)(void *dict);
 static void *(*py_save_thread)(void);
 static void (*py_restore_thread)(void *state);
 static void (*py_err_clear)(void);
+static void *(*py_object_type)(void *obj); /* PyObject_Type: a new reference */
+static void (*py_dec_ref)(void *obj);
+static void *ndarray_type; /* numpy.ndarray, kept alive by the package */
 
 // trj_set_python_api hands in, in this order, PyObject_CheckBuffer,
 // PyObject_GetBuffer, PyBuffer_Release, PyBuffer_IsContiguous,
-// PyDict_GetItem, PyDict_Size, PyEval_SaveThread, PyEval_RestoreThread and
-// PyErr_Clear. Until it has been called, trj_writer_add_py falls back.
+// PyDict_GetItem, PyDict_Size, PyEval_SaveThread, PyEval_RestoreThread,
+// PyErr_Clear, PyObject_Type, Py_DecRef and the type object numpy.ndarray.
+// Until it has been called with all twelve, trj_writer_add_py falls back.
 void trj_set_python_api(void *const *fns, int64_t n) {
-	if (fns == NULL || n != 9) {
+	if (fns == NULL || n != 12 || fns[11] == NULL) {
 		return;
 	}
 	py_check_buffer = (int (*)(void *))fns[0];
@@ -66,6 +74,20 @@ void trj_set_python_api(void *const *fns, int64_t n) {
 	py_save_thread = (void *(*)(void))fns[6];
 	py_restore_thread = (void (*)(void *))fns[7];
 	py_err_clear = (void (*)(void))fns[8];
+	py_object_type = (void *(*)(void *))fns[9];
+	py_dec_ref = (void (*)(void *))fns[10];
+	ndarray_type = fns[11];
+}
+
+// is_ndarray reports whether obj's type is numpy.ndarray.
+static int is_ndarray(void *obj) {
+	void *t = py_object_type(obj);
+	if (t == NULL) {
+		py_err_clear();
+		return 0;
+	}
+	py_dec_ref(t);
+	return t == ndarray_type;
 }
 
 // dtype_code maps a buffer's struct format to a TRJ_DT_* code, or -1. The
@@ -118,7 +140,7 @@ int32_t trj_writer_add_py(uint64_t h, void *st, void *nst, void *rew, void *disc
 	static const int32_t column_code[4] = {2, 2, 0, 0};
 	int32_t rc = TRJ_FALLBACK;
 	int64_t got = 0, ncols = 0, off = 0;
-	if (py_get_buffer == NULL || names == NULL || fields == NULL || nf < 0 || nf > TRJ_PYADD_MAX_FIELDS ||
+	if (ndarray_type == NULL || names == NULL || fields == NULL || nf < 0 || nf > TRJ_PYADD_MAX_FIELDS ||
 	    py_dict_size(fields) != nf) {
 		return TRJ_FALLBACK;
 	}
@@ -130,7 +152,7 @@ int32_t trj_writer_add_py(uint64_t h, void *st, void *nst, void *rew, void *disc
 		}
 	}
 	for (int64_t i = 0; i < 4 + nf; i++) {
-		if (objs[i] == NULL || !py_check_buffer(objs[i])) {
+		if (objs[i] == NULL || !is_ndarray(objs[i]) || !py_check_buffer(objs[i])) {
 			goto done;
 		}
 		if (py_get_buffer(objs[i], &views[i], TRJ_PYBUF_RECORDS_RO) != 0) {

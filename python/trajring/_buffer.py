@@ -80,12 +80,24 @@ def _torch_code(dtype: Any) -> int:
     return code
 
 
+def _byte_values(x: Any) -> Any:
+    """Return ``bytes`` as a buffer of its byte values, which NumPy converts as it does a bytearray.
+
+    ``numpy.asarray`` reads ``bytes`` as one string (and fails to convert it
+    to a number with a plain ``ValueError``) but a ``bytearray`` as its
+    values; both are taken as their values, like a list of ints.
+    """
+    return memoryview(x) if isinstance(x, bytes) else x
+
+
 def _raw(x: Any, what: str, list_dtype: Optional[np.dtype] = None) -> tuple[Any, int, int, int, tuple[int, ...]]:
     """Return (keep-alive object, address, nbytes, dtype code, shape) of a C-contiguous host array.
 
     NumPy arrays, torch CPU tensors, trajring Arrays and anything
-    ``numpy.asarray`` takes (lists become ``list_dtype``) are accepted; no
-    copy is made of arrays and tensors.
+    ``numpy.asarray`` takes (lists, and ``bytes``, ``bytearray`` and other
+    buffers, become ``list_dtype``: a buffer of the wrong length or rank then
+    fails with ``ShapeError``) are accepted; no copy is made of arrays and
+    tensors.
     """
     if type(x) is np.ndarray and x.flags.c_contiguous:
         # The common case first: the general checks below cost a
@@ -102,7 +114,7 @@ def _raw(x: Any, what: str, list_dtype: Optional[np.dtype] = None) -> tuple[Any,
             raise InvalidArgumentError(f"{what}: tensor is not C-contiguous")
         return x, x.data_ptr(), x.numel() * x.element_size(), _torch_code(x.dtype), tuple(x.shape)
     if not isinstance(x, np.ndarray):
-        x = np.asarray(x, dtype=list_dtype)
+        x = np.asarray(_byte_values(x), dtype=list_dtype)
     if not x.flags.c_contiguous:
         raise InvalidArgumentError(f"{what}: array is not C-contiguous (use numpy.ascontiguousarray)")
     code = NUMPY_TO_CODE.get(x.dtype)
@@ -125,7 +137,7 @@ def _column(x: Any, dtype: type, what: str) -> np.ndarray:
         if x.device.type != "cpu":
             raise DeviceTensorError(f"tensorbuf: device tensor where host memory is needed: {what} is on {x.device}")
         x = x.numpy()
-    a = np.ascontiguousarray(x, dtype=dtype)
+    a = np.ascontiguousarray(_byte_values(x), dtype=dtype)
     if a.ndim != 1:
         a = a.reshape(-1)
     return a
@@ -193,7 +205,9 @@ class Writer(_lib.Handle):
         **fields
             Every field of the buffer, shaped ``(rows, *field.shape)``: NumPy
             arrays or torch CPU tensors of the field's dtype (read in place,
-            not copied by Python), or lists.
+            not copied by Python), or lists. Other buffers (``bytes``,
+            ``bytearray``, ``memoryview``) are converted to the field's dtype
+            as lists are: ``bytes`` and ``bytearray`` as their byte values.
 
         Raises
         ------

@@ -15,6 +15,8 @@ import time
 from ctypes import POINTER, c_char_p, c_double, c_int32, c_int64, c_uint64, c_void_p
 from typing import Any, Callable, Optional
 
+import numpy as np
+
 from . import errors
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -184,9 +186,12 @@ lib.trj_set_python_api.argtypes = [c_void_p, c_int64]
 lib.trj_set_python_api.restype = None
 _PYAPI = [_pyapi.PyObject_CheckBuffer, _pyapi.PyObject_GetBuffer, _pyapi.PyBuffer_Release,
           _pyapi.PyBuffer_IsContiguous, _pyapi.PyDict_GetItem, _pyapi.PyDict_Size,
-          _pyapi.PyEval_SaveThread, _pyapi.PyEval_RestoreThread, _pyapi.PyErr_Clear]
-_pyapi_ptrs = (c_void_p * len(_PYAPI))(*[ctypes.cast(f, c_void_p).value for f in _PYAPI])
-lib.trj_set_python_api(_pyapi_ptrs, len(_PYAPI))
+          _pyapi.PyEval_SaveThread, _pyapi.PyEval_RestoreThread, _pyapi.PyErr_Clear,
+          _pyapi.PyObject_Type, _pyapi.Py_DecRef]
+# The last entry is the type the C side takes (numpy.ndarray: other
+# buffers, bytes among them, are converted by the general path).
+_pyapi_ptrs = (c_void_p * (len(_PYAPI) + 1))(*[ctypes.cast(f, c_void_p).value for f in _PYAPI], id(np.ndarray))
+lib.trj_set_python_api(_pyapi_ptrs, len(_PYAPI) + 1)
 _pylib = ctypes.PyDLL(_path(), handle=lib._handle)
 writer_add_py = _pylib.trj_writer_add_py
 writer_add_py.argtypes = [c_uint64, ctypes.py_object, ctypes.py_object, ctypes.py_object, ctypes.py_object,
