@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"math"
 	"unsafe"
 
 	"github.com/trajring/trajring/internal/philox"
@@ -28,6 +29,35 @@ func mirror(m kernels.Mirror) ([]kernels.ItemRec, []int32, error) {
 	recs := unsafe.Slice((*kernels.ItemRec)(unsafe.Pointer(&it.b[m.ItemsOff])), m.Slots)
 	live := unsafe.Slice((*int32)(unsafe.Pointer(&lv.b[m.LiveOff])), m.Slots)
 	return recs, live, nil
+}
+
+// roundOf checks m's round block (kernels.Mirror.Round) and returns its
+// words, nil for a mirror without one.
+func roundOf(m kernels.Mirror) ([]uint64, error) {
+	if m.Round == nil {
+		return nil, nil
+	}
+	r, err := host(m.Round)
+	if err != nil {
+		return nil, fmt.Errorf("mirror round block: %w", err)
+	}
+	if m.RoundOff%8 != 0 || !kernels.Fits(m.RoundOff, kernels.RoundWords, 8, r.Size()) {
+		return nil, fmt.Errorf("%w: round block of %d words at %d in %d bytes", ErrBounds, kernels.RoundWords, m.RoundOff, r.Size())
+	}
+	return unsafe.Slice((*uint64)(unsafe.Pointer(&r.b[m.RoundOff])), kernels.RoundWords), nil
+}
+
+// inRound returns d with its round block's counters applied (as the
+// kernels do: see kernels.Mirror.Round), d itself without one.
+func inRound(d kernels.UniformDraw) (kernels.UniformDraw, []uint64, error) {
+	r, err := roundOf(d.Mirror)
+	if err != nil || r == nil {
+		return d, nil, err
+	}
+	d.Call += r[kernels.RoundCall]
+	d.NLive = int64(r[kernels.RoundNLive])
+	d.Prob = math.Float64frombits(r[kernels.RoundProb])
+	return d, r, nil
 }
 
 // PatchItems writes changed records and live entries into a table's
@@ -79,13 +109,17 @@ func (*Backend) PatchItems(m kernels.Mirror, items []kernels.ItemPatch, live []k
 
 // DrawUniform selects d.N items uniformly from a mirror with the tables'
 // Philox draws (the reference of kernels/draw_uniform.cu; see
-// kernels.UniformDraw for the loop). It checks the arguments and every
-// live entry it reads, returning an error wrapping ErrBounds before
-// writing anything. It is safe for concurrent use by calls writing
-// disjoint outputs.
+// kernels.UniformDraw for the loop; a round block's counters apply as
+// kernels.Mirror.Round says). It checks the arguments and every live
+// entry it reads, returning an error wrapping ErrBounds before writing
+// anything. It is safe for concurrent use by calls writing disjoint
+// outputs.
 func (*Backend) DrawUniform(d kernels.UniformDraw) error {
 	recs, live, err := mirror(d.Mirror)
 	if err != nil {
+		return err
+	}
+	if d, _, err = inRound(d); err != nil {
 		return err
 	}
 	o, err := host(d.Out)

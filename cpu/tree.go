@@ -124,12 +124,19 @@ func repairAbove(tree []float64, treeN int64, items []kernels.ItemPatch) {
 // draw k descends the tree with u = philox.Float64(x)*total exactly as the
 // host tree's find, and its weight is math.Min(1, math.Pow(w/wMin,
 // -Beta)), bit for bit the host's importance weight (the device's pow
-// may differ in the last bit). It is safe for concurrent use by calls
+// may differ in the last bit; a round block's counters apply as
+// kernels.Mirror.Round says). It is safe for concurrent use by calls
 // writing disjoint outputs.
 func (*Backend) DrawPrioritized(d kernels.PrioritizedDraw) error {
 	recs, live, err := mirror(d.Mirror)
 	if err != nil {
 		return err
+	}
+	var r []uint64
+	if d.UniformDraw, r, err = inRound(d.UniformDraw); err != nil {
+		return err
+	} else if r != nil {
+		d.Beta = math.Float64frombits(r[kernels.RoundBeta])
 	}
 	tree, err := treeOf(d.Mirror)
 	if err != nil {
@@ -196,7 +203,8 @@ func (*Backend) DrawPrioritized(d kernels.PrioritizedDraw) error {
 // the tree above the leaves it set, listing the marked groups level by
 // level as the device does (in update order; the device's order is not
 // defined) and zeroing the counts after: the tree a whole RepairTree
-// gives, from a consistent tree. It is safe for concurrent use on
+// gives, from a consistent tree. With a round block (m.Round) epoch is
+// added to the block's base epoch. It is safe for concurrent use on
 // distinct mirrors.
 func (*Backend) UpdatePriorities(m kernels.Mirror, keys, prios *tensor.Dense, epoch uint64, a float64) error {
 	recs, _, err := mirror(m)
@@ -213,6 +221,13 @@ func (*Backend) UpdatePriorities(m kernels.Mirror, keys, prios *tensor.Dense, ep
 	win, pri, counts, marks, lists, err := stateOf(m)
 	if err != nil {
 		return err
+	}
+	r, err := roundOf(m)
+	if err != nil {
+		return err
+	}
+	if r != nil {
+		epoch += r[kernels.RoundEpoch]
 	}
 	if keys == nil || prios == nil || keys.Dtype() != tensor.Uint64 || prios.Dtype() != tensor.Float32 || !keys.IsNativelyAccessible() || !prios.IsNativelyAccessible() {
 		return fmt.Errorf("%w: keys and priorities must be uint64 and float32 host tensors", ErrBounds)

@@ -85,8 +85,8 @@ type Backend struct {
 	rings, outs   []*Arena
 	nexts         []*Arena
 	offs, padOffs []int64
-	dma           []bool                 // Scatter: the column's host source is AllocSource memory
-	colCache      [colCacheSize]colBlock // GatherWindowsAt's column descriptors (select.go)
+	dma           []bool     // Scatter: the column's host source is AllocSource memory
+	colCache      []colBlock // GatherWindowsAt's column descriptors (select.go; colCacheSize entries and the pinned ones)
 	colTick       uint64
 	groupScratch  []int64 // PatchItems' tree groups (select.go)
 	groupOut      []int64

@@ -31,6 +31,22 @@ func (b *Backend) mirror(m kernels.Mirror) (items, live uint64, err error) {
 	return uint64(it.ptr) + uint64(m.ItemsOff), uint64(lv.ptr) + uint64(m.LiveOff), nil
 }
 
+// round checks a mirror's round block (kernels.Mirror.Round) and returns
+// its device address, 0 for a mirror without one. It runs on the backend.
+func (b *Backend) round(m kernels.Mirror) (uint64, error) {
+	if m.Round == nil {
+		return 0, nil
+	}
+	r, err := b.arena(m.Round)
+	if err != nil {
+		return 0, fmt.Errorf("mirror round block: %w", err)
+	}
+	if m.RoundOff%8 != 0 || !kernels.Fits(m.RoundOff, kernels.RoundWords, 8, r.size) {
+		return 0, fmt.Errorf("%w: round block of %d words at %d in %d bytes", ErrBounds, kernels.RoundWords, m.RoundOff, r.size)
+	}
+	return uint64(r.ptr) + uint64(m.RoundOff), nil
+}
+
 // PatchItems writes changed records and live entries into a table's
 // mirror in one launch (kernels/patch_items.cu; the loop is
 // cpu.Backend.PatchItems'): the patches are staged in pinned memory and
@@ -161,7 +177,9 @@ func (b *Backend) treeGroups(items []kernels.ItemPatch, treeN int64) []int64 {
 // cpu.Backend.DrawUniform, its reference): thread k draws
 // philox.Draw(d.Seed, 0, d.Call, k) and writes the drawn item's window,
 // key, probability and weight to d.Out. Every argument travels as a
-// kernel parameter: nothing is copied to the device and nothing waits.
+// kernel parameter (with a round block, d.Mirror.Round, the kernel reads
+// the call's base, the live count and the probability from it):
+// nothing is copied to the device and nothing waits.
 // The arguments are checked (ErrBounds, nothing queued) but the live
 // entries are not (they are in device memory): PatchItems checked them
 // when it wrote them, and a fresh mirror holds zeros. It is safe for
@@ -173,6 +191,10 @@ func (b *Backend) DrawUniform(d kernels.UniformDraw) error {
 	}
 	defer b.exit()
 	ia, la, err := b.mirror(d.Mirror)
+	if err != nil {
+		return err
+	}
+	ra, err := b.round(d.Mirror)
 	if err != nil {
 		return err
 	}
@@ -194,7 +216,7 @@ func (b *Backend) DrawUniform(d kernels.UniformDraw) error {
 	out := uint64(o.ptr)
 	return b.launchGrid(kernels.DrawUniform, d.N, 1, 1,
 		ia, la, uint64(d.NLive), d.Seed, d.Call, math.Float64bits(d.Prob), uint64(d.Capacity), uint64(d.N),
-		out+uint64(d.WinOff), out+uint64(d.KeyOff), out+uint64(d.ProbOff), out+uint64(d.WeightOff))
+		out+uint64(d.WinOff), out+uint64(d.KeyOff), out+uint64(d.ProbOff), out+uint64(d.WeightOff), ra)
 }
 
 // GatherWindowsAt is GatherWindows with the windows read from device
@@ -265,7 +287,8 @@ func (b *Backend) GatherWindowsAt(cols []kernels.Column, wins kernels.Arena, win
 }
 
 // colCacheSize is how many sets of column descriptors GatherWindowsAt
-// keeps on the device: one per batch sampled in turn, typically.
+// keeps on the device: one per batch sampled in turn, typically. Sets a
+// CUDA graph captured are pinned (see colBlock.pinned) and come on top.
 const colCacheSize = 8
 
 // colBlockUnit rounds up the size of a column descriptor block.
@@ -278,6 +301,12 @@ type colBlock struct {
 	block *Arena
 	words int64 // maxWords of the descriptors
 	used  uint64
+
+	// pinned is set once a graph capture used the set: a graph replays
+	// the block's address, so the block is never evicted nor refilled
+	// (graphs are not tracked to their destruction; a pinned set stays
+	// until Close, a KiB or so each).
+	pinned bool
 
 	// What GatherWindowsAt has checked cols for: gathers of up to steps
 	// output steps from rings of capacity steps, its arenas rings and
@@ -313,6 +342,7 @@ func (b *Backend) checkedCols(cols []kernels.Column, n, capacity int64) *colBloc
 		}
 		b.colTick++
 		c.used = b.colTick
+		c.pinned = c.pinned || b.capturing
 		return c
 	}
 	return nil
@@ -343,17 +373,30 @@ func (c *colBlock) matches(cols []kernels.Column) bool {
 // entered.
 func (b *Backend) colBlock(cols []kernels.Column, rings, outs []*Arena, n, capacity int64) (*colBlock, error) {
 	b.colTick++
-	victim := &b.colCache[0]
+	if b.colCache == nil {
+		b.colCache = make([]colBlock, colCacheSize)
+	}
+	var victim *colBlock
 	for i := range b.colCache {
 		c := &b.colCache[i]
 		if c.matches(cols) && !c.block.freed {
 			c.used = b.colTick
+			c.pinned = c.pinned || b.capturing
 			c.noteChecked(rings, outs, n, capacity)
 			return c, nil
 		}
-		if c.used < victim.used {
+		if !c.pinned && (victim == nil || c.used < victim.used) {
 			victim = c
 		}
+	}
+	if b.capturing {
+		// The staged copy would be captured too, and a replay would copy
+		// whatever the staging slot then holds.
+		return nil, fmt.Errorf("%w: a new set of %d columns during a graph capture (gather them once before capturing)", ErrDriver, len(cols))
+	}
+	if victim == nil { // every set is pinned by a graph: one more entry
+		b.colCache = append(b.colCache, colBlock{})
+		victim = &b.colCache[len(b.colCache)-1]
 	}
 	if err := b.bindNow(); err != nil { // entered by enterLaunch
 		return nil, err

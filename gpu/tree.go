@@ -71,6 +71,10 @@ func (b *Backend) DrawPrioritized(d kernels.PrioritizedDraw) error {
 	if err != nil {
 		return err
 	}
+	ra, err := b.round(d.Mirror)
+	if err != nil {
+		return err
+	}
 	o, err := b.arena(d.Out)
 	if err != nil {
 		return fmt.Errorf("draw output: %w", err)
@@ -89,7 +93,7 @@ func (b *Backend) DrawPrioritized(d kernels.PrioritizedDraw) error {
 	out := uint64(o.ptr)
 	return b.launchGrid(kernels.DrawPrio, d.N, 1, 1,
 		ia, la, uint64(d.NLive), ta, uint64(d.Mirror.TreeN), d.Seed, d.Call, math.Float64bits(d.Beta), uint64(d.Capacity), uint64(d.N),
-		out+uint64(d.WinOff), out+uint64(d.KeyOff), out+uint64(d.ProbOff), out+uint64(d.WeightOff))
+		out+uint64(d.WinOff), out+uint64(d.KeyOff), out+uint64(d.ProbOff), out+uint64(d.WeightOff), ra)
 }
 
 // UpdatePriorities sets the leaf weights of a mirror's sum tree from
@@ -108,7 +112,8 @@ func (b *Backend) DrawPrioritized(d kernels.PrioritizedDraw) error {
 // launch per level). The tensors' memory must be device memory of this
 // backend's context (their Uintptr is handed to the kernels; it cannot be
 // checked); epoch must exceed every epoch used on the mirror before and
-// stay below 2^32. p^a uses the device's pow (exact when a is 1). The
+// stay below 2^32 (with a round block, m.Round, epoch is added to the
+// block's base epoch on the device). p^a uses the device's pow (exact when a is 1). The
 // reference loop, whichever the launches (slot(k) is the slot of the live
 // item of key k, else -1):
 //
@@ -149,6 +154,10 @@ func (b *Backend) UpdatePriorities(m kernels.Mirror, keys, prios *tensor.Dense, 
 	if err != nil {
 		return fmt.Errorf("mirror claims: %w", err)
 	}
+	ra, err := b.round(m)
+	if err != nil {
+		return err
+	}
 	u := kernels.UpdateState(m.Slots, m.TreeN)
 	if m.WinnersOff%8 != 0 || !kernels.Fits(m.WinnersOff, u.Bytes, 1, w.size) {
 		return fmt.Errorf("%w: update state of %d bytes at %d in %d bytes", ErrBounds, u.Bytes, m.WinnersOff, w.size)
@@ -171,12 +180,12 @@ func (b *Backend) UpdatePriorities(m kernels.Mirror, keys, prios *tensor.Dense, 
 	if n <= min(updateOneMax, updateRepairMax) {
 		// One block: claims, applies and the repair of the listed groups,
 		// each phase after the last (the three launches below, fused).
-		return b.launchGrid(kernels.UpdateOne, 1, 1, 1, ia, uint64(m.TreeN), ka, pa, uint64(n), uint64(m.Slots), wa, epoch, ta, math.Float64bits(a))
+		return b.launchGrid(kernels.UpdateOne, 1, 1, 1, ia, uint64(m.TreeN), ka, pa, uint64(n), uint64(m.Slots), wa, epoch, ta, math.Float64bits(a), ra)
 	}
-	if err := b.launchGrid(kernels.UpdateClaim, n, 1, 1, ia, uint64(m.TreeN), ka, uint64(n), wa, epoch); err != nil {
+	if err := b.launchGrid(kernels.UpdateClaim, n, 1, 1, ia, uint64(m.TreeN), ka, uint64(n), wa, epoch, ra); err != nil {
 		return err
 	}
-	if err := b.launchGrid(kernels.UpdateApply, n, 1, 1, ia, uint64(m.TreeN), ka, pa, uint64(n), uint64(m.Slots), wa, epoch, ta, math.Float64bits(a)); err != nil {
+	if err := b.launchGrid(kernels.UpdateApply, n, 1, 1, ia, uint64(m.TreeN), ka, pa, uint64(n), uint64(m.Slots), wa, epoch, ta, math.Float64bits(a), ra); err != nil {
 		return err
 	}
 	if n <= updateRepairMax {

@@ -28,12 +28,12 @@ var (
 	GatherWindows = Kernel{ID: 3, Module: "window_gather", Entry: "trajring_gather_windows", Args: 7}
 	NStepReward   = Kernel{ID: 4, Module: "nstep_reward", Entry: "trajring_nstep_reward", Args: 7}
 	PatchItems    = Kernel{ID: 5, Module: "patch_items", Entry: "trajring_patch_items", Args: 9}
-	DrawUniform   = Kernel{ID: 6, Module: "draw_uniform", Entry: "trajring_draw_uniform", Args: 12}
+	DrawUniform   = Kernel{ID: 6, Module: "draw_uniform", Entry: "trajring_draw_uniform", Args: 13}
 	TreePull      = Kernel{ID: 7, Module: "tree_pull", Entry: "trajring_tree_pull", Args: 4}
 	TreeRepair    = Kernel{ID: 8, Module: "tree_repair", Entry: "trajring_tree_repair", Args: 4}
-	DrawPrio      = Kernel{ID: 9, Module: "draw_prioritized", Entry: "trajring_draw_prioritized", Args: 14}
-	UpdateClaim   = Kernel{ID: 10, Module: "update_claim", Entry: "trajring_update_claim", Args: 6}
-	UpdateApply   = Kernel{ID: 11, Module: "update_apply", Entry: "trajring_update_apply", Args: 10}
+	DrawPrio      = Kernel{ID: 9, Module: "draw_prioritized", Entry: "trajring_draw_prioritized", Args: 15}
+	UpdateClaim   = Kernel{ID: 10, Module: "update_claim", Entry: "trajring_update_claim", Args: 7}
+	UpdateApply   = Kernel{ID: 11, Module: "update_apply", Entry: "trajring_update_apply", Args: 11}
 	// The learner's kernels (host/gemm.h, mlp.h, td_loss.h, grad_norm.h, adam.h).
 	Gemm        = Kernel{ID: 12, Module: "gemm", Entry: "trajring_gemm", Args: 9}
 	BiasReLU    = Kernel{ID: 13, Module: "bias_relu", Entry: "trajring_bias_relu", Args: 5}
@@ -55,7 +55,7 @@ var (
 	GemmBack = Kernel{ID: 24, Module: "gemm_back", Entry: "trajring_gemm_back", Args: 15}
 	// A batch's priority updates in one block (host/tree.h): claims,
 	// applies and the tree's repair.
-	UpdateOne = Kernel{ID: 25, Module: "update_one", Entry: "trajring_update_one", Args: 10}
+	UpdateOne = Kernel{ID: 25, Module: "update_one", Entry: "trajring_update_one", Args: 11}
 	// A learner's last layer on s and s' and its TD loss (host/gemm.h,
 	// td_loss.h).
 	TDHead = Kernel{ID: 26, Module: "td_head", Entry: "trajring_td_head", Args: 6}

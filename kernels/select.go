@@ -66,7 +66,33 @@ type Mirror struct {
 	TreeN      int64
 	Winners    Arena
 	WinnersOff int64
+
+	// Round, when not nil, holds the table's round block (RoundWords
+	// uint64s from byte RoundOff, a multiple of 8): draws on the mirror
+	// then read their live count, uniform probability and beta from it
+	// and add their Call to its base call, and priority updates add their
+	// epoch to its base epoch (see RoundWords). A recorded round (a CUDA
+	// graph of a round's draws and updates) reads the counters the host
+	// uploads before each replay instead of those it was captured with.
+	Round    Arena
+	RoundOff int64
 }
+
+// The words of a round block (Mirror.Round; tr_round in
+// kernels/host/select.h), each a uint64: RoundCall, the Philox call the
+// round's draws count from (a draw's Call is then its index in the round);
+// RoundNLive, the live items (a draw's NLive is then unchecked by the
+// kernel); RoundProb and RoundBeta, the math.Float64bits of a uniform
+// draw's probability and a prioritized draw's beta; RoundEpoch, the
+// update epoch the round's priority updates count from.
+const (
+	RoundCall = iota
+	RoundNLive
+	RoundProb
+	RoundBeta
+	RoundEpoch
+	RoundWords
+)
 
 // TreeLayout is the layout of a sum tree of n leaves in float64s (see
 // kernels/host/tree.h, tr_tree_layout): level l's running sums start at
@@ -208,14 +234,15 @@ func BadPatch(slots int64, items []ItemPatch, live []LivePatch) string {
 // Arguments, in order, of the selection kernels (each 8 bytes wide):
 //
 //	trajring_patch_items(items, live, leaves, patches, npatch, lives, nlive, treen, groups)
-//	trajring_draw_uniform(items, live, nlive, seed, call, prob, capacity, n, wins, keys, probs, weights)
+//	trajring_draw_uniform(items, live, nlive, seed, call, prob, capacity, n, wins, keys, probs, weights, round)
 //	trajring_tree_pull(tree, n, level, counts)
 //	trajring_tree_repair(tree, treen, slots, state)
-//	trajring_draw_prioritized(items, live, nlive, tree, n, seed, call, beta, capacity, ndraw, wins, keys, probs, weights)
-//	trajring_update_claim(items, treen, keys, n, state, epoch)
-//	trajring_update_apply(items, treen, keys, prios, n, slots, state, epoch, tree, a)
+//	trajring_draw_prioritized(items, live, nlive, tree, n, seed, call, beta, capacity, ndraw, wins, keys, probs, weights, round)
+//	trajring_update_claim(items, treen, keys, n, state, epoch, round)
+//	trajring_update_apply(items, treen, keys, prios, n, slots, state, epoch, tree, a, round)
 //
-// (beta and a are the 8 bytes of math.Float64bits; prios are float32;
+// (round is the address of the mirror's round block, 0 for none: see
+// Mirror.Round; beta and a are the 8 bytes of math.Float64bits; prios are float32;
 // state is the address of the mirror's update state, UpdateLayout, whose
 // first words are the claims; groups, when not 0, lists the tree's groups
 // above the patched leaves, level by level: trajring_patch_items then

@@ -10,13 +10,14 @@
 #include "host/tree.h"
 
 extern "C" __global__ void trajring_update_one(const tr_item *items, tr_i64 treen, const tr_u64 *keys, const float *prios,
-					       tr_i64 n, tr_i64 slots, tr_u64 state, tr_u64 epoch, double *tree, double a)
+					       tr_i64 n, tr_i64 slots, tr_u64 state, tr_u64 epoch, double *tree, double a, tr_u64 round)
 {
 	tr_i64 tid = threadIdx.x, nthreads = blockDim.x;
 	tr_tree t;
 	int l;
 	if (blockIdx.x != 0)
 		return;
+	epoch = tr_round_epoch(round, epoch);
 	tr_tree_layout(treen, &t);
 	tr_update_claim_run(items, treen, keys, n, (tr_u64 *)state, epoch, tid, nthreads);
 	__syncthreads();

@@ -65,6 +65,47 @@ TR_HD void tr_patch_items_run(tr_item *items, tr_u32 *live, double *leaves, cons
 /* tr_mod returns a % b for a >= 0, b > 0 (32-bit when both fit). */
 TR_HD tr_i64 tr_mod(tr_i64 a, tr_i64 b) { return a - tr_div(a, b) * b; }
 
+/* A table's round block (kernels.Mirror's Round, RoundWords words of
+ * backend memory): the Philox call and the update epoch a recorded round
+ * starts from, and the live count, uniform probability and beta (as
+ * float64 bits) of the day. A draw or update given one (round != 0) adds
+ * its call or epoch argument to the block's and takes the rest from it,
+ * so that a CUDA graph replays a round's draws and updates with the
+ * counters the host uploads before each replay; with round 0 the
+ * arguments are used as given. */
+enum { TR_ROUND_CALL, TR_ROUND_NLIVE, TR_ROUND_PROB, TR_ROUND_BETA, TR_ROUND_EPOCH, TR_ROUND_WORDS };
+
+TR_HD double tr_f64_of(tr_u64 u)
+{
+	union {
+		tr_u64 u;
+		double d;
+	} c;
+	c.u = u;
+	return c.d;
+}
+
+/* tr_round_draw applies a round block (0: none) to a draw's arguments;
+ * prob or beta may be NULL. */
+TR_HD void tr_round_draw(tr_u64 round, tr_u64 *call, tr_i64 *nlive, double *prob, double *beta)
+{
+	const tr_u64 *r = (const tr_u64 *)round;
+	if (round == 0)
+		return;
+	*call += r[TR_ROUND_CALL];
+	*nlive = (tr_i64)r[TR_ROUND_NLIVE];
+	if (prob != 0)
+		*prob = tr_f64_of(r[TR_ROUND_PROB]);
+	if (beta != 0)
+		*beta = tr_f64_of(r[TR_ROUND_BETA]);
+}
+
+/* tr_round_epoch is an update's epoch under a round block (0: none). */
+TR_HD tr_u64 tr_round_epoch(tr_u64 round, tr_u64 epoch)
+{
+	return round == 0 ? epoch : epoch + ((const tr_u64 *)round)[TR_ROUND_EPOCH];
+}
+
 TR_HD void tr_draw_uniform_run(const tr_item *items, const tr_u32 *live, tr_i64 nlive, tr_u64 seed, tr_u64 call, double prob,
 			       tr_i64 capacity, tr_i64 n, tr_win *wins, tr_u64 *keys, double *probs, double *weights, tr_i64 tid,
 			       tr_i64 nthreads)

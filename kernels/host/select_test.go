@@ -77,9 +77,20 @@ func TestSelectMatchesCPU(t *testing.T) {
 			t.Fatal(err)
 		}
 		o := out.addr()
+		// Odd trials launch the kernel on a round block (kernels.Mirror's
+		// Round) holding the call's base, the live count and the
+		// probability, with junk for the rest and in the parameters it
+		// replaces: the same draws as the reference's absolute ones.
+		call, pnlive, prob, round := d.Call, uint64(nlive), math64(d.Prob), uint64(0)
+		if trial%2 == 1 {
+			base := e.rng.Uint64N(call + 1)
+			w := []uint64{base, uint64(nlive), math64(d.Prob), e.rng.Uint64(), e.rng.Uint64()}
+			rb := e.checkBuf(8*kernels.RoundWords, 0, unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), 8*len(w)))
+			call, pnlive, prob, round = call-base, e.rng.Uint64(), e.rng.Uint64(), rb.addr()
+		}
 		if err := Launch(kernels.DrawUniform, grid[0], grid[1], grid[2],
-			mir.addr(), mir.addr()+uint64(liveOff), uint64(nlive), d.Seed, d.Call, math64(d.Prob), uint64(capacity), uint64(n),
-			o, o+uint64(keyOff), o+uint64(keyOff+8*n), o+uint64(keyOff+16*n)); err != nil {
+			mir.addr(), mir.addr()+uint64(liveOff), pnlive, d.Seed, call, prob, uint64(capacity), uint64(n),
+			o, o+uint64(keyOff), o+uint64(keyOff+8*n), o+uint64(keyOff+16*n), round); err != nil {
 			t.Fatal(err)
 		}
 		e.check(fmt.Sprintf("trial %d draw", trial), out)
