@@ -88,6 +88,8 @@ type devMirror struct {
 	ip       []kernels.ItemPatch // scratch of flush
 	lp       []kernels.LivePatch
 	meta     metaMirror // the per-step metadata, for transitions (table_transitions_device.go)
+	round    outArena   // the round block (table_round.go; allocated by the first BeginRound)
+	rec      *roundRec  // the round being recorded, nil for none
 }
 
 var mirrorSpecs = []outSpec{
@@ -136,7 +138,7 @@ func newDevMirror(b *Buffer, cfg TableConfig) (*devMirror, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: table %q: DeviceSelection on backend %q, which cannot select items (no ItemSelector)", ErrConfig, cfg.Name, b.be.Name())
 	}
-	m := &devMirror{sel: sel, arena: outArena{kind: "table mirror"}}
+	m := &devMirror{sel: sel, arena: outArena{kind: "table mirror"}, round: outArena{kind: "round block"}}
 	if cfg.Selector == Prioritized {
 		if m.prio, ok = b.be.(PrioritySelector); !ok {
 			return nil, fmt.Errorf("%w: table %q: prioritized DeviceSelection on backend %q, which keeps no sum tree (no PrioritySelector)", ErrConfig, cfg.Name, b.be.Name())
@@ -313,6 +315,7 @@ func (m *devMirror) release() {
 	m.slots = 0
 	_ = m.meta.arena.release()
 	m.meta.synced = m.meta.synced[:0]
+	_ = m.round.release()
 }
 
 // sampleDevLocked selects n items on the backend and gathers them into
@@ -324,6 +327,10 @@ func (m *devMirror) release() {
 func (t *Table) sampleDevLocked(bt *Batch, n int) error {
 	b := t.b
 	l := t.maxLen
+	if t.dev.rec != nil {
+		t.mu.Unlock()
+		return fmt.Errorf("%w: table %q: a round records transition samples only, not SampleInto", ErrInvalidArg, t.cfg.Name)
+	}
 	realloc, err := b.prepare(bt, n, l)
 	if err != nil {
 		t.mu.Unlock()

@@ -206,6 +206,11 @@ func (t *Table) updatePrioritiesDevice(keys, priorities *tensor.Dense, written u
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.dev.rec != nil {
+		if err := t.roundStaleLocked(0); err != nil {
+			return err
+		}
+	}
 	if err := t.flushMirrorLocked(); err != nil {
 		return err
 	}
@@ -220,9 +225,14 @@ func (t *Table) updatePrioritiesDevice(keys, priorities *tensor.Dense, written u
 			}
 		}
 		m.epoch++
-		mir := m.mirror()
+		mir, _ := t.roundMirror()
+		epoch := m.epoch
+		if m.rec != nil {
+			epoch -= m.rec.epoch // the round block holds the base
+			m.rec.r.updates++
+		}
 		m.devSet = true
-		if err := m.prio.UpdatePriorities(mir, keys, priorities, m.epoch, t.a); err != nil {
+		if err := m.prio.UpdatePriorities(mir, keys, priorities, epoch, t.a); err != nil {
 			m.dirty = true // what reached the tree is unknown: repair it whole next time
 			return fmt.Errorf("%w: device priority update: %w", ErrBackend, err)
 		}

@@ -178,6 +178,13 @@ func (t *Table) sampleTransitionsOnce(tr *TableTransitions, n int, opt NStepOpti
 		return true, fmt.Errorf("%w: SampleTransitions", ErrClosed)
 	}
 	t.mu.Lock()
+	rec := t.dev.recOrNil()
+	if rec != nil {
+		if err := t.roundStaleLocked(n); err != nil {
+			t.mu.Unlock()
+			return true, err
+		}
+	}
 	if !t.canSampleLocked(n) {
 		t.mu.Unlock()
 		return false, nil
@@ -187,6 +194,10 @@ func (t *Table) sampleTransitionsOnce(tr *TableTransitions, n int, opt NStepOpti
 		if _, fs := b.be.(FrameStacker); ok && (fs || tr.want == nil) {
 			return true, t.sampleTransitionsDevLocked(ts, tr, n, opt)
 		}
+	}
+	if rec != nil {
+		t.mu.Unlock()
+		return true, fmt.Errorf("%w: table %q: a round records device-selected samples only (this one selects on the host)", ErrInvalidArg, t.cfg.Name)
 	}
 	tr.retireSel()
 	// Take the memory first: a failed allocation consumes no item.

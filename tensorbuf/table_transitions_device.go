@@ -197,8 +197,9 @@ func (t *Table) sampleTransitionsDevLocked(ts TransitionSelector, tr *TableTrans
 		return err
 	}
 	so, sa := tr.sel.offs, tr.sel.arena
+	mir, call := t.roundMirror()
 	d := kernels.UniformDraw{
-		Mirror: t.dev.mirror(), NLive: int64(len(t.live)), Seed: t.cfg.Seed, Call: t.calls,
+		Mirror: mir, NLive: int64(len(t.live)), Seed: t.cfg.Seed, Call: call,
 		Prob: 1 / float64(len(t.live)), Capacity: b.capacity, N: int64(n),
 		Out: sa, WinOff: so[selWins], KeyOff: so[selKeys], ProbOff: so[selProbs], WeightOff: so[selWeights],
 	}
@@ -265,12 +266,10 @@ func (t *Table) sampleTransitionsDevLocked(ts TransitionSelector, tr *TableTrans
 	if err := tr.selViews(b.be, n, srealloc); err != nil {
 		return err
 	}
+	t.noteDraw(tr, n)
 	t.calls++
 	t.samples += int64(n)
-	tr.TableSize = len(t.live)
-	tr.selT = t
-	tr.Items, tr.Keys, tr.Probabilities, tr.Weights, tr.Valid = tr.Items[:0], tr.Keys[:0], tr.Probabilities[:0], tr.Weights[:0], tr.Valid[:0]
-	tr.Rows, tr.Steps = tr.Rows[:0], tr.Steps[:0]
+	tr.sawDevSample(t)
 	t.notifyLocked()
 	return nil
 }

@@ -63,3 +63,15 @@ func CheckMetaMirror(t *Table) error {
 	}
 	return nil
 }
+
+// TableCounters returns a table's sample calls, samples and device
+// priority updates (tests only).
+func TableCounters(t *Table) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var epoch uint64
+	if t.dev != nil {
+		epoch = t.dev.epoch
+	}
+	return fmt.Sprintf("calls %d samples %d updates %d size %d", t.calls, t.samples, epoch, len(t.live))
+}
