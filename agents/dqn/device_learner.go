@@ -86,6 +86,7 @@ type DeviceLearner struct {
 	captureFails        int // failed captures in a row (stepGraph)
 	graphLaunches       int64
 	graphErr            error
+	rounds              int64 // RoundGraph launches (device_round.go)
 }
 
 // normParts is the number of partial sums of the gradient norm.

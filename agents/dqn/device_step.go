@@ -103,7 +103,7 @@ func (l *DeviceLearner) TrainStep(b DeviceBatch) error {
 		return err
 	}
 	var err error
-	if l.useGraph {
+	if l.useGraph && !l.capturing { // a round's capture records the step itself
 		err = l.stepGraph(b)
 	} else {
 		err = l.step(b)

@@ -27,6 +27,13 @@ const gpuBuild = true
 // kernels one by one (the same bytes; for comparisons on a GPU).
 var deviceTrainGraph = os.Getenv("TRAJRING_DQN_GRAPH") != "0"
 
+// deviceTrainRound is whether a trainer's device learner replays each
+// whole training round from one CUDA graph (RecordRound, learnRound): on
+// unless the environment sets TRAJRING_DQN_ROUND=0 (or
+// TRAJRING_DQN_GRAPH=0), which makes each round's calls one by one (the
+// same bytes).
+var deviceTrainRound = os.Getenv("TRAJRING_DQN_ROUND") != "0"
+
 // onDeviceTrainClose, when set (tests), sees the learner before close
 // frees it.
 var onDeviceTrainClose func(*deviceTrainLearner)
@@ -44,7 +51,9 @@ var onDeviceTrainClose func(*deviceTrainLearner)
 // (DeviceLearner.UseGraph; deviceTrainGraph): the sample's tensors are
 // reused from step to step, so the step is captured once and each
 // gradient step is one graph launch besides the sampling's and the
-// priority update's launches.
+// priority update's launches. A whole round (every sample, step and
+// priority update of it) is replayed from one graph besides
+// (learnRound).
 type deviceTrainLearner struct {
 	*DeviceLearner
 	be          *gpu.Backend
@@ -64,6 +73,15 @@ type deviceTrainLearner struct {
 	// not since the last LoadState).
 	paramsPinned, validPinned []byte
 	pinnedAt                  int64
+	// The round graph (learnRound): on, the recorded round (nil: none),
+	// whether a round was made directly since it was last dropped (the
+	// memory a recording needs then exists), the failed recordings in a
+	// row and the last one's error.
+	roundOn    bool
+	round      *RoundGraph
+	warm       bool
+	roundFails int
+	roundErr   error
 }
 
 // newDeviceTrainLearner starts a gpu backend (an error wrapping
@@ -84,6 +102,7 @@ func newDeviceTrainLearner(cfg Config, prioritized bool) (_ learner, _ tensorbuf
 		return nil, nil, err
 	}
 	d.UseGraph(deviceTrainGraph)
+	d.roundOn = deviceTrainGraph && deviceTrainRound
 	B := int64(cfg.BatchSize)
 	d.wOff = (B + 255) &^ 255
 	if d.meta, err = be.Alloc(d.wOff + 8*B); err != nil {
@@ -195,6 +214,67 @@ func (d *deviceTrainLearner) load(tr *tensorbuf.TableTransitions, obs, act strin
 	return err
 }
 
+// learnRound makes a round of steps gradient steps, each step's calls
+// made by step, as one graph launch when it can (see roundLearner): it
+// replays the round recorded before, or records one when a round of
+// steps has been made directly since the last was dropped (so that every
+// memory the calls use exists), and reports done false when the caller
+// must make the round directly: the first round, a round whose table
+// memory moved (recorded again after one direct round), a recording
+// that failed (three in a row turn the rounds off; roundErr says why).
+func (d *deviceTrainLearner) learnRound(table *tensorbuf.Table, steps int, step func() error) (done bool, err error) {
+	if !d.roundOn || steps <= 0 || table == nil {
+		return false, nil
+	}
+	if d.round != nil && (d.round.Steps() != int64(steps) || d.round.round.Table() != table) {
+		d.dropRound()
+	}
+	if d.round != nil {
+		ok, err := d.ReplayRound(d.round)
+		if ok {
+			d.stale = true // as train would have set it
+		}
+		if err != nil || ok {
+			return ok, err
+		}
+		d.dropRound()
+	}
+	if !d.warm {
+		d.warm = true
+		return false, nil
+	}
+	rg, err := d.RecordRound(table, func() error {
+		for range steps {
+			if err := step(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, gpu.ErrDeviceLost) || errors.Is(err, gpu.ErrClosed) || errors.Is(err, tensorbuf.ErrClosed) {
+			return false, err
+		}
+		d.roundErr = err
+		if d.roundFails++; d.roundFails >= maxCaptureFails {
+			d.roundOn = false
+		}
+		return false, nil
+	}
+	d.round, d.roundFails = rg, 0
+	return true, nil
+}
+
+// dropRound destroys the recorded round; the next round is made
+// directly before one is recorded again.
+func (d *deviceTrainLearner) dropRound() {
+	if d.round != nil {
+		_ = d.round.Close()
+		d.round = nil
+	}
+	d.warm = false
+}
+
 func (d *deviceTrainLearner) train() (float64, error) {
 	d.stale = true
 	return 0, d.TrainStep(d.batch)
@@ -280,6 +360,10 @@ func (d *deviceTrainLearner) close() error {
 		onDeviceTrainClose(d)
 	}
 	var errs []error
+	if d.round != nil {
+		errs = append(errs, d.round.Close())
+		d.round = nil
+	}
 	if d.meta != nil {
 		errs = append(errs, d.be.Free(d.meta))
 	}

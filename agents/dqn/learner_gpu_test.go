@@ -80,14 +80,18 @@ func TestRunCartPoleGPULearns(t *testing.T) {
 
 // TestRunCartPoleGPUGraphIsDirect: a seeded training run on the gpu
 // backend ends with the same network, bit for bit, and the same losses
-// round by round whether its gradient steps are replayed from a CUDA
-// graph (the default) or launched kernel by kernel (TRAJRING_DQN_GRAPH=0),
-// with uniform and prioritized replay; the graph run captures its step
-// once (the sample's tensors are reused), launches one graph a gradient
-// step and waits for the device once a round as before.
+// and syncs round by round whether each round is replayed from one CUDA
+// graph (the default: RecordRound), its gradient steps each from a graph
+// of their own (TRAJRING_DQN_ROUND=0) or everything launched kernel by
+// kernel (TRAJRING_DQN_GRAPH=0), with uniform and prioritized replay. The
+// step-graph run captures its step once and launches one graph a
+// gradient step; the round-graph run makes its first learning round (and
+// the one after the table's mirror moves) directly, with step graphs,
+// records the next and then launches one graph a round, for a handful of
+// launches a round in all.
 func TestRunCartPoleGPUGraphIsDirect(t *testing.T) {
 	if testing.Short() {
-		t.Skip("four training runs of about 3 s each on the stand-in; skipped in -short mode")
+		t.Skip("six training runs of about 2 s each on the stand-in; skipped in -short mode")
 	}
 	for _, prioritized := range []bool{false, true} {
 		t.Run(map[bool]string{false: "uniform", true: "prioritized"}[prioritized], func(t *testing.T) {
@@ -98,13 +102,16 @@ func TestRunCartPoleGPUGraphIsDirect(t *testing.T) {
 				launches      []float64
 				graphs        []int64
 				captures, gls int64
+				rounds        int64
 			}
-			do := func(graph bool) run {
-				old := deviceTrainGraph
-				deviceTrainGraph = graph
-				defer func() { deviceTrainGraph, onDeviceTrainClose = old, nil }()
+			do := func(graph, round bool) run {
+				oldG, oldR := deviceTrainGraph, deviceTrainRound
+				deviceTrainGraph, deviceTrainRound = graph, round
+				defer func() { deviceTrainGraph, deviceTrainRound, onDeviceTrainClose = oldG, oldR, nil }()
 				var r run
-				onDeviceTrainClose = func(d *deviceTrainLearner) { r.captures, r.gls = d.GraphCaptures(), d.GraphLaunches() }
+				onDeviceTrainClose = func(d *deviceTrainLearner) {
+					r.captures, r.gls, r.rounds = d.GraphCaptures(), d.GraphLaunches(), d.RoundLaunches()
+				}
 				cfg := gpuLearnsRun(prioritized)
 				cfg.Steps, cfg.EvalEvery = 1_200, 0
 				cfg.Progress = func(p Progress) {
@@ -124,23 +131,47 @@ func TestRunCartPoleGPUGraphIsDirect(t *testing.T) {
 				}
 				return r
 			}
-			g, d := do(true), do(false)
-			if !bytes.Equal(g.net, d.net) || !slices.Equal(g.losses, d.losses) || len(g.losses) == 0 {
-				t.Fatalf("graph and direct runs differ: networks equal %v, losses %v and %v", bytes.Equal(g.net, d.net), g.losses, d.losses)
-			}
-			if !slices.Equal(g.syncs, d.syncs) {
-				t.Errorf("syncs per round: graph %v, direct %v", g.syncs, d.syncs)
-			}
-			for i := range g.graphs {
-				if want := int64(gpuLearnsRun(prioritized).GradientSteps); g.graphs[i] != want || d.graphs[i] != 0 {
-					t.Fatalf("round %d: graph launches %d (graph run, want %d, one a gradient step) and %d (direct run, want 0)", i, g.graphs[i], want, d.graphs[i])
+			rg, g, d := do(true, true), do(true, false), do(false, false)
+			for _, o := range []struct {
+				name string
+				r    run
+			}{{"round graph", rg}, {"step graph", g}} {
+				if !bytes.Equal(o.r.net, d.net) || !slices.Equal(o.r.losses, d.losses) || len(o.r.losses) == 0 {
+					t.Fatalf("%s and direct runs differ: networks equal %v, losses %v and %v", o.name, bytes.Equal(o.r.net, d.net), o.r.losses, d.losses)
+				}
+				if !slices.Equal(o.r.syncs, d.syncs) {
+					t.Errorf("syncs per round: %s %v, direct %v", o.name, o.r.syncs, d.syncs)
 				}
 			}
-			if g.captures != 1 || g.gls == 0 || d.gls != 0 {
-				t.Errorf("graph run: %d captures, %d graph launches; direct run: %d graph launches", g.captures, g.gls, d.gls)
+			steps := int64(gpuLearnsRun(prioritized).GradientSteps)
+			direct := 0
+			for i := range g.graphs {
+				if g.graphs[i] != steps || d.graphs[i] != 0 {
+					t.Fatalf("round %d: graph launches %d (step-graph run, want %d, one a gradient step) and %d (direct run, want 0)", i, g.graphs[i], steps, d.graphs[i])
+				}
+				switch rg.graphs[i] {
+				case 1: // the round's graph
+					// The graph, and the mirrors' upkeep before it: a patch, a
+					// metadata scatter, a whole repair of a new tree layout
+					// (a launch a level).
+					if rg.launches[i]*float64(steps) > 8 {
+						t.Errorf("round %d: %v launches a gradient step, %v a round, want at most 8 a round", i, rg.launches[i], rg.launches[i]*float64(steps))
+					}
+				case steps: // made directly, its steps replayed from their graph
+					direct++
+				default:
+					t.Fatalf("round %d: %d graph launches in the round-graph run, want 1 or %d", i, rg.graphs[i], steps)
+				}
 			}
-			t.Logf("launches per gradient step (last round): graph %v, direct %v; syncs per round %v; %d graph launches",
-				g.launches[len(g.launches)-1], d.launches[len(d.launches)-1], g.syncs[len(g.syncs)-1], g.gls)
+			if rg.graphs[0] != steps || rg.graphs[1] != 1 || direct > len(rg.graphs)/4 {
+				t.Errorf("round-graph run: graph launches a round %v, want %d (made directly), then 1 (recorded), mostly 1", rg.graphs, steps)
+			}
+			if g.captures != 1 || g.gls == 0 || d.gls != 0 || rg.rounds != int64(len(rg.graphs)-direct) {
+				t.Errorf("step-graph run: %d captures, %d graph launches; direct run: %d graph launches; round-graph run: %d rounds replayed of %d (%d direct)",
+					g.captures, g.gls, d.gls, rg.rounds, len(rg.graphs), direct)
+			}
+			t.Logf("launches per gradient step (last round): round graph %v, step graph %v, direct %v; syncs per round %v; graph launches %d, %d; rounds made directly %d of %d",
+				rg.launches[len(rg.launches)-1], g.launches[len(g.launches)-1], d.launches[len(d.launches)-1], g.syncs[len(g.syncs)-1], rg.gls, g.gls, direct, len(rg.graphs))
 		})
 	}
 }

@@ -412,8 +412,11 @@ func (t *trainer) learn(ctx context.Context) (err error) {
 		}
 	}
 	valid, total, lossSum := 0, 0, 0.0
+	sampleS, trainS := 0.0, 0.0
 	t0, d0, c0 := time.Now(), l.bytesToHost(), l.counts()
-	for range cfg.GradientSteps {
+	// step makes one gradient step's calls: directly, or recorded into a
+	// round's graph (roundLearner), whose capture runs nothing.
+	step := func() error {
 		t1 := time.Now()
 		if err := t.table.SampleTransitionsInto(ctx, t.tr, cfg.Agent.BatchSize, t.nopt); err != nil {
 			return err
@@ -438,10 +441,26 @@ func (t *trainer) learn(ctx context.Context) (err error) {
 			}
 		}
 		total += len(t.tr.Valid)
-		p.SampleSeconds += t2.Sub(t1).Seconds() + time.Since(t3).Seconds()
-		p.TrainSeconds += t3.Sub(t2).Seconds()
+		sampleS += t2.Sub(t1).Seconds() + time.Since(t3).Seconds()
+		trainS += t3.Sub(t2).Seconds()
 		lossSum += loss
+		return nil
 	}
+	replayed := false
+	if rl, ok := l.(roundLearner); ok {
+		if replayed, err = rl.learnRound(t.table, cfg.GradientSteps, step); err != nil {
+			return err
+		}
+		// A round's graph runs everything at once: the time is training's.
+		valid, total, lossSum, sampleS, trainS = 0, 0, 0, 0, 0
+	}
+	for i := 0; !replayed && i < cfg.GradientSteps; i++ {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	p.SampleSeconds += sampleS
+	p.TrainSeconds += trainS
 	p.D2HPerGradStep = float64(l.bytesToHost()-d0) / float64(cfg.GradientSteps)
 	t4 := time.Now()
 	var lastValid, lastN int
@@ -474,6 +493,15 @@ func (t *trainer) learn(ctx context.Context) (err error) {
 	p.LaunchesPerGradStep = float64(c1.launches-c0.launches) / float64(cfg.GradientSteps)
 	p.GraphLaunchesPerRound = c1.graphs - c0.graphs
 	return nil
+}
+
+// roundLearner is a learner that can make a whole training round as one
+// replayed graph (the device learner: deviceTrainLearner.learnRound).
+// learnRound makes steps gradient steps, the calls of each made by step,
+// and reports done; done false means nothing of the round ran and the
+// caller makes its steps directly.
+type roundLearner interface {
+	learnRound(table *tensorbuf.Table, steps int, step func() error) (done bool, err error)
 }
 
 // evalSeed returns the seed of the next evaluation. Every evaluation runs
