@@ -65,7 +65,10 @@
 #                   bytes are the separate launches',
 #                   TestDeviceLearnerGraphIsDirect: the step replayed
 #                   from a CUDA graph writes the direct launches' bytes,
-#                   TestDeviceLearnerTrainsOnTableTransitions), then a
+#                   TestDeviceLearnerTrainsOnTableTransitions,
+#                   TestRunCartPoleGPUGraphIsDirect: seeded training runs
+#                   with each round replayed from one graph, each step
+#                   from its own, and kernel by kernel, equal), then a
 #                   fixed number of DQN gradient steps (MLP 256x256,
 #                   batch 64): DeviceLearner queued back to back as
 #                   `train -backend gpu` runs them (BenchmarkDeviceTrainRound)
@@ -118,7 +121,8 @@ barrier_tests="TestSumTreeMatchesCPU TestUpdateRepairContended TestDeviceSelecti
 jit_gpu_tests="TestGatherRowsMatchesCPU TestGatherWindowsMatchesCPU TestGatherWindowsExact TestScatterMatchesCPU
 	TestScatterFromMatchesCPU TestConcatMatchesCPU TestNStepRewardMatchesCPU TestNStepRewardExact
 	TestSumTreeMatchesCPU TestDeviceSelectionMatchesCPU TestUpdateRepairContended $learner_kernel_tests"
-jit_tensorbuf_tests="TestSeededSamplesMatchAcrossBackends TestDeviceSelectionMatchesHost TestDevicePrioritizedMatchesHost"
+jit_tensorbuf_tests="TestSeededSamplesMatchAcrossBackends TestDeviceSelectionMatchesHost TestDevicePrioritizedMatchesHost
+	TestRoundReplayIsDirect"
 jit_tensorbuf_rehearsal="TestSeededSamplesMatchAcrossBackends"
 jit_gpu_rehearsal="TestGatherRowsMatchesCPU $learner_kernel_tests"
 order_gpu_tests="TestUploadIsStreamOrdered TestStreamOrderingModel TestStreamOrderingWithAConsumer"
@@ -127,7 +131,7 @@ order_tensorbuf_tests="TestUpdatePrioritiesDeviceAfterOrdersALearner TestBatchSo
 fault_tests="TestStickyFaultProbe TestStickyFaultIsReportedAndFailsFast"
 # The device learner's correctness on the device, before its benchmarks.
 learner_tests="TestDeviceLearnerMatchesAgent TestDeviceLearnerFusedIsSeparate TestDeviceLearnerGraphIsDirect
-	TestDeviceLearnerTrainsOnTableTransitions"
+	TestDeviceLearnerTrainsOnTableTransitions TestRunCartPoleGPUGraphIsDirect"
 # tensorbuf-tests leaves out the two model tests (host logic through
 # thousands of small syncs: minutes on the stand-in) and the host-side
 # checkpoint sweeps (child processes, file corruption: host code that CI's

@@ -216,18 +216,19 @@ func (d *deviceTrainLearner) load(tr *tensorbuf.TableTransitions, obs, act strin
 
 // learnRound makes a round of steps gradient steps, each step's calls
 // made by step, as one graph launch when it can (see roundLearner): it
-// replays the round recorded before, or records one when a round of
-// steps has been made directly since the last was dropped (so that every
-// memory the calls use exists), and reports done false when the caller
-// must make the round directly: the first round, a round whose table
-// memory moved (recorded again after one direct round), a recording
-// that failed (three in a row turn the rounds off; roundErr says why).
+// replays the round recorded before, or records one (again when the
+// table's memory moved: Replay made the mirrors anew) once a round of
+// steps has been made directly on the table (so that every memory the
+// calls use exists), and reports done false when the caller must make
+// the round directly: the first round on a table, a recording that
+// failed (three in a row turn the rounds off; roundErr says why).
 func (d *deviceTrainLearner) learnRound(table *tensorbuf.Table, steps int, step func() error) (done bool, err error) {
 	if !d.roundOn || steps <= 0 || table == nil {
 		return false, nil
 	}
 	if d.round != nil && (d.round.Steps() != int64(steps) || d.round.round.Table() != table) {
 		d.dropRound()
+		d.warm = false
 	}
 	if d.round != nil {
 		ok, err := d.ReplayRound(d.round)
@@ -237,7 +238,7 @@ func (d *deviceTrainLearner) learnRound(table *tensorbuf.Table, steps int, step 
 		if err != nil || ok {
 			return ok, err
 		}
-		d.dropRound()
+		d.dropRound() // and record it again below
 	}
 	if !d.warm {
 		d.warm = true
@@ -265,14 +266,12 @@ func (d *deviceTrainLearner) learnRound(table *tensorbuf.Table, steps int, step 
 	return true, nil
 }
 
-// dropRound destroys the recorded round; the next round is made
-// directly before one is recorded again.
+// dropRound destroys the recorded round.
 func (d *deviceTrainLearner) dropRound() {
 	if d.round != nil {
 		_ = d.round.Close()
 		d.round = nil
 	}
-	d.warm = false
 }
 
 func (d *deviceTrainLearner) train() (float64, error) {
