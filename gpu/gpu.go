@@ -78,7 +78,12 @@ type Backend struct {
 	// free makes would invalidate the capture.
 	capturing bool
 	deferred  []*Arena
-	graphs    map[*Graph]struct{} // live graphs, destroyed by Close
+	// closeAtEnd is set by a Close during a capture: the capture's end
+	// (endCapture) frees what Close would have, once the stream is no
+	// longer capturing (a wait on it now would fail, 900, and a free
+	// meanwhile would race the capture's own calls).
+	closeAtEnd bool
+	graphs     map[*Graph]struct{} // live graphs, destroyed by Close
 
 	// Scratch reused by every call so that the steady state of adding
 	// and sampling allocates nothing.
@@ -266,6 +271,8 @@ func (b *Backend) Health() error {
 // Close waits for outstanding work, frees the arenas still allocated, the
 // staging buffers and the stream. The primary context and the kernels
 // stay loaded for the process (see New). Later calls return ErrClosed.
+// During a graph capture (CaptureGraph) it returns nil at once and the
+// capture's end frees everything, the capture failing with ErrClosed.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -275,6 +282,10 @@ func (b *Backend) Close() error {
 	b.closed = true
 	if err := deviceLost(); err != nil {
 		return err // nothing can be freed on a lost context
+	}
+	if b.capturing {
+		b.closeAtEnd = true
+		return nil
 	}
 	r, err := bind()
 	if err != nil {

@@ -188,6 +188,13 @@ func (b *Backend) endCapture(s C.CUstream, nodes int64, keep bool) (*Graph, erro
 		x = nil
 	}
 	if b.closed {
+		if b.closeAtEnd && lostErr == nil {
+			// Close ran during the capture and left its frees to now.
+			b.closeAtEnd = false
+			if err := b.release(); err != nil {
+				return nil, fmt.Errorf("%w; freeing the backend after it: %w", closedErr, err)
+			}
+		}
 		return nil, closedErr
 	}
 	if lostErr != nil { // nothing can be freed on a lost context (as Close)
