@@ -446,6 +446,9 @@ func fillHandle(bo *bufferObj, into uint64, k resultKind, n, l int, stack string
 	if r.buf != bo {
 		return 0, fmt.Errorf("%w: result %d belongs to another buffer", tensorbuf.ErrInvalidArg, into)
 	}
+	if !r.reusable() {
+		return 0, fmt.Errorf("%w: result %d is an export, which is never refilled; sample into a new result", tensorbuf.ErrInvalidArg, into)
+	}
 	if r.live > 0 {
 		if n != r.n || (l > 0 && l != r.l) {
 			return 0, fmt.Errorf("%w: a sample of shape (%d, %d) into a result of shape (%d, %d) whose tensors are alive; drop them, or sample into a new result", ErrBusy, n, l, r.n, r.l)

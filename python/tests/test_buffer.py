@@ -37,6 +37,14 @@ def test_add_and_all_experiences(filled):
         assert np.asarray(exp["step"]).tolist() == [t for t in range(9) for _ in range(2)]
 
 
+def test_export_is_never_refilled(filled):
+    with filled.all_experiences("batch") as exp:
+        before = np.asarray(exp["obs"]).copy()
+        with pytest.raises(trajring.InvalidArgumentError, match="export"):
+            filled.sample_transitions(18, into=exp)
+        assert np.array_equal(np.asarray(exp["obs"]), before)
+
+
 def test_sample_transitions_are_consistent(filled):
     with filled.sample_transitions(64) as tr:
         obs, nxt = np.asarray(tr["obs"]), np.asarray(tr["next_obs"])
