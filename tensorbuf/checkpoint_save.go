@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/trajring/trajring/tensorbuf/internal/ckptio"
+	"unsafe"
+	"sync/atomic"
 )
 
 // SnapshotMode says how Save keeps the arenas consistent with the
@@ -105,6 +107,51 @@ type tableSnap struct {
 	maxPriority float64
 	hasMax      bool
 	rng         []byte
+	// maps are the anonymous mappings a saved table's large copies live
+	// in (offHeap), unmapped by release.
+	maps [][]byte
+}
+
+// release unmaps the mappings of s's tables' large copies (see offHeap);
+// s must not be read afterwards. A loaded snapshot has none.
+func (s *bufSnap) release() {
+	for i := range s.tables {
+		t := &s.tables[i]
+		for _, m := range t.maps {
+			unmapAnon(m)
+			snapUnmapped.Add(1)
+		}
+		if t.maps != nil {
+			t.maps, t.items, t.gens, t.free, t.live, t.order, t.heap = nil, nil, nil, nil, nil, nil, nil
+		}
+	}
+}
+
+// offHeap returns an empty slice of capacity n, in an anonymous mapping
+// appended to maps when it takes itemsMapMin bytes or more (as the
+// table's own records do), else on the heap. A checkpoint's copy of a
+// large table lives only until the table is written: on the heap, a copy
+// of a 100M-item table's records (9.6 GB) would also raise the garbage
+// collector's heap goal by as much, so that the process could grow by
+// twice the copy before it is collected. T must hold no pointers.
+func offHeap[T any](n int, maps *[][]byte) []T {
+	if size := int64(n) * int64(unsafe.Sizeof(*new(T))); size >= itemsMapMin {
+		if b, ok := mapAnon(size); ok {
+			snapMapped.Add(1)
+			*maps = append(*maps, b)
+			return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n)[:0]
+		}
+	}
+	return make([]T, 0, n)
+}
+
+// snapMapped and snapUnmapped count offHeap's mappings and release's
+// unmaps, for tests.
+var snapMapped, snapUnmapped atomic.Int64
+
+// cloneOffHeap is slices.Clone through offHeap.
+func cloneOffHeap[T any](s []T, maps *[][]byte) []T {
+	return append(offHeap[T](len(s), maps), s...)
 }
 
 // bufSnap is what Save writes besides the arenas.
@@ -149,8 +196,7 @@ func (t *Table) snapshotLocked() (tableSnap, error) {
 		}
 	}
 	s := tableSnap{
-		cfg: t.cfg, items: slices.Clone(t.items), gens: slices.Clone(t.gens),
-		free: slices.Clone(t.free), live: slices.Clone(t.live),
+		cfg:     t.cfg,
 		heapLen: make([]int32, len(t.starts)),
 		nextKey: t.nextKey, maxLen: t.maxLen, budget: t.budget, inserts: t.inserts, samples: t.samples,
 		maxPriority: t.maxPriority, hasMax: t.hasMaxPriority,
@@ -159,11 +205,13 @@ func (t *Table) snapshotLocked() (tableSnap, error) {
 		c := *rl
 		s.cfg.RateLimiter = &c
 	}
-	s.order = make([]int32, 0, len(t.live))
+	s.items, s.gens = cloneOffHeap(t.items, &s.maps), cloneOffHeap(t.gens, &s.maps)
+	s.free, s.live = cloneOffHeap(t.free, &s.maps), cloneOffHeap(t.live, &s.maps)
+	s.order = offHeap[int32](len(t.live), &s.maps)
 	for i := t.head; i >= 0; i = t.items[i].next {
 		s.order = append(s.order, i)
 	}
-	s.heap = make([]int32, 0, len(t.live))
+	s.heap = offHeap[int32](len(t.live), &s.maps)
 	for r, h := range t.starts {
 		s.heapLen[r] = int32(len(h))
 		for _, e := range h {
@@ -238,6 +286,7 @@ func (b *Buffer) Save(w io.Writer, opts SaveOptions) error {
 	if err != nil {
 		return err
 	}
+	defer snap.release()
 	arenas := make([]Arena, len(b.arenas))
 	for i := range b.arenas {
 		arenas[i] = b.arenas[i].arena
@@ -488,6 +537,7 @@ func (b *Buffer) snapDrawsAndTables(s *bufSnap) error {
 		ts, err := t.snapshotLocked()
 		t.mu.Unlock()
 		if err != nil {
+			s.release()
 			return err
 		}
 		s.tables = append(s.tables, ts)

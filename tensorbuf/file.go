@@ -430,6 +430,7 @@ func (b *Buffer) syncLocked() error {
 	if err != nil {
 		return err
 	}
+	defer snap.release()
 	hook("flush")
 	for i := range b.arenas {
 		if err := b.arenas[i].arena.(*cpu.Arena).Flush(); err != nil {

@@ -225,3 +225,60 @@ func TestMappedSumTreeSameTree(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotOffHeap: a checkpoint's copies of a table's records and
+// lists from itemsMapMin bytes on live in anonymous mappings, unmapped
+// when Save returns (and when a file-backed buffer's Sync does), and the
+// checkpoint is the same bytes as with copies on the heap.
+func TestSnapshotOffHeap(t *testing.T) {
+	const envs, capacity, steps = 3, 64, 400
+	b := newCkptBuffer(t, cpu.New(), envs, capacity, steps)
+	save := func() []byte {
+		var buf bytes.Buffer
+		if err := b.Save(&buf, SaveOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	heap := save()
+	m0, u0 := snapMapped.Load(), snapUnmapped.Load()
+	var mapped []byte
+	withItemsMap(1<<10, 4<<10, func() { mapped = save() })
+	m, u := snapMapped.Load()-m0, snapUnmapped.Load()-u0
+	if !bytes.Equal(heap, mapped) {
+		t.Fatal("the checkpoint with off-heap copies differs from the one with heap copies")
+	}
+	if m == 0 || u != m {
+		t.Fatalf("Save mapped %d copies and unmapped %d: want some, all unmapped", m, u)
+	}
+
+	dir := t.TempDir()
+	fb, err := New(Config{NumEnvs: envs, Capacity: capacity, Fields: ckptFields, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fb.Close()
+	tb, err := fb.NewTable(TableConfig{Name: "u", Selector: Uniform, MaxSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := fb.NewWriter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ckptAdd(t, fb, w, 40)
+	for i := range 2000 {
+		if _, err := tb.Insert(Item{Row: i % envs, Start: int64(i % 40), Len: 1, Priority: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m0, u0 = snapMapped.Load(), snapUnmapped.Load()
+	withItemsMap(1<<10, 4<<10, func() {
+		if err := fb.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if m, u := snapMapped.Load()-m0, snapUnmapped.Load()-u0; m == 0 || u != m {
+		t.Fatalf("Sync mapped %d copies and unmapped %d: want some, all unmapped", m, u)
+	}
+}
