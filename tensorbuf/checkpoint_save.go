@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/trajring/trajring/tensorbuf/internal/ckptio"
-	"unsafe"
-	"sync/atomic"
 )
 
 // SnapshotMode says how Save keeps the arenas consistent with the
