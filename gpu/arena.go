@@ -74,11 +74,15 @@ func (b *Backend) Alloc(n int64) (kernels.Arena, error) {
 // Free waits for work that may use the arena, then releases it. Using it
 // afterwards is an error.
 func (b *Backend) Free(a kernels.Arena) error {
-	err := b.enter()
-	if err != nil {
+	if err := b.enterAny(); err != nil { // any goroutine, also during a capture
 		return err
 	}
 	defer b.exit()
+	if !b.capturing {
+		if err := b.bindNow(); err != nil {
+			return err
+		}
+	}
 	return b.free(a)
 }
 

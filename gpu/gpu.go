@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"golang.org/x/sys/unix"
 	"gorgonia.org/cu"
 )
 
@@ -35,6 +36,12 @@ var (
 	// process exits. The error also wraps ErrDriver and names the CUDA
 	// result; once seen, every call of every Backend returns it.
 	ErrDeviceLost = errors.New("gpu: device lost (sticky CUDA error)")
+
+	// ErrCapturing is returned by calls from other goroutines while a
+	// graph capture records the backend's stream (CaptureGraph): their
+	// work would be captured into the graph instead of running. Free is
+	// the exception (its memory is freed when the capture ends).
+	ErrCapturing = errors.New("gpu: the backend's stream is capturing a graph on another goroutine")
 )
 
 // blockSize is the number of threads per block of every launch. A multiple
@@ -83,6 +90,7 @@ type Backend struct {
 	// longer capturing (a wait on it now would fail, 900, and a free
 	// meanwhile would race the capture's own calls).
 	closeAtEnd bool
+	captureTid int                 // the thread CaptureGraph records on (locked to its goroutine)
 	graphs     map[*Graph]struct{} // live graphs, destroyed by Close
 
 	// Scratch reused by every call so that the steady state of adding
@@ -201,6 +209,19 @@ func (b *Backend) enter() error {
 // microsecond of host time that is a third of it. A path that needs more
 // of the driver calls bindNow first.
 func (b *Backend) enterLaunch() error {
+	if err := b.enterAny(); err != nil {
+		return err
+	}
+	if b.capturing && unix.Gettid() != b.captureTid {
+		b.mu.Unlock()
+		return ErrCapturing
+	}
+	return nil
+}
+
+// enterAny is enterLaunch for a call that any goroutine may make during
+// a capture (Free).
+func (b *Backend) enterAny() error {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()

@@ -73,6 +73,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
 	"gorgonia.org/cu"
 )
 
@@ -101,10 +102,10 @@ type Graph struct {
 // (a host wait, an allocation, a copy to or from pageable memory, an
 // event) fails, and then so does the capture, with an error wrapping
 // ErrDriver, as do record's own errors (record's first error is
-// returned). No other goroutine may use the backend during the capture:
-// its work would be captured too; only Free is safe, from anywhere (the
-// library's cleanups free dropped memory on their own goroutine): its
-// memory is freed once the capture ends. The kernel launches captured are not
+// returned). Other goroutines' calls on the backend fail meanwhile with
+// ErrCapturing (their work would be captured too), except Free, safe from
+// anywhere (the library's cleanups free dropped memory on their own
+// goroutine): its memory is freed once the capture ends. The kernel launches captured are not
 // counted by Launches (they are not issued); each Launch of the graph
 // counts one.
 //
@@ -112,9 +113,8 @@ type Graph struct {
 // (endCapture) and no partial graph is left alive, because a capture
 // left open keeps its stream, and the thread that began it, refusing
 // the calls a capture forbids: also when record closed the backend (the
-// error wraps ErrClosed; Close's own wait for the stream is refused by
-// the capture, and the stream it destroys ends the capture) or a sticky
-// fault was seen meanwhile (ErrDeviceLost).
+// error wraps ErrClosed; Close then leaves its frees to the capture's
+// end) or a sticky fault was seen meanwhile (ErrDeviceLost).
 func (b *Backend) CaptureGraph(record func() error) (*Graph, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -129,7 +129,7 @@ func (b *Backend) CaptureGraph(record func() error) (*Graph, error) {
 		b.exit()
 		return nil, driverErr("cuStreamBeginCapture", cudaError(r))
 	}
-	b.capturing = true
+	b.capturing, b.captureTid = true, unix.Gettid()
 	b.exit()
 	rerr := record()
 	n := b.launches.Load() - n0

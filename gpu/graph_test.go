@@ -327,8 +327,19 @@ func TestGraphCaptureDefersFrees(t *testing.T) {
 			return err
 		}
 		done := make(chan struct{})
-		go func() { freeErr = b.Free(x); close(done) }()
+		var uploadErr, launchErr error
+		go func() {
+			// Another goroutine: its Free waits for the capture's end, its
+			// other calls are refused (they would be captured).
+			freeErr = b.Free(x)
+			uploadErr = b.Upload(a.w.a, 0, make([]byte, 8))
+			launchErr = b.Adam(a.w.t, a.g.t, a.m.t, a.v.t, n, nil, 1e-3, 2)
+			close(done)
+		}()
 		<-done
+		if !errors.Is(uploadErr, ErrCapturing) || !errors.Is(launchErr, ErrCapturing) {
+			return fmt.Errorf("another goroutine's upload and launch during the capture: %v, %v; want ErrCapturing", uploadErr, launchErr)
+		}
 		b.mu.Lock()
 		waiting := len(b.deferred)
 		b.mu.Unlock()
