@@ -303,6 +303,9 @@ func (b *Buffer) Table(name string) (*Table, error) {
 // Name returns the table's name.
 func (t *Table) Name() string { return t.cfg.Name }
 
+// Buffer returns the buffer whose steps the table's items cover.
+func (t *Table) Buffer() *Buffer { return t.b }
+
 // Size returns the number of items in the table.
 func (t *Table) Size() int {
 	t.mu.Lock()

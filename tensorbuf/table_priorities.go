@@ -207,6 +207,9 @@ func (t *Table) updatePrioritiesDevice(keys, priorities *tensor.Dense, written u
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.dev.rec != nil {
+		if written != 0 || done != nil {
+			return fmt.Errorf("%w: table %q: UpdatePrioritiesDeviceAfter's events in a recorded round (a graph would not record them again)", ErrInvalidArg, t.cfg.Name)
+		}
 		if err := t.roundStaleLocked(0); err != nil {
 			return err
 		}

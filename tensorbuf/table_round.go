@@ -12,15 +12,16 @@ import (
 // (transition samples, SampleTransitionsInto, and device priority
 // updates, UpdatePrioritiesDevice) that the caller captured as a CUDA
 // graph (gpu.Backend.CaptureGraph) between Table.BeginRound and
-// Table.EndRound, to replay it with one graph launch a round
-// (Round.Replay). Recorded draws and updates take their Philox call,
-// update epoch, live count, probability and beta from the table's round
-// block in backend memory (kernels.Mirror.Round) rather than from their
-// launch parameters, and Replay uploads the table's counters of the day
-// into it before the launch and then counts the round's samples, calls
-// and updates on the host as the direct calls would have: a replayed
-// round draws the items, and writes the bytes, of the same calls made
-// one by one (TestRoundReplayIsDirect).
+// Table.EndRound, to run it with one graph launch a round (Round.Replay,
+// the first time too: a capture runs nothing, so EndRound counts
+// nothing). Recorded draws and updates take their Philox call, update
+// epoch, live count, probability and beta from the table's round block
+// in backend memory (kernels.Mirror.Round) rather than from their launch
+// parameters, and Replay uploads the table's counters of the day into it
+// before the launch and then counts the round's samples, calls and
+// updates on the host as the direct calls would have: a replayed round
+// draws the items, and writes the bytes, of the same calls made one by
+// one (TestRoundReplayIsDirect).
 //
 // The recording stays valid while the memory its kernels read and write
 // stays where it was: the table's mirror (it moves when the table
@@ -66,16 +67,19 @@ type roundRec struct {
 // right after). It brings the device mirrors up to date (queued), fills
 // the round block with the table's counters (a queued upload), and from
 // then on the table's transition samples and device priority updates
-// launch relative to the block; host-side, they count as usual. Every
-// recorded sample must be served at once: one the rate limiter would
-// make wait, one that would change the mirrors first (an insert or
-// removal since BeginRound) or allocate (a TableTransitions on new
-// memory or of more transitions) fails with ErrInvalidArg, as does a
-// device SampleInto; the recording stays open for EndRound. It fails
-// with ErrInvalidArg when the table is not a DeviceSelection table or
-// already records, ErrClosed after Close. It is safe for concurrent use,
-// but a round is meant for one training loop that owns the table
-// between BeginRound and EndRound.
+// launch relative to the block. Every recorded sample must be served at
+// once: one the rate limiter would make wait, one that would change the
+// mirrors first (an insert or removal since BeginRound), a host-selected
+// one, a device SampleInto and an UpdatePrioritiesDeviceAfter with events
+// (which a graph would not record again) fail with ErrInvalidArg; one
+// that would allocate (a TableTransitions on new memory or of more
+// transitions) fails in the capture (the gpu backend refuses it); the
+// recording stays open for EndRound. Nothing but the recording goroutine
+// may use the buffer or its backend until EndRound: on the gpu backend
+// other goroutines' calls fail meanwhile (gpu.ErrCapturing), as a
+// capture would record their work too. It fails with ErrInvalidArg when
+// the table is not a DeviceSelection table or already records, ErrClosed
+// after Close. It is safe for concurrent use.
 func (t *Table) BeginRound() error {
 	if t.dev == nil {
 		return fmt.Errorf("%w: table %q: a round needs DeviceSelection", ErrInvalidArg, t.cfg.Name)
@@ -99,11 +103,14 @@ func (t *Table) BeginRound() error {
 	return nil
 }
 
-// EndRound ends the recording BeginRound started and returns it. With
-// keep false (the capture failed: nothing recorded ran) the table's
-// counters go back to what they were at BeginRound, as if the recorded
-// calls had not been made, and it returns nil. It fails with
-// ErrInvalidArg when no round is recorded.
+// EndRound ends the recording BeginRound started and returns it (nil
+// with keep false, when the capture failed), putting the table's calls
+// and samples back to what they were at BeginRound: a capture runs
+// nothing, and Round.Replay counts the round when it runs it. The update
+// epoch is not put back (epochs need only grow: should the recorded
+// updates have run after all, on a backend that captured nothing, their
+// claims stay older than the next ones). It fails with ErrInvalidArg when
+// no round is recorded.
 func (t *Table) EndRound(keep bool) (*Round, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -112,9 +119,9 @@ func (t *Table) EndRound(keep bool) (*Round, error) {
 		return nil, fmt.Errorf("%w: table %q records no round", ErrInvalidArg, t.cfg.Name)
 	}
 	t.dev.rec = nil
+	t.calls, t.samples = rec.calls, rec.samples
+	t.notifyLocked()
 	if !keep {
-		t.calls, t.samples, t.dev.epoch = rec.calls, rec.samples, rec.epoch
-		t.notifyLocked()
 		return nil, nil
 	}
 	r := rec.r
@@ -141,10 +148,11 @@ func (m *devMirror) recOrNil() *roundRec {
 // the round cannot be replayed now: the memory it recorded moved, or the
 // table cannot serve all its samples at once (the rate limiter); the
 // caller then makes the calls directly (which wait) or records a new
-// round. A launch error is returned as it is, nothing counted (whether
-// the graph ran is not known; the backend's error says more). It fails
-// with ErrClosed after Close and ErrInvalidArg while the table records.
-// It is safe for concurrent use with other calls on the table.
+// round. A launch error is returned as it is with nothing counted but the
+// update epochs (whether the graph ran is not known; the backend's error
+// says more). It fails with ErrClosed after Close and ErrInvalidArg while
+// the table records. It is safe for concurrent use with other calls on
+// the table.
 func (r *Round) Replay(launch func() error) (ok bool, err error) {
 	t := r.t
 	b := t.b
@@ -173,6 +181,7 @@ func (r *Round) Replay(launch func() error) (ok bool, err error) {
 		}
 	}
 	if err := launch(); err != nil {
+		t.dev.epoch += r.updates // perhaps used: never again
 		return false, err
 	}
 	t.calls += uint64(len(r.draws))

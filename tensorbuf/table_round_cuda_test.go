@@ -62,9 +62,9 @@ func newRoundRig(t *testing.T, sel tensorbuf.Selector) *roundRig {
 }
 
 // collect writes k steps to every row, episodes of 9 steps ending in
-// terminations and truncations, and inserts a one-step item at each
-// (the table's size grows past its mirror's 64 and 128 slots, then
-// evicts).
+// terminations and truncations, and inserts an item of two to four steps
+// ending at each (the table's size grows past its mirror's 64 and 128
+// slots, then evicts).
 func (r *roundRig) collect(k int) {
 	fields := hostTimeFields["low-dim"]
 	for range k {
@@ -90,12 +90,18 @@ func (r *roundRig) collect(k int) {
 		if err := r.w.Add(s); err != nil {
 			r.t.Fatal(err)
 		}
+		r.step++
 		for row := range roundRows {
-			if _, err := r.tbl.Insert(tensorbuf.Item{Row: row, Start: int64(r.step), Len: 1, Priority: float64(1 + (row+r.step)%4)}); err != nil {
+			// Items of two to four steps (a transition needs two), ending
+			// at the newest step.
+			l := 2 + (row+r.step)%3
+			if r.step < l {
+				continue
+			}
+			if _, err := r.tbl.Insert(tensorbuf.Item{Row: row, Start: int64(r.step - l), Len: l, Priority: float64(1 + (row+r.step)%4)}); err != nil {
 				r.t.Fatal(err)
 			}
 		}
-		r.step++
 	}
 }
 
@@ -119,7 +125,7 @@ func (r *roundRig) direct() {
 	}
 }
 
-// record records a round as a graph and launches it once.
+// record records a round as a graph and runs it once (Replay).
 func (r *roundRig) record() (*tensorbuf.Round, *gpu.Graph) {
 	if err := r.tbl.BeginRound(); err != nil {
 		r.t.Fatal(err)
@@ -136,8 +142,8 @@ func (r *roundRig) record() (*tensorbuf.Round, *gpu.Graph) {
 	if err != nil || eerr != nil {
 		r.t.Fatalf("recording a round: %v, %v", err, eerr)
 	}
-	if err := g.Launch(); err != nil {
-		r.t.Fatal(err)
+	if ok, err := round.Replay(g.Launch); !ok || err != nil {
+		r.t.Fatalf("the first replay of a round just recorded: %v, %v", ok, err)
 	}
 	return round, g
 }
@@ -170,11 +176,17 @@ func TestRoundReplayIsDirect(t *testing.T) {
 			d, rr := newRoundRig(t, sel), newRoundRig(t, sel)
 			var round *tensorbuf.Round
 			var graph *gpu.Graph
-			replays, records, stale := 0, 0, 0
+			replays, records, stale, valid := 0, 0, 0, 0
 			warm := false
 			for i := range 14 {
 				d.collect(3)
 				rr.collect(3)
+				// A new beta each round (the round block carries it).
+				for _, r := range []*roundRig{d, rr} {
+					if err := r.tbl.SetBeta(0.4 + 0.04*float64(i)); err != nil {
+						t.Fatal(err)
+					}
+				}
 				d.direct()
 				replayed := false
 				if graph != nil {
@@ -202,6 +214,11 @@ func TestRoundReplayIsDirect(t *testing.T) {
 				if got, want := rr.dump(), d.dump(); got != want {
 					t.Fatalf("round %d (replayed %v): recorded rounds sampled\n%s\ndirect calls sampled\n%s", i, replayed, got, want)
 				}
+				for _, v := range rr.tr.Valid {
+					if v {
+						valid++
+					}
+				}
 			}
 			if graph != nil {
 				_ = graph.Close()
@@ -214,6 +231,9 @@ func TestRoundReplayIsDirect(t *testing.T) {
 			if got, want := rr.dump(), d.dump(); got != want {
 				t.Fatalf("after the rounds: sampled\n%s\ndirect twin sampled\n%s", got, want)
 			}
+			if valid < 14*roundN/2 {
+				t.Errorf("%d valid transitions in the rounds' last samples of %d: the rounds must sample real transitions", valid, 14*roundN)
+			}
 			if replays < 6 || records < 2 || stale < 1 {
 				t.Errorf("%d replays, %d recordings, %d stale rounds: want the rounds mostly replayed, and the mirror's moves seen", replays, records, stale)
 			}
@@ -225,9 +245,12 @@ func TestRoundReplayIsDirect(t *testing.T) {
 // TestRoundRefusals: what a recording refuses (a second BeginRound, a
 // device SampleInto, a sample after an insert, EndRound without a
 // recording, Replay while recording, a round on a host-selecting table)
-// fails with ErrInvalidArg, and EndRound(false) puts the table's
-// counters back: the next sample draws what a twin that never recorded
-// draws. Replay after Close fails with ErrClosed.
+// fails with ErrInvalidArg, and EndRound(false) puts the table's calls
+// and samples back (not its update epoch): the next sample draws what a
+// twin that never recorded draws. A replay whose transitions moved is
+// refused and counts nothing; while recording, UpdatePrioritiesDeviceAfter
+// with events is refused and another goroutine's sample fails with
+// gpu.ErrCapturing. Replay after Close fails with ErrClosed.
 func TestRoundRefusals(t *testing.T) {
 	r, twin := newRoundRig(t, tensorbuf.Prioritized), newRoundRig(t, tensorbuf.Prioritized)
 	for _, x := range []*roundRig{r, twin} {
@@ -263,22 +286,88 @@ func TestRoundRefusals(t *testing.T) {
 	if err := r.call(); !errors.Is(err, tensorbuf.ErrInvalidArg) || !strings.Contains(err.Error(), "changed while a round records") {
 		t.Errorf("sample after an insert while recording: %v, want ErrInvalidArg", err)
 	}
+	e0 := tensorbuf.TableEpoch(r.tbl)
 	if got, err := r.tbl.EndRound(false); got != nil || err != nil {
 		t.Fatalf("EndRound(false): %v, %v", got, err)
+	}
+	if e := tensorbuf.TableEpoch(r.tbl); e != e0 {
+		t.Errorf("EndRound(false) moved the update epoch from %d to %d; epochs only grow", e0, e)
 	}
 	twin.collect(1)
 	if err := twin.call(); err != nil {
 		t.Fatal(err)
 	}
 	// The recorded call above ran (it was not captured) and updated
-	// priorities the twin did not, so compare the draw's counters and
-	// keys only through the calls count: the next draws use the same
-	// Philox call.
+	// priorities the twin did not, so compare the counters only: the
+	// next draws use the same Philox call.
 	if err := r.call(); err != nil {
 		t.Fatal(err)
 	}
 	if a, b := tensorbuf.TableCounters(r.tbl), tensorbuf.TableCounters(twin.tbl); a != b {
-		t.Errorf("after EndRound(false): table counters %s, twin's %+v", a, b)
+		t.Errorf("after EndRound(false): table %s, twin %s", a, b)
+	}
+
+	// A replay whose recorded transitions moved (sampled outside the round
+	// into more transitions: new memory) is refused, nothing counted.
+	r2 := newRoundRig(t, tensorbuf.Uniform)
+	r2.collect(4)
+	r2.direct()
+	round2, graph2 := r2.record()
+	defer graph2.Close()
+	if err := r2.tbl.SampleTransitionsInto(context.Background(), r2.tr, 4*roundN, roundOpt); err != nil {
+		t.Fatal(err)
+	}
+	before := tensorbuf.TableCounters(r2.tbl)
+	if ok, err := round2.Replay(graph2.Launch); ok || err != nil {
+		t.Errorf("replay after its transitions moved: %v, %v; want false, nil", ok, err)
+	}
+	if after := tensorbuf.TableCounters(r2.tbl); after != before {
+		t.Errorf("a refused replay counted: %s, then %s", before, after)
+	}
+
+	// While a round records, UpdatePrioritiesDeviceAfter's events are
+	// refused, and another goroutine's calls on the backend fail
+	// (gpu.ErrCapturing) instead of being captured.
+	r3 := newRoundRig(t, tensorbuf.Prioritized)
+	r3.collect(4)
+	r3.direct()
+	ev, err := r3.g.NewEvent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ev.Close()
+	if err := r3.tbl.BeginRound(); err != nil {
+		t.Fatal(err)
+	}
+	var otherErr, afterErr error
+	g3, err := r3.g.CaptureGraph(func() error {
+		if err := r3.call(); err != nil {
+			return err
+		}
+		afterErr = r3.tbl.UpdatePrioritiesDeviceAfter(r3.tr.KeyTensor, r3.tr.MaskedWeightTensor, 0, ev)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			tr := new(tensorbuf.TableTransitions)
+			defer tr.Release()
+			otherErr = r3.tbl.SampleTransitionsInto(context.Background(), tr, roundN, roundOpt)
+		}()
+		<-done
+		return nil
+	})
+	round3, err2 := r3.tbl.EndRound(err == nil)
+	if err != nil || err2 != nil {
+		t.Fatalf("recording: %v, %v", err, err2)
+	}
+	defer g3.Close()
+	if !errors.Is(afterErr, tensorbuf.ErrInvalidArg) {
+		t.Errorf("UpdatePrioritiesDeviceAfter with an event while recording: %v, want ErrInvalidArg", afterErr)
+	}
+	if !errors.Is(otherErr, gpu.ErrCapturing) {
+		t.Errorf("another goroutine's sample during the capture: %v, want gpu.ErrCapturing", otherErr)
+	}
+	if round3.Calls() != 1 || round3.Updates() != 1 || round3.Samples() != roundN {
+		t.Errorf("round recorded %d calls, %d updates, %d samples; want 1, 1, %d", round3.Calls(), round3.Updates(), round3.Samples(), roundN)
 	}
 
 	host := newRoundRig(t, tensorbuf.Uniform)

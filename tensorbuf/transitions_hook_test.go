@@ -64,14 +64,18 @@ func CheckMetaMirror(t *Table) error {
 	return nil
 }
 
-// TableCounters returns a table's sample calls, samples and device
-// priority updates (tests only).
+// TableCounters returns a table's sample calls, samples and size (tests
+// only).
 func TableCounters(t *Table) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var epoch uint64
-	if t.dev != nil {
-		epoch = t.dev.epoch
-	}
-	return fmt.Sprintf("calls %d samples %d updates %d size %d", t.calls, t.samples, epoch, len(t.live))
+	return fmt.Sprintf("calls %d samples %d size %d", t.calls, t.samples, len(t.live))
+}
+
+// TableEpoch returns a DeviceSelection table's device priority update
+// epoch (tests only).
+func TableEpoch(t *Table) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.dev.epoch
 }
