@@ -87,6 +87,8 @@ type DeviceLearner struct {
 	graphLaunches       int64
 	graphErr            error
 	rounds              int64 // RoundGraph launches (device_round.go)
+	records             int64 // rounds recorded
+	roundGraphs         map[*RoundGraph]struct{}
 }
 
 // normParts is the number of partial sums of the gradient norm.
@@ -260,6 +262,9 @@ func (l *DeviceLearner) Close() error {
 	if l.graph != nil {
 		errs = append(errs, l.graph.Close())
 		l.graph = nil
+	}
+	for rg := range l.roundGraphs {
+		errs = append(errs, rg.Close()) // their graphs replay this memory
 	}
 	if l.head != nil {
 		errs = append(errs, l.head.Close())

@@ -36,17 +36,22 @@ var captureRound = (*gpu.Backend).CaptureGraph
 // their order (table.SampleTransitionsInto, TrainStep, and for a
 // prioritized table table.UpdatePrioritiesDevice, each as often as the
 // round needs) on table, a DeviceSelection table of this learner's
-// backend, as one graph, and launches it once for this round: the
-// round's work runs once, as the direct calls would have run it. Every
-// memory the calls use must already exist (make the first round
+// backend, as one graph, and runs it once for this round (ReplayRound):
+// the round's work runs once, as the direct calls would have run it.
+// Every memory the calls use must already exist (make the first round
 // directly): a call that would allocate or copy to the device fails the
 // capture. A capture that fails (record's error, the driver's refusal, a
 // table that changed meanwhile) runs nothing and counts nothing: the
 // table's and the learner's counters are as before the call, and the
 // caller makes the round directly. TrainStep replays no graph of its own
-// while a round records. It is not safe for concurrent use with other
-// calls on the learner or on table.
+// while a round records. Nothing else may use the learner, table's
+// buffer or the backend meanwhile (other goroutines' backend calls fail
+// with gpu.ErrCapturing). A table on another backend fails with
+// ErrConfig.
 func (l *DeviceLearner) RecordRound(table *tensorbuf.Table, record func() error) (*RoundGraph, error) {
+	if table == nil || table.Buffer().Backend() != tensorbuf.Backend(l.be) {
+		return nil, fmt.Errorf("%w: a round's table must be on the learner's backend", ErrConfig)
+	}
 	if l.hyper == nil {
 		if err := l.allocHyper(); err != nil {
 			return nil, err
@@ -68,14 +73,22 @@ func (l *DeviceLearner) RecordRound(table *tensorbuf.Table, record func() error)
 		err = eerr
 	}
 	steps := l.steps - steps0
+	l.steps = steps0 // a capture runs nothing: ReplayRound counts
 	if err != nil {
-		l.steps = steps0
 		return nil, fmt.Errorf("dqn: recording a round: %w", err)
 	}
 	rg := &RoundGraph{l: l, g: g, round: round, steps: steps}
-	l.steps = steps0
-	if err := rg.launch(); err != nil {
-		_ = g.Close()
+	l.records++
+	if l.roundGraphs == nil {
+		l.roundGraphs = map[*RoundGraph]struct{}{}
+	}
+	l.roundGraphs[rg] = struct{}{}
+	ok, err := l.ReplayRound(rg)
+	if err == nil && !ok {
+		err = fmt.Errorf("%w: a round just recorded could not be replayed", ErrConfig)
+	}
+	if err != nil {
+		_ = rg.Close()
 		return nil, err
 	}
 	return rg, nil
@@ -90,8 +103,8 @@ func (l *DeviceLearner) RecordRound(table *tensorbuf.Table, record func() error)
 // the caller makes the round directly, or records it again. It is not
 // safe for concurrent use with other calls on the learner.
 func (l *DeviceLearner) ReplayRound(rg *RoundGraph) (ok bool, err error) {
-	if rg == nil || rg.l != l || rg.g == nil {
-		return false, fmt.Errorf("%w: a round recorded by another learner, or closed", ErrConfig)
+	if rg == nil || rg.l != l || rg.g == nil || l.mem == nil {
+		return false, fmt.Errorf("%w: a round recorded by another learner, closed, or of a closed learner", ErrConfig)
 	}
 	if err := l.syncHyper(); err != nil {
 		return false, err
@@ -122,16 +135,22 @@ func (rg *RoundGraph) launch() error {
 	return nil
 }
 
+// RoundRecords returns the rounds recorded (RecordRound calls that
+// succeeded).
+func (l *DeviceLearner) RoundRecords() int64 { return l.records }
+
 // Steps returns the gradient steps of the round.
 func (rg *RoundGraph) Steps() int64 { return rg.steps }
 
-// Close destroys the round's graph; Close is idempotent.
+// Close destroys the round's graph (the learner's Close closes its
+// rounds too); Close is idempotent.
 func (rg *RoundGraph) Close() error {
 	if rg == nil || rg.g == nil {
 		return nil
 	}
 	err := rg.g.Close()
 	rg.g = nil
+	delete(rg.l.roundGraphs, rg)
 	if errors.Is(err, gpu.ErrClosed) {
 		return nil // the backend's Close destroyed it
 	}

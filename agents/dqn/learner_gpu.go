@@ -74,9 +74,9 @@ type deviceTrainLearner struct {
 	paramsPinned, validPinned []byte
 	pinnedAt                  int64
 	// The round graph (learnRound): on, the recorded round (nil: none),
-	// whether a round was made directly since it was last dropped (the
-	// memory a recording needs then exists), the failed recordings in a
-	// row and the last one's error.
+	// whether a round was made directly on the current table (the memory
+	// a recording needs then exists), the failed recordings in a row and
+	// the last one's error.
 	roundOn    bool
 	round      *RoundGraph
 	warm       bool
@@ -238,7 +238,10 @@ func (d *deviceTrainLearner) learnRound(table *tensorbuf.Table, steps int, step 
 		if err != nil || ok {
 			return ok, err
 		}
-		d.dropRound() // and record it again below
+		if !table.CanSample(int(d.round.round.Samples())) {
+			return false, nil // the rate limiter: keep the round, make this one directly
+		}
+		d.dropRound() // its memory moved: record it again below
 	}
 	if !d.warm {
 		d.warm = true

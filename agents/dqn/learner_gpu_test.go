@@ -5,6 +5,7 @@ package dqn
 import (
 	"bytes"
 	"context"
+	"errors"
 	"math"
 	"slices"
 	"testing"
@@ -103,6 +104,7 @@ func TestRunCartPoleGPUGraphIsDirect(t *testing.T) {
 				graphs        []int64
 				captures, gls int64
 				rounds        int64
+				records       int64
 			}
 			do := func(graph, round bool) run {
 				oldG, oldR := deviceTrainGraph, deviceTrainRound
@@ -110,7 +112,7 @@ func TestRunCartPoleGPUGraphIsDirect(t *testing.T) {
 				defer func() { deviceTrainGraph, deviceTrainRound, onDeviceTrainClose = oldG, oldR, nil }()
 				var r run
 				onDeviceTrainClose = func(d *deviceTrainLearner) {
-					r.captures, r.gls, r.rounds = d.GraphCaptures(), d.GraphLaunches(), d.RoundLaunches()
+					r.captures, r.gls, r.rounds, r.records = d.GraphCaptures(), d.GraphLaunches(), d.RoundLaunches(), d.RoundRecords()
 				}
 				cfg := gpuLearnsRun(prioritized)
 				cfg.Steps, cfg.EvalEvery = 1_200, 0
@@ -166,6 +168,11 @@ func TestRunCartPoleGPUGraphIsDirect(t *testing.T) {
 			if rg.graphs[0] != steps || direct != 1 {
 				t.Errorf("round-graph run: graph launches a round %v, want %d (made directly), then 1", rg.graphs, steps)
 			}
+			// The table outgrows its device mirror during the run: the
+			// round found stale is recorded again.
+			if rg.records < 2 {
+				t.Errorf("round-graph run: %d rounds recorded, want 2 or more (the first, and again after the mirror moved)", rg.records)
+			}
 			if g.captures != 1 || g.gls == 0 || d.gls != 0 || rg.rounds != int64(len(rg.graphs)-direct) {
 				t.Errorf("step-graph run: %d captures, %d graph launches; direct run: %d graph launches; round-graph run: %d rounds replayed of %d (%d direct)",
 					g.captures, g.gls, d.gls, rg.rounds, len(rg.graphs), direct)
@@ -173,5 +180,34 @@ func TestRunCartPoleGPUGraphIsDirect(t *testing.T) {
 			t.Logf("launches per gradient step (last round): round graph %v, step graph %v, direct %v; syncs per round %v; graph launches %d, %d; rounds made directly %d of %d",
 				rg.launches[len(rg.launches)-1], g.launches[len(g.launches)-1], d.launches[len(d.launches)-1], g.syncs[len(g.syncs)-1], rg.gls, g.gls, direct, len(rg.graphs))
 		})
+	}
+}
+
+// TestRoundGraphClosedWithLearner: a DeviceLearner's Close closes the
+// round graphs it recorded (their graphs replay its memory), so a
+// RoundGraph kept past it cannot be replayed: ReplayRound fails with
+// ErrConfig instead of launching onto freed memory.
+func TestRoundGraphClosedWithLearner(t *testing.T) {
+	var kept *RoundGraph
+	var learner *DeviceLearner
+	onDeviceTrainClose = func(d *deviceTrainLearner) {
+		// Keep the round from the trainer's own close: the learner's
+		// Close must close it.
+		kept, learner, d.round = d.round, d.DeviceLearner, nil
+	}
+	defer func() { onDeviceTrainClose = nil }()
+	cfg := gpuLearnsRun(false)
+	cfg.Steps, cfg.EvalEvery = 800, 0
+	if _, err := RunCartPole(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if kept == nil || learner == nil {
+		t.Fatal("the run recorded no round")
+	}
+	if kept.g != nil {
+		t.Error("the learner's Close left its round's graph alive")
+	}
+	if ok, err := learner.ReplayRound(kept); ok || !errors.Is(err, ErrConfig) {
+		t.Errorf("ReplayRound after the learner's Close: %v, %v; want false, ErrConfig", ok, err)
 	}
 }
