@@ -146,10 +146,17 @@ func (r *result) publish(h uint64, g unsafe.Pointer) {
 // consumer queues on it by the time the last tensor is deleted has run.
 // Host memory takes stream -1 only. The result's memory stays valid
 // until the tensor's deleter runs, whatever happens to the handle. While
-// a sample into the result is under way in another thread, a tensor of a
-// result none of whose tensors lived when that sample began (so that it
-// may move the memory) waits for the sample to end and views what it
-// left; otherwise the call does not wait. Bool
+// a sample into the result is under way in another thread, the call
+// waits for it to end (without holding up the result's other calls) and
+// views what it left when the sample may move the memory (none of the
+// result's tensors lived when it began) or the result is in device
+// memory (its consumer's stream is then ordered after the sample's
+// work, which is not queued before the sample ends). A host tensor taken
+// during an in-place sample (one that began with a live tensor) does not
+// wait: it views the memory that sample is writing, partly written
+// until it ends, as every live tensor of the result does (the Python
+// package's fast path, capi/pydlpack.c, serves such tensors without a
+// call into Go). Bool
 // tensors are exported as uint8 and the strides are always filled, so
 // that every consumer DLPack has (NumPy 1.24, PyTorch 1.13 included)
 // reads them.
@@ -167,9 +174,11 @@ func trj_result_dlpack(h C.uint64_t, i C.int64_t, versioned C.int32_t, stream C.
 		if out == nil {
 			return errNullOut()
 		}
-		if r.filling != nil && !r.inPlace {
+		if r.filling != nil && (!r.inPlace || r.buf.device() != deviceHost) {
 			// A sample under way in another thread may move the memory
-			// (it began with no tensor alive): wait for the views it leaves.
+			// (it began with no tensor alive), or has not yet queued the
+			// device work a consumer's stream must wait for: wait for
+			// the views it leaves.
 			if e := r.awaitIdle(uint64(h)); e != nil {
 				return e
 			}

@@ -52,17 +52,25 @@ type view struct {
 // the result (fill) marks it filling and runs without mu, so that the
 // calls which must not wait for a rate limiter (a DLPack deleter,
 // trj_result_free, the descriptions) take mu at once while the sample
-// waits. Another fill of the same result, a copy of its data and a
-// tensor that could see its memory move wait for the fill to end
-// (awaitIdle), releasing mu meanwhile.
+// waits. Another fill of the same result, a copy of its data, a tensor
+// or description that could see its memory move and a device tensor
+// (whose consumer's stream must follow the fill's work) wait for the
+// fill to end (awaitIdle), releasing mu meanwhile; a wait through a
+// handle freed meanwhile ends at once with ErrHandle.
 type result struct {
-	mu     sync.Mutex
-	buf    *bufferObj
-	kind   resultKind
-	bt     *tensorbuf.Batch
-	tr     *tensorbuf.Transitions
-	ttr    *tensorbuf.TableTransitions
-	tables *tensorbuf.Table // the table a batch was sampled from, if any
+	mu   sync.Mutex
+	buf  *bufferObj
+	kind resultKind
+	bt   *tensorbuf.Batch
+	tr   *tensorbuf.Transitions
+	ttr  *tensorbuf.TableTransitions
+	// from is the table the last fill sampled from, nil for a direct
+	// sample of buf (or an export). With kind, buf and stack it decides
+	// the result's set of tensors (a table's sample adds its keys,
+	// probabilities and weights, on the host or, for a DeviceSelection
+	// table, in backend memory), so a refill with live tensors must keep
+	// it, as it keeps n, L and the stacking.
+	from *tensorbuf.Table
 
 	views     []view
 	spare     []view         // the previous views' slices, reused by the next refresh
@@ -83,6 +91,12 @@ type result struct {
 	// it then stay valid, others wait for its end.
 	filling chan struct{}
 	inPlace bool
+	// waiters counts the calls waiting in awaitIdle for the fill under
+	// way to end (trj_result_state reports it); wake, when not nil, is
+	// closed by freeResult so that they stop waiting for a handle that
+	// no longer names r.
+	waiters int
+	wake    chan struct{}
 }
 
 // ABI dtype codes (TRJ_DT_*).
@@ -389,8 +403,14 @@ func (bo *bufferObj) device() int { return deviceOf(bo.b) }
 
 // fill samples into a result: into (a result handle of kind k, refilled
 // in place) or a fresh or pooled result when into is 0; do fills it and
-// returns an error that leaves it unchanged. With live tensors the
-// sample must keep the result's leading dimensions: n (and l, a direct
+// returns an error that leaves it unchanged. from is the table sampled
+// (nil for a direct sample of bo). With live tensors the sample must
+// keep the result's set of tensors and their shapes, or it fails with
+// ErrBusy before anything is drawn, leaving the result as it was: the
+// same source (from: a direct sample of the buffer, or the same table,
+// whose selection on the host or the backend decides whether the keys,
+// probabilities and weights are host slices or backend tensors), the
+// same stacking, and the result's leading dimensions: n (and l, a direct
 // sequence sample's L, when l > 0); a table batch keeps its L by
 // tensorbuf.Batch.FixedLen.
 //
@@ -401,11 +421,11 @@ func (bo *bufferObj) device() int { return deviceOf(bo.b) }
 // trj_result_free returns at once. A result freed during the fill is
 // left to it: the fill hands the memory back once no tensor of it
 // lives, and fails with ErrHandle (the sample itself was drawn).
-func fill(bo *bufferObj, into uint64, k resultKind, n, l int, stack string, do func(r *result) error, out *C.uint64_t) error {
+func fill(bo *bufferObj, from *tensorbuf.Table, into uint64, k resultKind, n, l int, stack string, do func(r *result) error, out *C.uint64_t) error {
 	if out == nil {
 		return setOut(out, 0)
 	}
-	h, err := fillHandle(bo, into, k, n, l, stack, do)
+	h, err := fillHandle(bo, from, into, k, n, l, stack, do)
 	if err != nil {
 		return err
 	}
@@ -415,7 +435,7 @@ func fill(bo *bufferObj, into uint64, k resultKind, n, l int, stack string, do f
 
 // fillHandle is fill's body: it returns the handle of the result filled
 // (into, or a new one).
-func fillHandle(bo *bufferObj, into uint64, k resultKind, n, l int, stack string, do func(r *result) error) (uint64, error) {
+func fillHandle(bo *bufferObj, from *tensorbuf.Table, into uint64, k resultKind, n, l int, stack string, do func(r *result) error) (uint64, error) {
 	if into == 0 {
 		r := bo.takeResult(k)
 		r.mu.Lock()
@@ -425,7 +445,7 @@ func fillHandle(bo *bufferObj, into uint64, k resultKind, n, l int, stack string
 		if r.kind == kindBatch {
 			r.bt.FixedLen = 0
 		}
-		if err := r.run(stack, do, false); err != nil {
+		if err := r.run(from, stack, do, false); err != nil {
 			r.retire()
 			return 0, err
 		}
@@ -457,13 +477,17 @@ func fillHandle(bo *bufferObj, into uint64, k resultKind, n, l int, stack string
 			// Stacking changes the stacked fields' shapes and memory.
 			return 0, fmt.Errorf("%w: a sample stacked as {%s} into a result stacked as {%s} whose tensors are alive; drop them, or sample into a new result", ErrBusy, stack, r.stack)
 		}
+		if from != r.from {
+			// Another source changes the set of tensors (keys, weights).
+			return 0, fmt.Errorf("%w: a sample %s into a result last filled %s whose tensors are alive; drop them, or sample into a new result", ErrBusy, source(from), source(r.from))
+		}
 		if r.kind == kindBatch {
 			r.bt.FixedLen = r.l
 		}
 	} else if r.kind == kindBatch {
 		r.bt.FixedLen = 0
 	}
-	err = r.run(stack, do, r.live > 0)
+	err = r.run(from, stack, do, r.live > 0)
 	if r.freed {
 		// trj_result_free ran during the fill and left r to it.
 		if r.live == 0 {
@@ -480,17 +504,27 @@ func fillHandle(bo *bufferObj, into uint64, k resultKind, n, l int, stack string
 	return into, nil
 }
 
-// run fills r with do and refreshes its views; inPlace tells whether the
-// fill keeps r's memory (it began with live tensors). The caller holds
-// r.mu, no fill of r is under way and r is not released; run releases
-// r.mu while do runs, marking r filling meanwhile, and returns with it
-// held. A failed do leaves r unchanged.
-func (r *result) run(stack string, do func(r *result) error, inPlace bool) error {
+// run fills r with do, a sample from table from (nil: a direct sample),
+// and refreshes its views; inPlace tells whether the fill keeps r's
+// memory (it began with live tensors). The caller holds r.mu, no fill of
+// r is under way and r is not released; run releases r.mu while do
+// runs, marking r filling meanwhile, and returns with it held. A failed
+// do leaves r unchanged.
+func (r *result) run(from *tensorbuf.Table, stack string, do func(r *result) error, inPlace bool) error {
 	if err := r.unlocked(do, inPlace); err != nil {
 		return err
 	}
-	r.stack = stack
+	r.stack, r.from = stack, from
 	return r.refresh()
+}
+
+// source describes the source of a sample (table from, nil for a direct
+// sample) for errors.
+func source(from *tensorbuf.Table) string {
+	if from == nil {
+		return "drawn directly from the buffer"
+	}
+	return fmt.Sprintf("from table %q", from.Name())
 }
 
 // unlocked runs do(r) with r marked filling and r.mu released, and
@@ -509,17 +543,46 @@ func (r *result) unlocked(do func(r *result) error, inPlace bool) error {
 }
 
 // awaitIdle waits, releasing r.mu meanwhile, until no fill of r is under
-// way, and then checks that handle h still names r: it may have been
-// freed, or pooled and handed out again, during the wait. The caller
-// holds r.mu, as on return.
+// way, and fails with ErrHandle as soon as handle h no longer names r:
+// freed before or during the wait (freeResult wakes the waiters), or
+// pooled and handed out again, when the fill r then serves is another
+// handle's, which a caller of h must not wait for. It checks h on every
+// wake, before waiting again. The caller holds r.mu, as on return.
 func (r *result) awaitIdle(h uint64) error {
-	for r.filling != nil {
+	for {
+		if err := r.owned(h); err != nil {
+			return err
+		}
+		if r.filling == nil {
+			return nil
+		}
 		done := r.filling
+		if r.wake == nil {
+			r.wake = make(chan struct{})
+		}
+		wake := r.wake
+		r.waiters++
 		r.mu.Unlock()
-		<-done
+		select {
+		case <-done:
+		case <-wake:
+		}
 		r.mu.Lock()
+		r.waiters--
 	}
-	return r.owned(h)
+}
+
+// awaitMoved is awaitIdle when a fill of r under way may move its
+// memory (it began with no live DLPack tensor, see unlocked): the views
+// of the last completed fill then point at memory the fill may hand
+// back, and a call handing out pointers waits for the views it leaves.
+// An in-place fill keeps the memory, and the call does not wait. The
+// caller holds r.mu, as on return.
+func (r *result) awaitMoved(h uint64) error {
+	if r.filling != nil && !r.inPlace {
+		return r.awaitIdle(h)
+	}
+	return nil
 }
 
 // owned fails with ErrHandle unless handle h names r. The caller holds
@@ -583,6 +646,11 @@ func freeResult(h uint64) error {
 	defer r.mu.Unlock()
 	forgetExport(h)
 	r.freed, r.handle = true, 0
+	if r.wake != nil {
+		// The calls waiting through h for a fill of r fail at once.
+		close(r.wake)
+		r.wake = nil
+	}
 	if r.live == 0 && r.filling == nil {
 		r.retire()
 	}
@@ -591,9 +659,11 @@ func freeResult(h uint64) error {
 
 // trj_result_info stores the result's kind, its number of tensors and
 // its leading dimensions (n, and L for a sequence batch, else 0). Like
-// trj_result_describe, trj_result_tensor and trj_result_name it does not
-// wait for a sample into the result under way in another thread: it
-// tells what the last completed sample left.
+// trj_result_name it does not wait for a sample into the result under
+// way in another thread: it tells what the last completed sample left.
+// trj_result_describe and trj_result_tensor, which hand out data
+// pointers, wait for a sample that may move the memory (see
+// trj_result_tensor).
 //
 //export trj_result_info
 func trj_result_info(h C.uint64_t, kindOut, count, n, l *C.int64_t, err *C.char, errcap C.int64_t) C.int32_t {
@@ -611,11 +681,41 @@ func trj_result_info(h C.uint64_t, kindOut, count, n, l *C.int64_t, err *C.char,
 	})
 }
 
+// trj_result_state stores at filling 1 while a sample into the result
+// is under way (in another thread: it runs without the result's lock,
+// a table sample's rate-limiter wait included), else 0, and at waiters
+// the number of calls on the result waiting for that sample to end (a
+// second sample into it, trj_result_copy, a tensor or description that
+// must see the memory the sample leaves). It never waits, and what it
+// reports may change as soon as it returns: it is a diagnostic, which
+// the tests use to know that a sample has begun, or that a call waits
+// for it, without sleeping. Safe for concurrent use.
+//
+//export trj_result_state
+func trj_result_state(h C.uint64_t, filling, waiters *C.int64_t, err *C.char, errcap C.int64_t) C.int32_t {
+	return guard(err, errcap, func() error {
+		r, e := lockResult(uint64(h))
+		if e != nil {
+			return e
+		}
+		defer r.mu.Unlock()
+		if filling == nil || waiters == nil {
+			return errNullOut()
+		}
+		*filling, *waiters = 0, C.int64_t(r.waiters)
+		if r.filling != nil {
+			*filling = 1
+		}
+		return nil
+	})
+}
+
 // trj_result_describe stores what trj_result_info stores (kind, the
 // number of tensors, n and L) at info[0..4) and describes the first
-// min(count, cap) tensors into descs, as trj_result_tensor does: a new
-// result's Python object is made from this one call instead of one per
-// tensor.
+// min(count, cap) tensors into descs, as trj_result_tensor does (and
+// waits as it does for a sample under way that may move the memory): a
+// new result's Python object is made from this one call instead of one
+// per tensor.
 //
 //export trj_result_describe
 func trj_result_describe(h C.uint64_t, info *C.int64_t, descs *C.trj_tensor_desc, cap C.int64_t, err *C.char, errcap C.int64_t) C.int32_t {
@@ -627,6 +727,9 @@ func trj_result_describe(h C.uint64_t, info *C.int64_t, descs *C.trj_tensor_desc
 		defer r.mu.Unlock()
 		if info == nil {
 			return errNullOut()
+		}
+		if e := r.awaitMoved(uint64(h)); e != nil {
+			return e
 		}
 		ds, e := hostSlice[C.trj_tensor_desc](unsafe.Pointer(descs), cap, "tensor descriptions")
 		if e != nil {
@@ -680,8 +783,15 @@ func trj_result_name(h C.uint64_t, i C.int64_t, out *C.char, outcap C.int64_t, e
 }
 
 // trj_result_tensor describes tensor i of the result. The data pointer
-// stays valid while the caller holds the result's handle (and, through
-// DLPack, while any tensor taken from it lives).
+// stays valid until the caller frees the result's handle or samples into
+// the result again while no DLPack tensor of it lives (such a sample may
+// move the memory; one that begins with a live tensor refills the same
+// memory in place); through DLPack, the memory stays valid while any
+// tensor taken from it lives. While a sample into the result that may
+// move its memory is under way in another thread, the call waits for it
+// to end (without holding up the result's other calls) and describes
+// what it left; during an in-place sample it does not wait, and the
+// memory it describes is being written by that sample.
 //
 //export trj_result_tensor
 func trj_result_tensor(h C.uint64_t, i C.int64_t, desc *C.trj_tensor_desc, err *C.char, errcap C.int64_t) C.int32_t {
@@ -693,6 +803,9 @@ func trj_result_tensor(h C.uint64_t, i C.int64_t, desc *C.trj_tensor_desc, err *
 		defer r.mu.Unlock()
 		if desc == nil {
 			return errNullOut()
+		}
+		if e := r.awaitMoved(uint64(h)); e != nil {
+			return e
 		}
 		if i < 0 || int(i) >= len(r.views) {
 			return fmt.Errorf("%w: tensor %d of %d", tensorbuf.ErrInvalidArg, i, len(r.views))

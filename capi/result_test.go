@@ -49,7 +49,7 @@ func limitedTable(t *testing.T) (*bufferObj, *tensorbuf.Table, uint64) {
 	}
 	insert(t, tab, 0)
 	bo := newBufferObj(b)
-	h, err := fillHandle(bo, 0, kindBatch, 1, 0, "", sampleOne(context.Background(), tab, nil))
+	h, err := fillHandle(bo, tab, 0, kindBatch, 1, 0, "", sampleOne(context.Background(), tab, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func startFill(t *testing.T, bo *bufferObj, tab *tensorbuf.Table, h uint64) <-ch
 	t.Cleanup(cancel)
 	entered, done := make(chan struct{}), make(chan error, 1)
 	go func() {
-		_, err := fillHandle(bo, h, kindBatch, 1, 0, "", sampleOne(ctx, tab, entered))
+		_, err := fillHandle(bo, tab, h, kindBatch, 1, 0, "", sampleOne(ctx, tab, entered))
 		done <- err
 	}()
 	<-entered
@@ -220,7 +220,7 @@ func TestFreeDuringWaitingFill(t *testing.T) {
 		}
 		// The pooled result serves the next sample.
 		insert(t, tab, 6)
-		h2, err := fillHandle(bo, 0, kindBatch, 1, 0, "", sampleOne(context.Background(), tab, nil))
+		h2, err := fillHandle(bo, tab, 0, kindBatch, 1, 0, "", sampleOne(context.Background(), tab, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -234,16 +234,58 @@ func TestFreeDuringWaitingFill(t *testing.T) {
 	}
 }
 
+// bound is how long a test waits for what must happen before it fails:
+// a bound for a failing run, never a measure of speed.
+const bound = 30 * time.Second
+
+// eventually fails the test unless cond, checked with r.mu held, holds
+// within bound.
+func eventually(t *testing.T, r *result, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for {
+		r.mu.Lock()
+		ok := cond()
+		r.mu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen within %v", what, bound)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// closed reports whether c is closed.
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
 // A second sample into a result waits for the first (the calls on one
-// result stay serialised), without holding the result's lock meanwhile.
+// result stay serialised), without holding the result's lock meanwhile:
+// it is seen waiting (awaitIdle) while the first waits for the rate
+// limiter, its own sample begins only after the first ended, and the
+// result then holds the first's item until the second's arrives.
 func TestSecondFillWaitsForTheFirst(t *testing.T) {
 	bo, tab, h := limitedTable(t)
+	r, _ := getAs[*result](h, kindResult)
+	id := takeGroup(t, h) // in place: both samples write the same memory
 	first := startFill(t, bo, tab, h)
-	second := make(chan error, 1)
+	entered, second := make(chan struct{}), make(chan error, 1)
 	go func() {
-		_, err := fillHandle(bo, h, kindBatch, 1, 0, "", sampleOne(context.Background(), tab, nil))
+		_, err := fillHandle(bo, tab, h, kindBatch, 1, 0, "", sampleOne(context.Background(), tab, entered))
 		second <- err
 	}()
+	eventually(t, r, "the second sample's wait for the first", func() bool { return r.waiters == 1 && r.filling != nil })
+	if closed(entered) {
+		t.Fatal("the second sample began while the first was under way")
+	}
 	before(t, "a description", func() {
 		if r, err := lockResult(h); err == nil {
 			r.mu.Unlock()
@@ -253,12 +295,86 @@ func TestSecondFillWaitsForTheFirst(t *testing.T) {
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
+	select {
+	case <-entered: // the second sample began, and waits for the next insert
+	case <-time.After(bound):
+		t.Fatal("the second sample did not begin once the first ended")
+	}
+	eventually(t, r, "the second sample's fill", func() bool { return r.filling != nil && r.waiters == 0 })
+	if got := firstObs(t, r); !slices.Equal(got, []float32{5, 0, 50}) {
+		t.Fatalf("between the samples obs %v, want the first's [5 0 50]", got)
+	}
 	insert(t, tab, 6)
 	if err := <-second; err != nil {
 		t.Fatal(err)
 	}
-	r, _ := getAs[*result](h, kindResult)
 	if got := firstObs(t, r); !slices.Equal(got, []float32{6, 0, 60}) {
 		t.Fatalf("obs %v, want the second sample's [6 0 60]", got)
+	}
+	dropGroup(id)
+}
+
+// A call waiting for a fill of result h (here trj_result_copy's wait)
+// stops waiting, with ErrHandle, when h is freed: it does not wait for
+// the fill, nor, once the freed result is pooled and serves another
+// handle, for that handle's fills.
+func TestWaiterOfAFreedHandleStops(t *testing.T) {
+	bo, tab, h := limitedTable(t)
+	r, _ := getAs[*result](h, kindResult)
+	fillA := startFill(t, bo, tab, h)
+	waited := make(chan error, 1)
+	go func() { // trj_result_copy's prologue
+		rr, err := lockResult(h)
+		if err != nil {
+			waited <- err
+			return
+		}
+		err = rr.awaitIdle(h)
+		rr.mu.Unlock()
+		waited <- err
+	}()
+	eventually(t, r, "the copy's wait", func() bool { return r.waiters == 1 })
+	if err := freeResult(h); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-waited:
+		if !errors.Is(err, ErrHandle) {
+			t.Fatalf("the wait through a freed handle: %v, want ErrHandle", err)
+		}
+	case err := <-fillA:
+		t.Fatalf("the fill ended (%v) before the wait through the freed handle", err)
+	case <-time.After(bound):
+		t.Fatal("the wait through a freed handle goes on")
+	}
+	// The freed result goes back to the pool when its fill ends, and
+	// serves the next sample, whose wait is no concern of h's.
+	insert(t, tab, 5)
+	if err := <-fillA; !errors.Is(err, ErrHandle) {
+		t.Fatalf("the fill of the freed result: %v, want ErrHandle", err)
+	}
+	if !pooled(bo, r) {
+		t.Fatal("the freed result is not back in its buffer's pool")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	entered, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		h2, err := fillHandle(bo, tab, 0, kindBatch, 1, 0, "", sampleOne(ctx, tab, entered))
+		if err == nil {
+			err = freeResult(h2)
+		}
+		done <- err
+	}()
+	<-entered
+	r.mu.Lock()
+	err := r.awaitIdle(h) // a stale handle's wait for the recycled result's fill
+	r.mu.Unlock()
+	if !errors.Is(err, ErrHandle) {
+		t.Fatalf("a stale handle's wait: %v, want ErrHandle", err)
+	}
+	insert(t, tab, 6)
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

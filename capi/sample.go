@@ -76,7 +76,7 @@ func sampleBuffer(h C.uint64_t, n C.int64_t, l int, stack string, into C.uint64_
 	if err := sampleCount(n); err != nil {
 		return err
 	}
-	return fill(bo, uint64(into), k, int(n), l, stack, func(r *result) error { return sample(bo.b, r) }, out)
+	return fill(bo, nil, uint64(into), k, int(n), l, stack, func(r *result) error { return sample(bo.b, r) }, out)
 }
 
 // trj_buffer_all_experiences exports every stored transition oldest first

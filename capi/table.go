@@ -383,7 +383,7 @@ func sampleTable(h C.uint64_t, n, waitMS C.int64_t, stack string, into C.uint64_
 		return err
 	}
 	defer cancel()
-	return fill(to.buf, uint64(into), k, int(n), 0, stack, func(r *result) error {
+	return fill(to.buf, to.t, uint64(into), k, int(n), 0, stack, func(r *result) error {
 		return waitErr(ctx, sample(ctx, to.t, r))
 	}, out)
 }

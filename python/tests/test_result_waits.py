@@ -3,10 +3,13 @@ deleter and no release of that result (capi/result.go, fill): both return
 while the sample still waits, and the sample then ends as it should.
 
 The samplers here call trj_table_sample with one long wait slice, the way a
-C caller does (the package waits in 100 ms slices), and the deleter is
-called through ctypes, without the GIL, as a consumer's thread would: a
-deleter that waited for the sample then shows as a drop that does not end
-before the insert that lets the sample through.
+C caller does (the package waits in 100 ms slices). The tests know, without
+sleeping, that a sample has begun (and then waits for the rate limiter until
+the test inserts) or that a call waits for it: trj_result_state reports both.
+A deleter is called through ctypes, without the GIL, as a consumer's thread
+would, or by dropping a NumPy view, with the GIL held: a deleter that waited
+for the sample then shows as a drop that does not end before the insert that
+lets the sample through.
 """
 
 from __future__ import annotations
@@ -61,21 +64,36 @@ def limited_table(buf: trajring.Buffer) -> tuple[Any, trajring.Result]:
     return tab, tab.sample(1)
 
 
-def start_sample_into(tab: Any, res: trajring.Result) -> tuple[threading.Thread, list[int]]:
-    """Start a thread sampling one item into res in one wait slice; its status code lands in the list."""
+def state(res: trajring.Result) -> tuple[int, int]:
+    """(1 while a sample into res is under way, else 0; the calls waiting for it): trj_result_state."""
+    filling, waiters = ctypes.c_int64(), ctypes.c_int64()
+    _lib.call(_lib.lib.trj_result_state, res._handle, ctypes.byref(filling), ctypes.byref(waiters))
+    return filling.value, waiters.value
+
+
+def wait_until(cond: Callable[[], bool], what: str) -> None:
+    """Poll cond until it holds; fail after BOUND_S (a bound for a failing run)."""
+    deadline = time.monotonic() + BOUND_S
+    while not cond():
+        assert time.monotonic() < deadline, f"{what} did not happen within {BOUND_S} s"
+        time.sleep(0.001)
+
+
+def start_sample_into(tab: Any, res: trajring.Result, waiters: int = 0) -> tuple[threading.Thread, list[int]]:
+    """Start a thread sampling one item into res in one wait slice, and return once its
+    sample is under way (waiters 0: it waits for the rate limiter, which only an insert
+    ends) or, when another sample is, once it waits for that one (waiters 1); its status
+    code lands in the list."""
     rc: list[int] = []
-    entered = threading.Event()
     handle = res._handle
 
     def run() -> None:
         out, err = ctypes.c_uint64(), _lib._errbuf()
-        entered.set()
         rc.append(_lib.lib.trj_table_sample(tab._handle, 1, SLICE_MS, handle, ctypes.byref(out), err, _lib._ERRCAP))
 
     th = threading.Thread(target=run)
     th.start()
-    entered.wait()
-    time.sleep(0.2)  # lets the call reach the rate limiter's wait, which only an insert ends
+    wait_until(lambda: state(res) == (1, waiters), "the sample's start")
     return th, rc
 
 
@@ -160,20 +178,87 @@ def test_release_of_a_waiting_result_without_views_hands_it_back(filled):
 
 
 def test_samples_into_one_result_from_two_threads_are_serialised(filled):
-    # Both wait; neither is refused; each finds the result as the other left it.
+    # The second waits for the first (seen waiting while the first waits for
+    # the rate limiter), begins its sample only once the first ended, and
+    # finds the result as the first left it; a live view (both refill in
+    # place) shows the first's item, then the second's.
     tab, res = limited_table(filled)
+    view = res["obs"].numpy()
     first, rc1 = start_sample_into(tab, res)
-    second, rc2 = start_sample_into(tab, res)
+    second, rc2 = start_sample_into(tab, res, waiters=1)
     try:
         assert not rc1 and not rc2
+        tab.insert(1, 5, 1)
+        first.join(BOUND_S)
+        assert rc1 == [0]
+        wait_until(lambda: state(res) == (1, 0), "the second sample's start")
+        assert not rc2 and second.is_alive(), "the second sample ended before the insert it waits for"
+        np.testing.assert_array_equal(view[0, 0], [5, 1, 51])
+        tab.insert(1, 6, 1)
+        second.join(BOUND_S)
     finally:
-        for t in range(2):
-            tab.insert(1, 5 + t, 1)
+        for th in (first, second):  # a failing run: let what still waits end
+            if th.is_alive():
+                tab.insert(1, 9, 1)
         first.join()
         second.join()
-    assert rc1 == [0] and rc2 == [0]
+    assert rc2 == [0]
+    np.testing.assert_array_equal(view[0, 0], [6, 1, 61])
+    del view
+    res.release()
+    assert live() == (0, 0)
+
+
+def test_view_drop_with_the_gil_held_returns_while_a_sample_into_the_result_waits(filled):
+    # The common case: Python frees a NumPy view, and the tensor's deleter
+    # runs in this thread with the GIL held. Had it waited for the sample,
+    # it would return only once the sample's slice ran out, the sample
+    # ended: the result would not be filling any more.
+    tab, res = limited_table(filled)
+    view = res["obs"].numpy()
+    addr = view.__array_interface__["data"][0]
+    sampler, rc = start_sample_into(tab, res)
+    try:
+        del view  # the deleter, with the GIL held
+        assert live()[1] == 0
+        assert state(res) == (1, 0), "the tensor's deleter waited for the sample into its result"
+        assert not rc and sampler.is_alive()
+    finally:
+        tab.insert(1, 5, 1)
+        sampler.join()
+    assert rc == [0]
     res._filled()
-    assert np.asarray(res["obs"])[0, 0, 0] in (5, 6)
+    assert res["obs"].data_ptr == addr  # refilled in place: a view lived when it began
+    np.testing.assert_array_equal(np.asarray(res["obs"])[0, 0], [5, 1, 51])
+    res.release()
+    assert live() == (0, 0)
+
+
+def test_tensor_description_waits_for_a_sample_that_may_move_the_memory(filled):
+    # No view lives: the sample may move the memory, so a raw description
+    # (trj_result_tensor, a data pointer) waits for it and describes what it
+    # left, without holding up the result's other calls.
+    tab, res = limited_table(filled)
+    sampler, rc = start_sample_into(tab, res)
+    desc = _lib.TensorDesc()
+    described: list[int] = []
+
+    def describe() -> None:
+        err = _lib._errbuf()
+        described.append(_lib.lib.trj_result_tensor(res._handle, 0, ctypes.byref(desc), err, _lib._ERRCAP))
+
+    describer, _ = in_thread(describe)
+    try:
+        wait_until(lambda: state(res) == (1, 1), "the description's wait")
+        assert not described and not rc
+    finally:
+        tab.insert(1, 5, 1)
+        sampler.join()
+        describer.join()
+    assert rc == [0] and described == [0]
+    res._filled()
+    assert desc.data == res["obs"].data_ptr
+    np.testing.assert_array_equal(np.asarray(res["obs"])[0, 0], [5, 1, 51])
     res.release()
     assert live() == (0, 0)
 

@@ -186,7 +186,10 @@ class Result(Mapping[str, Array]):
     the result is released (:meth:`release`, a ``with`` block, or garbage
     collection) and every view taken from it has been dropped. A result
     passed as ``into=`` to a sample call is refilled in place; while views of
-    it live, a sample must keep its shape (else :class:`~trajring.BusyError`).
+    it live, a sample must keep its shape, its stacking and its source (a
+    direct sample of the buffer, or the same table, which decide its set of
+    tensors), else :class:`~trajring.BusyError` is raised before anything is
+    drawn.
     Not safe for concurrent use from several threads.
     """
 

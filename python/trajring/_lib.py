@@ -141,6 +141,7 @@ _SIGNATURES: dict[str, list[Any]] = {
     "trj_table_sample_transitions_stacked": [c_uint64, c_int64, c_int64, c_double, c_char_p, c_int64, c_uint64, _U64P],
     "trj_result_free": [c_uint64],
     "trj_result_info": [c_uint64, _I64P, _I64P, _I64P, _I64P],
+    "trj_result_state": [c_uint64, _I64P, _I64P],
     "trj_result_name": [c_uint64, c_int64, c_char_p, c_int64],
     "trj_result_tensor": [c_uint64, c_int64, POINTER(TensorDesc)],
     "trj_result_describe": [c_uint64, _I64P, c_void_p, c_int64],
