@@ -177,7 +177,7 @@ static void tr_host_draw_uniform(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i6
 	double *weights = TR_ARG_PTR(double *, p, 11);
 	tr_i64 tid;
 	(void)y, (void)gy;
-	tr_round_draw(TR_ARG_U64(p, 12), &call, &nlive, &prob, 0);
+	tr_round_draw((tr_u64)TR_ARG_PTR(const tr_u64 *, p, 12), &call, &nlive, &prob, 0);
 	for (tid = t0; tid < t1; tid++)
 		tr_draw_uniform_run(items, live, nlive, seed, call, prob, capacity, n, wins, keys, probs, weights, tid, nt);
 }
@@ -229,7 +229,7 @@ static void tr_host_draw_prioritized(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, t
 	double *weights = TR_ARG_PTR(double *, p, 13);
 	tr_i64 tid;
 	(void)y, (void)gy;
-	tr_round_draw(TR_ARG_U64(p, 14), &call, &nlive, 0, &beta);
+	tr_round_draw((tr_u64)TR_ARG_PTR(const tr_u64 *, p, 14), &call, &nlive, 0, &beta);
 	for (tid = t0; tid < t1; tid++)
 		tr_draw_prioritized_run(items, live, nlive, tree, n, seed, call, beta, capacity, ndraw, wins, keys, probs,
 					 weights, tid, nt);
@@ -242,7 +242,7 @@ static void tr_host_update_claim(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i6
 	const tr_u64 *keys = TR_ARG_PTR(const tr_u64 *, p, 2);
 	tr_i64 n = TR_ARG_I64(p, 3);
 	tr_u64 *winners = TR_ARG_PTR(tr_u64 *, p, 4);
-	tr_u64 epoch = tr_round_epoch(TR_ARG_U64(p, 6), TR_ARG_U64(p, 5));
+	tr_u64 epoch = tr_round_epoch((tr_u64)TR_ARG_PTR(const tr_u64 *, p, 6), TR_ARG_U64(p, 5));
 	tr_i64 tid;
 	(void)y, (void)gy;
 	for (tid = t0; tid < t1; tid++)
@@ -256,7 +256,7 @@ static void tr_host_update_apply(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i6
 	const tr_u64 *keys = TR_ARG_PTR(const tr_u64 *, p, 2);
 	const float *prios = TR_ARG_PTR(const float *, p, 3);
 	tr_i64 n = TR_ARG_I64(p, 4), slots = TR_ARG_I64(p, 5);
-	tr_u64 state = TR_ARG_U64(p, 6), epoch = tr_round_epoch(TR_ARG_U64(p, 10), TR_ARG_U64(p, 7));
+	tr_u64 state = TR_ARG_U64(p, 6), epoch = tr_round_epoch((tr_u64)TR_ARG_PTR(const tr_u64 *, p, 10), TR_ARG_U64(p, 7));
 	double *tree = TR_ARG_PTR(double *, p, 8);
 	double a = *(const double *)p[9];
 	tr_i64 tid;
@@ -276,7 +276,7 @@ static void tr_host_update_one(void **p, tr_i64 y, tr_i64 t0, tr_i64 t1, tr_i64 
 	const tr_u64 *keys = TR_ARG_PTR(const tr_u64 *, p, 2);
 	const float *prios = TR_ARG_PTR(const float *, p, 3);
 	tr_i64 n = TR_ARG_I64(p, 4), slots = TR_ARG_I64(p, 5);
-	tr_u64 state = TR_ARG_U64(p, 6), epoch = tr_round_epoch(TR_ARG_U64(p, 10), TR_ARG_U64(p, 7));
+	tr_u64 state = TR_ARG_U64(p, 6), epoch = tr_round_epoch((tr_u64)TR_ARG_PTR(const tr_u64 *, p, 10), TR_ARG_U64(p, 7));
 	double *tree = TR_ARG_PTR(double *, p, 8);
 	double a = *(const double *)p[9];
 	tr_i64 tid, bx = nt;
