@@ -75,3 +75,69 @@ def test_device_priorities(tmp_path):
     buf.save(str(tmp_path / "ck"))  # the host learns the device's priorities before a checkpoint
     assert table.max_priority == 7.0
     buf.close()
+
+
+def test_device_tensor_waits_for_an_in_place_sample():
+    # A device tensor taken while a sample into its result is under way in
+    # another thread waits for the sample to end, even one refilling in
+    # place (a tensor lived when it began): its consumer's stream is ordered
+    # after the sample's work, which is not queued before then
+    # (capi/dlpack.go, trj_result_dlpack). trj_result_state shows the sample
+    # under way, then the tensor's call waiting for it.
+    import threading
+    import time
+
+    from trajring import _lib
+
+    buf = trajring.Buffer(SPEC, num_envs=1, capacity=64, seed=1)
+    table = buf.table("limited", "lifo", min_size=1, samples_per_insert=1.0, error_buffer=1.0)
+    w = buf.writer()
+    for t in range(10):
+        w.add(step_type=[0 if t == 0 else 1], next_step_type=[1], reward=[1.0], discount=[1.0],
+              obs=np.full((1, 4), t, np.float32), action=[t])
+    table.insert(0, 0, 1)
+    res = table.sample(1)
+    assert res["obs"].device == 2
+    held = res["obs"].__dlpack__(stream=1)  # a live tensor: the sample refills in place
+    state = (ctypes.c_int64(), ctypes.c_int64())
+
+    def current() -> tuple[int, int]:
+        _lib.call(_lib.lib.trj_result_state, res._handle, ctypes.byref(state[0]), ctypes.byref(state[1]))
+        return state[0].value, state[1].value
+
+    def wait_until(want: tuple[int, int]) -> None:
+        deadline = time.monotonic() + 30
+        while current() != want:
+            assert time.monotonic() < deadline, f"state {current()}, want {want}"
+            time.sleep(0.001)
+
+    rc: list[int] = []
+    took: list[int] = []
+    ptr = ctypes.c_void_p()
+
+    def sample() -> None:
+        out, err = ctypes.c_uint64(), _lib._errbuf()
+        rc.append(_lib.lib.trj_table_sample(table._handle, 1, 60_000, res._handle, ctypes.byref(out), err, _lib._ERRCAP))
+
+    def take() -> None:
+        err = _lib._errbuf()
+        took.append(_lib.lib.trj_result_dlpack(res._handle, 0, 0, 1, ctypes.byref(ptr), err, _lib._ERRCAP))
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    wait_until((1, 0))
+    taker = threading.Thread(target=take)
+    taker.start()
+    try:
+        wait_until((1, 1))
+        assert not took and not rc
+    finally:
+        table.insert(0, 5, 1)
+        sampler.join()
+        taker.join()
+    assert rc == [0] and took == [0]
+    capsule = _lib.capsule_new(ptr.value, _lib.CAPSULE_NAME[0], _lib.CAPSULE_DESTRUCTOR)
+    del capsule, held
+    res.release()
+    assert trajring.live_counts() == (0, 0)
+    buf.close()
