@@ -164,6 +164,9 @@ func (b *Backend) upload(dst kernels.Arena, off int64, src []byte) error {
 		return nil
 	}
 	if n > maxStagedUpload {
+		if b.capturing {
+			return fmt.Errorf("%w: an upload during a graph capture (a replay would read the caller's memory then)", ErrDriver)
+		}
 		return driverErr("cuMemcpyHtoDAsync", cu.MemcpyHtoDAsync(d.ptr+cu.DevicePtr(off), unsafe.Pointer(&src[0]), n, b.stream))
 	}
 	s, err := b.slot(n)

@@ -3,6 +3,7 @@
 package gpu
 
 import (
+	"fmt"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -62,6 +63,11 @@ const shrinkAfter = 64
 // its previous use to finish and growing (or shrinking) it if needed. It
 // runs with the backend entered.
 func (b *Backend) slot(n int64) (*slot, error) {
+	if b.capturing {
+		// A real driver would record the copy from the slot into the
+		// graph, and every replay would copy whatever the slot then held.
+		return nil, fmt.Errorf("%w: a staged copy to the device during a graph capture (make it before capturing)", ErrDriver)
+	}
 	s := &b.slots[b.next]
 	b.next = (b.next + 1) % len(b.slots)
 	if s.pending {
