@@ -37,6 +37,12 @@ var roundOpt = tensorbuf.NStepOptions{Horizon: 3, DiscountFactor: 0.75}
 
 func newRoundRig(t *testing.T, sel tensorbuf.Selector) *roundRig {
 	t.Helper()
+	return newRoundRigLimited(t, sel, nil)
+}
+
+// newRoundRigLimited is newRoundRig with a rate limiter on the table.
+func newRoundRigLimited(t *testing.T, sel tensorbuf.Selector, rl *tensorbuf.RateLimiter) *roundRig {
+	t.Helper()
 	g, err := gpu.New()
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +61,7 @@ func newRoundRig(t *testing.T, sel tensorbuf.Selector) *roundRig {
 		t.Fatal(err)
 	}
 	if r.tbl, err = r.buf.NewTable(tensorbuf.TableConfig{Name: "replay", Selector: sel, Seed: 11, Beta: 0.6, DeviceSelection: true,
-		MaxSize: 200}); err != nil {
+		MaxSize: 200, RateLimiter: rl}); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -383,5 +389,43 @@ func TestRoundRefusals(t *testing.T) {
 	}
 	if _, err := round.Replay(graph.Launch); !errors.Is(err, tensorbuf.ErrClosed) {
 		t.Errorf("Replay after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestRoundReplayWaitsForTheRateLimiter: a replay the table's rate
+// limiter cannot serve whole is refused (false, nothing launched or
+// counted) rather than waiting, and the same round replays once inserts
+// allow it, drawing what a twin's direct calls draw.
+func TestRoundReplayWaitsForTheRateLimiter(t *testing.T) {
+	// A sample an insert with an error buffer of 190 from 1 item: a
+	// sample of n is allowed while samples+n <= inserts+189 (and an insert
+	// while inserts-samples <= 191). The first 11 steps insert 36 items:
+	// 225 samples, a direct round (80) and a recorded one (80), not a
+	// third; 5 more steps insert 20 more (the tree keeps its 64 leaves,
+	// so the round stays valid).
+	rl := &tensorbuf.RateLimiter{MinSize: 1, SamplesPerInsert: 1, ErrorBuffer: 190}
+	d, r := newRoundRigLimited(t, tensorbuf.Prioritized, rl), newRoundRigLimited(t, tensorbuf.Prioritized, rl)
+	for _, x := range []*roundRig{d, r} {
+		x.collect(11)
+		x.direct()
+	}
+	d.direct()
+	round, graph := r.record()
+	defer graph.Close()
+	before := tensorbuf.TableCounters(r.tbl)
+	if ok, err := round.Replay(graph.Launch); ok || err != nil {
+		t.Fatalf("a replay past the rate limiter: %v, %v; want false, nil", ok, err)
+	}
+	if after := tensorbuf.TableCounters(r.tbl); after != before {
+		t.Fatalf("a refused replay counted: %s, then %s", before, after)
+	}
+	d.collect(5)
+	r.collect(5)
+	d.direct()
+	if ok, err := round.Replay(graph.Launch); !ok || err != nil {
+		t.Fatalf("the replay once inserts allow it: %v, %v", ok, err)
+	}
+	if got, want := r.dump(), d.dump(); got != want {
+		t.Fatalf("replayed round sampled\n%s\ndirect twin sampled\n%s", got, want)
 	}
 }
