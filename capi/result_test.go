@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/trajring/trajring/cpu"
 	"github.com/trajring/trajring/tensorbuf"
 	"gorgonia.org/tensor"
 )
@@ -20,7 +21,9 @@ import (
 // next sample waits for an insert.
 func limitedTable(t *testing.T) (*bufferObj, *tensorbuf.Table, uint64) {
 	t.Helper()
-	b, err := tensorbuf.New(tensorbuf.Config{NumEnvs: 1, Capacity: 16, Seed: 1,
+	// The cpu backend in every build: the tests read the views' host
+	// memory.
+	b, err := tensorbuf.New(tensorbuf.Config{NumEnvs: 1, Capacity: 16, Seed: 1, Backend: cpu.New(),
 		Fields: []tensorbuf.Field{{Name: "obs", Role: tensorbuf.Observation, DType: tensorbuf.Float32, Shape: []int{3}}}})
 	if err != nil {
 		t.Fatal(err)
