@@ -191,12 +191,10 @@ func (m *devMirror) mirror() kernels.Mirror {
 func (t *Table) flushMirrorLocked() error {
 	m := t.dev
 	specs := mirrorSpecs
-	need := int64(len(t.items))
 	if m.prio != nil {
 		specs = treeSpecs
-		need = max(need, int64(t.tree.n))
 	}
-	if need > m.slots || m.arena.arena == nil {
+	if need := t.mirrorNeed(); need > m.slots || m.arena.arena == nil {
 		if err := t.learnLeavesLocked(); err != nil {
 			return err
 		}
@@ -264,6 +262,16 @@ func (t *Table) flushMirrorLocked() error {
 		m.dirty = false
 	}
 	return nil
+}
+
+// mirrorNeed returns the slots the mirror must hold: every item slot, and
+// a prioritized table's tree leaves.
+func (t *Table) mirrorNeed() int64 {
+	need := int64(len(t.items))
+	if t.dev.prio != nil {
+		need = max(need, int64(t.tree.n))
+	}
+	return need
 }
 
 // learnLeavesLocked copies the device tree's leaves into the host tree, and

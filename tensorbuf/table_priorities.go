@@ -210,7 +210,7 @@ func (t *Table) updatePrioritiesDevice(keys, priorities *tensor.Dense, written u
 		if written != 0 || done != nil {
 			return fmt.Errorf("%w: table %q: UpdatePrioritiesDeviceAfter's events in a recorded round (a graph would not record them again)", ErrInvalidArg, t.cfg.Name)
 		}
-		if err := t.roundStaleLocked(0); err != nil {
+		if err := t.roundChangedLocked(); err != nil {
 			return err
 		}
 	}
@@ -228,10 +228,8 @@ func (t *Table) updatePrioritiesDevice(keys, priorities *tensor.Dense, written u
 			}
 		}
 		m.epoch++
-		mir, _ := t.roundMirror()
-		epoch := m.epoch
+		mir, _, epoch := t.roundMirror()
 		if m.rec != nil {
-			epoch -= m.rec.epoch // the round block holds the base
 			m.rec.r.updates++
 		}
 		m.devSet = true

@@ -246,35 +246,28 @@ func (t *Table) roundKeyLocked() roundKey {
 	return roundKey{mirror: t.dev.mirror(), meta: t.dev.meta.arena.arena}
 }
 
-// roundMirror returns the mirror a device draw or update launches on and
-// the call it draws with: the table's, or, while a round records, the
-// mirror with its round block and the call relative to the round's first
-// (see Round). The caller holds t.mu.
-func (t *Table) roundMirror() (kernels.Mirror, uint64) {
-	m := t.dev.mirror()
+// roundMirror returns the mirror a device draw or update launches on, the
+// call it draws with and the epoch it updates with: the table's, or,
+// while a round records, the mirror with its round block and the call
+// and epoch relative to the block's bases (see Round). The caller holds
+// t.mu.
+func (t *Table) roundMirror() (m kernels.Mirror, call, epoch uint64) {
+	m = t.dev.mirror()
 	rec := t.dev.rec
 	if rec == nil {
-		return m, t.calls
+		return m, t.calls, t.dev.epoch
 	}
 	m.Round, m.RoundOff = t.dev.round.arena, t.dev.round.offs[0]
-	return m, t.calls - rec.calls
+	return m, t.calls - rec.calls, t.dev.epoch - rec.epoch
 }
 
-// roundStaleLocked returns an error when a recorded transition sample
-// would not be served as recorded: it cannot be served at once, or the
-// mirrors changed since BeginRound (they would be patched by launches the
-// recording must not hold). The caller holds b.mu for reading and t.mu.
-func (t *Table) roundStaleLocked(n int) error {
+// roundChangedLocked returns an error when the mirrors changed since
+// BeginRound: a recorded call would patch them first, with launches the
+// recording must not hold. The caller holds b.mu for reading and t.mu.
+func (t *Table) roundChangedLocked() error {
 	m, b := t.dev, t.b
-	if !t.canSampleLocked(n) {
-		return fmt.Errorf("%w: table %q: a recorded round's sample of %d cannot wait for the rate limiter", ErrInvalidArg, t.cfg.Name, n)
-	}
-	need := int64(len(t.items))
-	if m.prio != nil {
-		need = max(need, int64(t.tree.n))
-	}
 	mm := &m.meta
-	if len(m.items)+len(m.lives) > 0 || m.full || m.dirty || need > m.slots || (m.prio != nil && int64(t.tree.n) != m.treeN) ||
+	if len(m.items)+len(m.lives) > 0 || m.full || m.dirty || t.mirrorNeed() > m.slots || (m.prio != nil && int64(t.tree.n) != m.treeN) ||
 		mm.arena.arena == nil || len(mm.synced) != b.numEnvs || b.stats.Steps != mm.steps || b.stats.Cuts != mm.cuts {
 		return fmt.Errorf("%w: table %q changed while a round records (an insert, removal or new step since BeginRound)", ErrInvalidArg, t.cfg.Name)
 	}

@@ -180,7 +180,11 @@ func (t *Table) sampleTransitionsOnce(tr *TableTransitions, n int, opt NStepOpti
 	t.mu.Lock()
 	rec := t.dev.recOrNil()
 	if rec != nil {
-		if err := t.roundStaleLocked(n); err != nil {
+		err := t.roundChangedLocked()
+		if err == nil && !t.canSampleLocked(n) {
+			err = fmt.Errorf("%w: table %q: a recorded round's sample of %d cannot wait for the rate limiter", ErrInvalidArg, t.cfg.Name, n)
+		}
+		if err != nil {
 			t.mu.Unlock()
 			return true, err
 		}

@@ -197,7 +197,7 @@ func (t *Table) sampleTransitionsDevLocked(ts TransitionSelector, tr *TableTrans
 		return err
 	}
 	so, sa := tr.sel.offs, tr.sel.arena
-	mir, call := t.roundMirror()
+	mir, call, _ := t.roundMirror()
 	d := kernels.UniformDraw{
 		Mirror: mir, NLive: int64(len(t.live)), Seed: t.cfg.Seed, Call: call,
 		Prob: 1 / float64(len(t.live)), Capacity: b.capacity, N: int64(n),
