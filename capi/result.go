@@ -180,7 +180,6 @@ func (r *result) nextShape() []int64 {
 func (r *result) refresh() error {
 	old := r.views
 	r.views = r.spare[:0]
-	b := r.buf.b
 	var err error
 	add := func(name string, d *tensor.Dense) {
 		if err == nil {
@@ -190,7 +189,7 @@ func (r *result) refresh() error {
 	switch r.kind {
 	case kindBatch:
 		bt := r.bt
-		for _, f := range b.Fields() {
+		for _, f := range r.buf.fields {
 			add(f.Name, bt.Fields[f.Name])
 		}
 		add(tensorbuf.StepTypeName, bt.StepType)
@@ -215,7 +214,7 @@ func (r *result) refresh() error {
 		if r.kind == kindTableTransitions {
 			tr = &r.ttr.Transitions
 		}
-		for _, f := range b.Fields() {
+		for _, f := range r.buf.fields {
 			switch f.Role {
 			case tensorbuf.Observation:
 				add(f.Name, tr.Observation[f.Name])
@@ -225,7 +224,7 @@ func (r *result) refresh() error {
 				add(f.Name, tr.PolicyInfo[f.Name])
 			}
 		}
-		for _, f := range b.Fields() {
+		for _, f := range r.buf.fields {
 			if f.Role == tensorbuf.Observation {
 				add("next_"+f.Name, tr.NextObservation[f.Name])
 			}

@@ -252,7 +252,7 @@ func (c *sliceContext) stop() {
 
 // waitErr reports a wait that ran out of its slice as errWouldBlock.
 func waitErr(ctx context.Context, err error) error {
-	if ctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+	if err != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) && ctx.Err() != nil {
 		return fmt.Errorf("%w: %w", errWouldBlock, err)
 	}
 	return err
