@@ -60,9 +60,30 @@ def test_prioritized_priorities_and_weights(filled):
         t.update_priorities([keys[0]], [float("nan")])
     with pytest.raises(trajring.InvalidArgumentError):
         t.update_priorities(keys, [1.0])
+    # Keys that are not integers would name other items once truncated.
+    for bad in (np.array([keys[0] + 0.5]), [float(keys[0])], np.array([True]), torch_or_numpy_floats(keys[:1])):
+        with pytest.raises(trajring.DTypeError):
+            t.update_priorities(bad, [1.0])
+        with pytest.raises(trajring.DTypeError):
+            t.delete(bad)
+    assert len(t) == 4
     # The failed updates changed nothing: item 0 is still never drawn.
     with t.sample(64) as s:
         assert 0 not in starts(s)
+    # Integer keys of any width are taken.
+    t.update_priorities(np.array(keys[1:2], np.uint64), [1.0])
+    t.delete(np.array(keys[3:], np.uint64))
+    t.delete(np.array([], np.int32))
+    assert len(t) == 3
+
+
+def torch_or_numpy_floats(keys: list[int]):
+    """keys as a float tensor (torch when installed, else NumPy)."""
+    try:
+        import torch
+    except ImportError:
+        return np.array(keys, np.float32)
+    return torch.tensor(keys, dtype=torch.float64)
 
 
 def test_table_errors(filled):

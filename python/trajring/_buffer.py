@@ -292,9 +292,28 @@ def _wait(fn: Any, *args: Any, timeout: Optional[float]) -> None:
 
 
 def _as_keys(keys: Any) -> tuple[Any, int, int]:
+    """Return (keep-alive object, address, count) of ``keys`` as int64.
+
+    Integer arrays, tensors and lists of any width are converted (int64 ones
+    are read in place); any other dtype (floats, which would truncate to
+    other keys, bools) raises :class:`DTypeError`.
+    """
+    if isinstance(keys, Array):
+        keys = keys.numpy()
+    if not isinstance(keys, np.ndarray) and not _is_torch(keys):
+        keys = np.asarray(_byte_values(keys))
+        if keys.size == 0:
+            keys = keys.astype(np.int64)
+    if isinstance(keys, np.ndarray) and keys.dtype != np.int64:
+        if keys.dtype.kind not in "iu":
+            raise DTypeError(f"tensorbuf: wrong dtype: keys are {keys.dtype}, not integers (a sample's \"key\" array)")
+        keys = keys.astype(np.int64)
     obj, addr, nbytes, code, shape = _raw(keys, "keys", np.dtype("int64"))
     if code != 3:
-        obj = np.ascontiguousarray(np.asarray(obj).astype(np.int64).reshape(-1))
+        arr = np.asarray(obj)
+        if arr.dtype.kind not in "iu":
+            raise DTypeError(f"tensorbuf: wrong dtype: keys are {arr.dtype}, not integers (a sample's \"key\" array)")
+        obj = np.ascontiguousarray(arr.astype(np.int64).reshape(-1))
         return obj, _ptr(obj), obj.size
     return obj, addr, nbytes // 8
 
