@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -211,7 +212,12 @@ func stateString(t testing.TB, b *Buffer) string {
 		cfg := tb.cfg
 		cfg.RateLimiter = nil
 		fmt.Fprintf(&sb, "table %+v rl %+v a %v\n", cfg, tb.cfg.RateLimiter, tb.a)
-		for s, it := range tb.items {
+		if err := tb.checkHotLocked(); err != nil {
+			t.Errorf("table %q: %v", tb.cfg.Name, err)
+		}
+		items := slices.Clone(tb.items)
+		tb.foldHot(items) // whole times-sampled counts, as a save writes them
+		for s, it := range items {
 			if it.live {
 				fmt.Fprintf(&sb, " slot %d gen %d %+v\n", s, tb.gens[s], it)
 			} else {

@@ -206,6 +206,7 @@ func (t *Table) snapshotLocked() (tableSnap, error) {
 		s.cfg.RateLimiter = &c
 	}
 	s.items, s.gens = cloneOffHeap(t.items, &s.maps), cloneOffHeap(t.gens, &s.maps)
+	t.foldHot(s.items)
 	s.free, s.live = cloneOffHeap(t.free, &s.maps), cloneOffHeap(t.live, &s.maps)
 	s.order = offHeap[int32](len(t.live), &s.maps)
 	for i := t.head; i >= 0; i = t.items[i].next {

@@ -52,6 +52,7 @@ func (t *Table) install(s *tableSnap) error {
 	t.nextKey, t.maxLen, t.budget, t.inserts, t.samples = s.nextKey, s.maxLen, s.budget, s.inserts, s.samples
 	t.maxPriority, t.hasMaxPriority = s.maxPriority, s.hasMax
 	t.orderRebuildLocked()
+	t.rebuildHotLocked()
 	return t.installTreeLocked()
 }
 

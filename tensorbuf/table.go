@@ -202,6 +202,9 @@ type Table struct {
 	items   []item
 	itemMap *itemMapping // the mapping items lives in, if any (see growMapped)
 	liveMap *itemMapping // the mapping live lives in, if any
+	hot     []hotItem    // a uniform table's items in live's order (see hotItem)
+	hotMap  *itemMapping // the mapping hot lives in, if any
+	hotOn   bool         // whether hot is kept (keepsHot)
 	free    []int32
 	live    []int32
 	head    int32
@@ -265,6 +268,7 @@ func (b *Buffer) NewTable(cfg TableConfig) (*Table, error) {
 	t := &Table{
 		b:      b,
 		cfg:    cfg,
+		hotOn:  cfg.Selector == Uniform,
 		a:      cfg.PriorityExponent,
 		head:   -1,
 		tail:   -1,
@@ -411,6 +415,9 @@ func (t *Table) insert(it Item) (key uint64, again bool, err error) {
 		t.live = growMapped(t.live, &t.liveMap) // a uniform draw reads it at random
 	}
 	t.live = append(t.live, s)
+	if t.keepsHot() {
+		t.hotAppend(s)
+	}
 	if t.tail >= 0 {
 		t.items[t.tail].next = s
 	} else {
@@ -466,6 +473,9 @@ func (t *Table) remove(s int32) {
 		// structures disagree, and returning would hide it (evictRows would
 		// loop forever on its heap).
 		panic(fmt.Sprintf("tensorbuf: internal error: Table.remove of dead slot %d", s))
+	}
+	if t.keepsHot() {
+		t.hotRemove(s, it.pos)
 	}
 	last := t.live[len(t.live)-1]
 	t.live[it.pos] = last

@@ -308,7 +308,7 @@ func (t *Table) learnLeavesLocked() error {
 	for s := range min(len(ws), len(t.items)) {
 		if it := &t.items[s]; it.live && ws[s] != t.tree.get(s) && (s >= len(m.itemMark) || !m.itemMark[s]) {
 			t.setWeight(int32(s), ws[s])
-			it.Priority = float64(ps[s])
+			t.setPriorityLocked(int32(s), float64(ps[s]))
 			t.notePriorityLocked(it.Priority)
 		}
 	}

@@ -98,7 +98,7 @@ func updatePriorities[F float32 | float64](t *Table, keys []uint64, priorities [
 	for i, s := range slots {
 		p := float64(priorities[i])
 		t.notePriorityLocked(p)
-		t.items[s].Priority = p
+		t.setPriorityLocked(s, p)
 		if t.dev != nil {
 			t.dev.noteItem(s)
 		}

@@ -165,9 +165,10 @@ const selectChunk = 32
 // Without MaxTimesSampled no item can leave mid-batch, so the draws are
 // independent: all n are drawn first (in the same order from the same
 // generator as one at a time), then the items are read with their records
-// prefetched a chunk ahead and written straight into out, because a
-// closure per item reading each record on its own stalled on every
-// record's cache miss. Importance weights are computed after the descent
+// (a uniform table: their copies in live order, see hotItem) prefetched a
+// chunk ahead and written straight into out, because a closure per item
+// reading each record on its own stalled on every record's cache miss.
+// Importance weights are computed after the descent
 // for all draws at once (importance.many), from the weights held in the
 // item records, which the descent has just brought into cache.
 func (t *Table) selectLocked(n int, out selection) (maxLen int) {
@@ -198,7 +199,16 @@ func (t *Table) selectLocked(n int, out selection) (maxLen int) {
 		maxLen = max(maxLen, it.Len+it.Pad)
 		it.timesSampled++
 	}
+	if t.cfg.MaxTimesSampled == 0 && t.keepsHot() {
+		call := t.calls
+		t.calls++
+		maxLen = t.selectHotLocked(call, grow(&t.slots, n), items, keys, probs, weights, wins)
+		t.samples += int64(n)
+		t.notifyLocked()
+		return maxLen
+	}
 	if t.cfg.MaxTimesSampled == 0 && (prio && total > 0 || t.cfg.Selector == Uniform) {
+		// A prioritized table, or a uniform one past hotMaxItems.
 		slots := grow(&t.slots, n)
 		call := t.calls
 		t.calls++
