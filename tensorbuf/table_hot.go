@@ -3,6 +3,7 @@ package tensorbuf
 import (
 	"unsafe"
 
+	"github.com/trajring/trajring/cpu"
 	"github.com/trajring/trajring/internal/philox"
 	"github.com/trajring/trajring/internal/prefetch"
 )
@@ -125,6 +126,8 @@ func (t *Table) selectHotLocked(call uint64, pos []int32, items []Item, keys []u
 	base := unsafe.Pointer(unsafe.SliceData(t.hot))
 	prefetch.Rows32(base, pos[:min(n, selectChunk)], hotItemSize)
 	p := 1 / float64(live)
+	rec, stride, capacity := t.b.recordArena()
+	var steps [selectChunk]int64
 	for lo := 0; lo < n; lo += selectChunk {
 		hi := min(lo+selectChunk, n)
 		prefetch.Rows32(base, pos[hi:min(hi+selectChunk, n)], hotItemSize)
@@ -136,7 +139,28 @@ func (t *Table) selectHotLocked(call uint64, pos []int32, items []Item, keys []u
 			}
 			maxLen = max(maxLen, h.Len+h.Pad)
 			h.sampled++
+			steps[k-lo] = int64(h.Row)*capacity + h.Start%capacity
+		}
+		if rec != nil {
+			// The gather's first reads: they load while the next
+			// chunk is selected.
+			prefetch.Records(rec, steps[:hi-lo], stride, stride)
 		}
 	}
 	return maxLen
+}
+
+// recordArena returns the host address of the buffer's record arena (the
+// packed small fields and built-in columns of every step, ring slot k at
+// k*stride), its stride and the ring's capacity, or a nil address when the
+// backend's memory is not host memory. The caller holds b.mu.
+func (b *Buffer) recordArena() (base unsafe.Pointer, stride, capacity int64) {
+	if len(b.arenas) == 0 {
+		return nil, 0, b.capacity
+	}
+	a, ok := b.arenas[0].arena.(*cpu.Arena)
+	if !ok || b.arenas[0].stride > packMaxBytes {
+		return nil, 0, b.capacity
+	}
+	return unsafe.Pointer(unsafe.SliceData(a.Bytes())), b.arenas[0].stride, b.capacity
 }

@@ -236,19 +236,25 @@ func (t *Table) selectLocked(n int, out selection) (maxLen int) {
 			}
 		}
 		p := 1 / float64(len(t.live))
+		rec, stride, capacity := t.b.recordArena()
+		var steps [selectChunk]int64
 		t.prefetchItems(slots[:min(n, selectChunk)])
 		for lo := 0; lo < n; lo += selectChunk {
 			hi := min(lo+selectChunk, n)
 			t.prefetchItems(slots[hi:min(hi+selectChunk, n)])
 			for k := lo; k < hi; k++ {
 				s := slots[k]
+				it := &t.items[s]
+				steps[k-lo] = int64(it.Row)*capacity + it.Start%capacity
 				if !prio {
 					put(k, s, p, 1)
 					continue
 				}
-				w := t.items[s].w
-				t.us[k] = w // findMany is done with us
-				put(k, s, w/total, 0)
+				t.us[k] = it.w // findMany is done with us
+				put(k, s, it.w/total, 0)
+			}
+			if rec != nil {
+				prefetch.Records(rec, steps[:hi-lo], stride, stride) // see selectHotLocked
 			}
 		}
 		if prio {
