@@ -124,6 +124,28 @@ def test_rate_limiter_timeout_and_interrupt(filled):
         assert s.n == 1
 
 
+def test_refill_waits_past_its_first_slice(filled):
+    """The hot loop's refill (``into=``, no timeout) makes one call with a
+    100 ms wait slice; one that runs out goes on waiting (and stays
+    interruptible) until an insert serves it, then refills in place."""
+    t = filled.table("limited_into", min_size=2, timeout=None)
+    t.insert(0, 0, 1)
+    t.insert(0, 1, 1)
+    batch = t.sample(1)
+    tr = t.sample_transitions(1)
+    t.delete(np.asarray(batch["key"]))
+    for refill, res in ((lambda: t.sample(1, into=batch), batch),
+                        (lambda: t.sample_transitions(1, into=tr), tr)):
+        assert len(t) == 1
+        timer = threading.Timer(0.35, lambda: t.insert(0, 2, 1))
+        timer.start()
+        start = time.monotonic()
+        assert refill() is res
+        assert 0.3 < time.monotonic() - start < 5
+        timer.join()
+        t.delete(np.asarray(res["key"]))
+
+
 def test_trajectory_writer_makes_transitions(buf):
     t = buf.table("replay", "uniform", seed=5)
     w = buf.trajectory_writer({"replay": 2})

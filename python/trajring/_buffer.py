@@ -334,6 +334,11 @@ def _stack_spec(stack: Optional[Mapping[str, int]]) -> Optional[bytes]:
     return json.dumps(spec).encode()
 
 
+_scratch_out = c_uint64()
+"""Where refills write the handle they return, which is the one passed in:
+never read, so threads may share it."""
+
+
 class Table(_lib.Handle):
     """A table of items over a buffer's steps (Reverb's model; ``tensorbuf.Table``).
 
@@ -390,6 +395,16 @@ class Table(_lib.Handle):
         Waits for the rate limiter up to ``timeout`` seconds (None: forever),
         checking for Ctrl-C every 100 ms.
         """
+        if stack is None and timeout is None and into is not None and into._handle and not _lib._forked:
+            # The hot loop's refill, spelled out: one foreign call with the
+            # first 100 ms wait slice, as _sample makes it (0.3-1 us less).
+            buf = _lib._errbuf()
+            rc = _lib.lib.trj_table_sample(self._handle, n, 100, into._handle, byref(_scratch_out), buf, _lib._ERRCAP)
+            if rc == 0:
+                into._filled()
+                return into
+            if rc != _lib.errors._WOULD_BLOCK:
+                raise _lib.errors.error_for(rc, buf.value.decode("utf-8", "replace"))
         spec = _stack_spec(stack)
         if spec is not None:
             return self._sample(_lib.lib.trj_table_sample_stacked, (n, spec), into, timeout)
@@ -417,6 +432,16 @@ class Table(_lib.Handle):
         :meth:`Buffer.sample_nstep` does; an item whose frames reach a step the
         ring overwrote comes with ``valid`` 0.
         """
+        if stack is None and timeout is None and into is not None and into._handle and not _lib._forked:
+            # The hot loop's refill, as in sample.
+            buf = _lib._errbuf()
+            rc = _lib.lib.trj_table_sample_transitions(self._handle, n, horizon, float(gamma), 100, into._handle,
+                                                       byref(_scratch_out), buf, _lib._ERRCAP)
+            if rc == 0:
+                into._filled()
+                return into
+            if rc != _lib.errors._WOULD_BLOCK:
+                raise _lib.errors.error_for(rc, buf.value.decode("utf-8", "replace"))
         spec = _stack_spec(stack)
         if spec is not None:
             return self._sample(_lib.lib.trj_table_sample_transitions_stacked, (n, horizon, float(gamma), spec), into,
