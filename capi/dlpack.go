@@ -174,7 +174,7 @@ func trj_result_dlpack(h C.uint64_t, i C.int64_t, versioned C.int32_t, stream C.
 		if out == nil {
 			return errNullOut()
 		}
-		if r.filling != nil && (!r.inPlace || r.buf.device() != deviceHost) {
+		if r.filling && (!r.inPlace || r.buf.device() != deviceHost) {
 			// A sample under way in another thread may move the memory
 			// (it began with no tensor alive), or has not yet queued the
 			// device work a consumer's stream must wait for: wait for
@@ -276,7 +276,7 @@ func dropGroup(id uint64) {
 	C.trj_export_forget(C.uint64_t(vg.h), vg.g) // before the group's memory goes
 	C.free(vg.g)
 	r.live--
-	if r.live == 0 && r.freed && r.filling == nil {
+	if r.live == 0 && r.freed && !r.filling {
 		r.retire() // else the fill under way does (see fill)
 	}
 }

@@ -85,12 +85,15 @@ type result struct {
 
 	handle uint64 // the handle naming the result, 0 when none does (freed, pooled, being made)
 	n, l   int    // the leading dimensions of the last fill (lead), read without touching the tensors
-	// filling is closed when the fill under way (run without mu) ends;
-	// nil when none is. inPlace tells whether that fill keeps the
-	// result's memory (it began with live tensors): tensors taken during
-	// it then stay valid, others wait for its end.
-	filling chan struct{}
-	inPlace bool
+	// filling tells whether a fill (run without mu) is under way, and
+	// fillDone, made by the first call waiting for it (most fills have
+	// none: a channel a fill was 1% of a hot-loop sample), is closed when
+	// it ends. inPlace tells whether that fill keeps the result's memory
+	// (it began with live tensors): tensors taken during it then stay
+	// valid, others wait for its end.
+	filling  bool
+	fillDone chan struct{}
+	inPlace  bool
 	// waiters counts the calls waiting in awaitIdle for the fill under
 	// way to end (trj_result_state reports it); wake, when not nil, is
 	// closed by freeResult so that they stop waiting for a handle that

@@ -43,7 +43,7 @@ func freeResult(h uint64) error {
 		close(r.wake)
 		r.wake = nil
 	}
-	if r.live == 0 && r.filling == nil {
+	if r.live == 0 && !r.filling {
 		r.retire()
 	}
 	return nil
@@ -95,7 +95,7 @@ func trj_result_state(h C.uint64_t, filling, waiters *C.int64_t, err *C.char, er
 			return errNullOut()
 		}
 		*filling, *waiters = 0, C.int64_t(r.waiters)
-		if r.filling != nil {
+		if r.filling {
 			*filling = 1
 		}
 		return nil

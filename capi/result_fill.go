@@ -145,13 +145,15 @@ func source(from *tensorbuf.Table) string {
 // takes r.mu back and ends the mark (waking awaitIdle) however do ends,
 // a panic included.
 func (r *result) unlocked(do func(r *result) error, inPlace bool) error {
-	done := make(chan struct{})
-	r.filling, r.inPlace = done, inPlace
+	r.filling, r.inPlace = true, inPlace
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
-		r.filling, r.inPlace = nil, false
-		close(done)
+		r.filling, r.inPlace = false, false
+		if r.fillDone != nil {
+			close(r.fillDone)
+			r.fillDone = nil
+		}
 	}()
 	return do(r)
 }
@@ -167,10 +169,13 @@ func (r *result) awaitIdle(h uint64) error {
 		if err := r.owned(h); err != nil {
 			return err
 		}
-		if r.filling == nil {
+		if !r.filling {
 			return nil
 		}
-		done := r.filling
+		if r.fillDone == nil {
+			r.fillDone = make(chan struct{})
+		}
+		done := r.fillDone
 		if r.wake == nil {
 			r.wake = make(chan struct{})
 		}
@@ -193,7 +198,7 @@ func (r *result) awaitIdle(h uint64) error {
 // An in-place fill keeps the memory, and the call does not wait. The
 // caller holds r.mu, as on return.
 func (r *result) awaitMoved(h uint64) error {
-	if r.filling != nil && !r.inPlace {
+	if r.filling && !r.inPlace {
 		return r.awaitIdle(h)
 	}
 	return nil

@@ -285,7 +285,7 @@ func TestSecondFillWaitsForTheFirst(t *testing.T) {
 		_, err := fillHandle(bo, tab, h, kindBatch, 1, 0, "", sampleOne(context.Background(), tab, entered))
 		second <- err
 	}()
-	eventually(t, r, "the second sample's wait for the first", func() bool { return r.waiters == 1 && r.filling != nil })
+	eventually(t, r, "the second sample's wait for the first", func() bool { return r.waiters == 1 && r.filling })
 	if closed(entered) {
 		t.Fatal("the second sample began while the first was under way")
 	}
@@ -303,7 +303,7 @@ func TestSecondFillWaitsForTheFirst(t *testing.T) {
 	case <-time.After(bound):
 		t.Fatal("the second sample did not begin once the first ended")
 	}
-	eventually(t, r, "the second sample's fill", func() bool { return r.filling != nil && r.waiters == 0 })
+	eventually(t, r, "the second sample's fill", func() bool { return r.filling && r.waiters == 0 })
 	if got := firstObs(t, r); !slices.Equal(got, []float32{5, 0, 50}) {
 		t.Fatalf("between the samples obs %v, want the first's [5 0 50]", got)
 	}
