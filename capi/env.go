@@ -515,7 +515,7 @@ func (eo *envObj) compatible(wo *writerObj) error {
 		return fmt.Errorf("%w: the writer has %d rows, the env %d", tensorbuf.ErrRows, len(wo.rows), eo.numEnvs)
 	}
 	want := append(slices.Clone(eo.obs), eo.act...)
-	have := wo.buf.b.Fields()
+	have := wo.buf.fields
 	for _, f := range want {
 		i := slices.IndexFunc(have, func(g tensorbuf.Field) bool { return g.Name == f.Name })
 		if i < 0 {
@@ -535,7 +535,7 @@ func (eo *envObj) compatible(wo *writerObj) error {
 // write adds the trajectory prev -> next through the writer.
 func (eo *envObj) write(wo *writerObj, prev, next *driver.TimeStep) error {
 	cols := [4]any{prev.StepType, next.StepType, next.Reward, next.Discount}
-	fs := wo.buf.b.Fields()
+	fs := wo.buf.fields
 	fields := make([]*tensor.Dense, len(fs))
 	for i, f := range fs {
 		if f.Role == tensorbuf.Observation {

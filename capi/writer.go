@@ -43,12 +43,10 @@ type writerObj struct {
 	traj   driver.Trajectory
 	closed bool
 
-	// fields is the buffer's fields (Buffer.Fields copies them each
-	// call); views and fieldBuf are the tensors of the last add's field
-	// arrays, reused by the next add that passes the same arrays (a
-	// collector's loop does): making them anew was most of the ABI's part
-	// of a one-row add.
-	fields   []tensorbuf.Field
+	// views and fieldBuf are the tensors of the last add's field arrays,
+	// reused by the next add that passes the same arrays (a collector's
+	// loop does): making them anew was most of the ABI's part of a
+	// one-row add.
 	views    []arrayView
 	fieldBuf []*tensor.Dense
 }
@@ -61,14 +59,6 @@ type arrayView struct {
 	code   int32
 	dims   []int
 	d      *tensor.Dense
-}
-
-// bufFields returns the buffer's fields, read once.
-func (wo *writerObj) bufFields() []tensorbuf.Field {
-	if wo.fields == nil {
-		wo.fields = wo.buf.b.Fields()
-	}
-	return wo.fields
 }
 
 // observerSpec is the JSON form of an observer's config: kind is
@@ -263,7 +253,7 @@ func (wo *writerObj) readStep(s *C.trj_step) (rows []int, cols [4]any, fields []
 		}
 	}
 	cols = [4]any{st, nst, rew, disc}
-	fs := wo.bufFields()
+	fs := wo.buf.fields
 	if int(s.nfields) != len(fs) {
 		return nil, cols, nil, fmt.Errorf("%w: %d fields given, the buffer has %d (%s)", tensorbuf.ErrMissingField, s.nfields, len(fs), fieldNames(fs))
 	}
@@ -456,7 +446,7 @@ func (wo *writerObj) add(rows []int, cols [4]any, fields []*tensor.Dense) error 
 	t := &wo.traj
 	*t = driver.Trajectory{StepType: st, NextStepType: nst, Reward: rew, Discount: disc,
 		Observation: map[string]*tensor.Dense{}, Action: map[string]*tensor.Dense{}, PolicyInfo: map[string]*tensor.Dense{}}
-	for i, f := range wo.bufFields() {
+	for i, f := range wo.buf.fields {
 		d := fields[i]
 		if sh := d.Shape(); len(sh) != 1+len(f.Shape) || sh[0] != n {
 			return fmt.Errorf("%w: %s", tensorbuf.ErrShape, tensorbuf.ShapeMismatch(f, n, sh))

@@ -10,7 +10,7 @@ import (
 
 // hotItem is a uniform table's copy of what a sample reads of a live
 // item, kept in Table.live's order (Table.hot[i] is the item of slot
-// live[i]): a uniform draw indexes the live list, so with the copy there it
+// live[i], so it needs no slot of its own): a uniform draw indexes the live list, so with the copy there it
 // reads one 64-byte line per item instead of a live entry and the item's
 // 96-byte record (two or three lines at random, which made a table sample
 // of 1M one-step items 1.6x a direct sample of the same steps). The
@@ -23,8 +23,7 @@ type hotItem struct {
 	// without MaxTimesSampled), which are not added to the record's
 	// timesSampled at each draw; remove and snapshots add them.
 	sampled uint64
-	slot    int32
-	_       [4]byte
+	_       [8]byte
 }
 
 // hotItemSize is the bytes of one hotItem: a cache line.
@@ -58,7 +57,7 @@ func (t *Table) hotAppend(s int32) {
 		t.hot = growMapped(t.hot, &t.hotMap) // a uniform draw reads it at random
 	}
 	it := &t.items[s]
-	t.hot = append(t.hot, hotItem{Item: it.Item, key: it.key, slot: s})
+	t.hot = append(t.hot, hotItem{Item: it.Item, key: it.key})
 }
 
 // hotRemove takes the copy at pos, the live position of the item of slot
@@ -107,7 +106,7 @@ func (t *Table) setPriorityLocked(s int32, p float64) {
 // The caller holds t.mu.
 func (t *Table) foldHot(items []item) {
 	for i := range t.hot {
-		items[t.hot[i].slot].timesSampled += int(t.hot[i].sampled)
+		items[t.live[i]].timesSampled += int(t.hot[i].sampled)
 	}
 }
 
@@ -126,8 +125,7 @@ func (t *Table) selectHotLocked(call uint64, pos []int32, items []Item, keys []u
 	base := unsafe.Pointer(unsafe.SliceData(t.hot))
 	prefetch.Rows32(base, pos[:min(n, selectChunk)], hotItemSize)
 	p := 1 / float64(live)
-	rec, stride, capacity := t.b.recordArena()
-	var steps [selectChunk]int64
+	steps := t.b.stepPrefetcher()
 	for lo := 0; lo < n; lo += selectChunk {
 		hi := min(lo+selectChunk, n)
 		prefetch.Rows32(base, pos[hi:min(hi+selectChunk, n)], hotItemSize)
@@ -139,28 +137,54 @@ func (t *Table) selectHotLocked(call uint64, pos []int32, items []Item, keys []u
 			}
 			maxLen = max(maxLen, h.Len+h.Pad)
 			h.sampled++
-			steps[k-lo] = int64(h.Row)*capacity + h.Start%capacity
+			steps.add(h.Row, h.Start)
 		}
-		if rec != nil {
-			// The gather's first reads: they load while the next
-			// chunk is selected.
-			prefetch.Records(rec, steps[:hi-lo], stride, stride)
-		}
+		steps.flush()
 	}
 	return maxLen
 }
 
-// recordArena returns the host address of the buffer's record arena (the
-// packed small fields and built-in columns of every step, ring slot k at
-// k*stride), its stride and the ring's capacity, or a nil address when the
-// backend's memory is not host memory. The caller holds b.mu.
-func (b *Buffer) recordArena() (base unsafe.Pointer, stride, capacity int64) {
-	if len(b.arenas) == 0 {
-		return nil, 0, b.capacity
+// stepPrefetch prefetches the record-arena rows (the packed small fields
+// and built-in columns) of up to selectChunk steps at a time: a table's
+// selection adds each drawn item's first step as it reads the item and
+// flushes after each chunk, so the gather's first reads load while the
+// next chunk is selected instead of after the whole selection. It does
+// nothing where the arena is not host memory or its rows are longer than
+// packMaxBytes (the gather streams those itself).
+type stepPrefetch struct {
+	b      *Buffer
+	base   unsafe.Pointer // nil: nothing to prefetch
+	stride int64
+	n      int
+	slots  [selectChunk]int64
+}
+
+// stepPrefetcher returns a stepPrefetch of b's record arena. The caller
+// holds b.mu for as long as it is used.
+func (b *Buffer) stepPrefetcher() stepPrefetch {
+	p := stepPrefetch{b: b}
+	if len(b.arenas) == 0 || b.arenas[0].stride > packMaxBytes {
+		return p
 	}
-	a, ok := b.arenas[0].arena.(*cpu.Arena)
-	if !ok || b.arenas[0].stride > packMaxBytes {
-		return nil, 0, b.capacity
+	if a, ok := b.arenas[0].arena.(*cpu.Arena); ok {
+		p.base, p.stride = unsafe.Pointer(unsafe.SliceData(a.Bytes())), b.arenas[0].stride
 	}
-	return unsafe.Pointer(unsafe.SliceData(a.Bytes())), b.arenas[0].stride, b.capacity
+	return p
+}
+
+// add notes step start of row for the next flush (at most selectChunk
+// between flushes).
+func (p *stepPrefetch) add(row int, start int64) {
+	if p.base != nil {
+		p.slots[p.n] = p.b.slot(row, start)
+		p.n++
+	}
+}
+
+// flush prefetches the steps added since the last flush.
+func (p *stepPrefetch) flush() {
+	if p.n > 0 {
+		prefetch.Records(p.base, p.slots[:p.n], p.stride, p.stride)
+		p.n = 0
+	}
 }

@@ -24,8 +24,8 @@ func (t *Table) checkHotLocked() error {
 	}
 	for i, s := range t.live {
 		h, it := &t.hot[i], &t.items[s]
-		if h.slot != s || h.Item != it.Item || h.key != it.key {
-			return fmt.Errorf("hot item %d is slot %d %+v key %d, live slot %d %+v key %d", i, h.slot, h.Item, h.key, s, it.Item, it.key)
+		if h.Item != it.Item || h.key != it.key { // a key names its slot
+			return fmt.Errorf("hot item %d is %+v key %d, live slot %d %+v key %d", i, h.Item, h.key, s, it.Item, it.key)
 		}
 		if t.cfg.MaxTimesSampled > 0 && h.sampled != 0 {
 			return fmt.Errorf("hot item %d counts %d draws in a table with MaxTimesSampled", i, h.sampled)

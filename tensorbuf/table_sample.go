@@ -236,8 +236,7 @@ func (t *Table) selectLocked(n int, out selection) (maxLen int) {
 			}
 		}
 		p := 1 / float64(len(t.live))
-		rec, stride, capacity := t.b.recordArena()
-		var steps [selectChunk]int64
+		steps := t.b.stepPrefetcher()
 		t.prefetchItems(slots[:min(n, selectChunk)])
 		for lo := 0; lo < n; lo += selectChunk {
 			hi := min(lo+selectChunk, n)
@@ -245,7 +244,7 @@ func (t *Table) selectLocked(n int, out selection) (maxLen int) {
 			for k := lo; k < hi; k++ {
 				s := slots[k]
 				it := &t.items[s]
-				steps[k-lo] = int64(it.Row)*capacity + it.Start%capacity
+				steps.add(it.Row, it.Start)
 				if !prio {
 					put(k, s, p, 1)
 					continue
@@ -253,9 +252,7 @@ func (t *Table) selectLocked(n int, out selection) (maxLen int) {
 				t.us[k] = it.w // findMany is done with us
 				put(k, s, it.w/total, 0)
 			}
-			if rec != nil {
-				prefetch.Records(rec, steps[:hi-lo], stride, stride) // see selectHotLocked
-			}
+			steps.flush() // see stepPrefetch
 		}
 		if prio {
 			imp.many(weights, t.us[:n])

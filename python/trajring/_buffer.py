@@ -339,6 +339,18 @@ _scratch_out = c_uint64()
 never read, so threads may share it."""
 
 
+def _refilled(rc: int, buf: ctypes.Array, into: Result) -> bool:
+    """Finish a refill's first call (status rc, message in buf): True when
+    ``into`` was filled, False when its wait slice ran out (the caller goes
+    on through the general path); any other status raises its error."""
+    if rc == 0:
+        into._filled()
+        return True
+    if rc != _lib.errors._WOULD_BLOCK:
+        raise _lib.errors.error_for(rc, buf.value.decode("utf-8", "replace"))
+    return False
+
+
 class Table(_lib.Handle):
     """A table of items over a buffer's steps (Reverb's model; ``tensorbuf.Table``).
 
@@ -400,11 +412,8 @@ class Table(_lib.Handle):
             # first 100 ms wait slice, as _sample makes it (0.3-1 us less).
             buf = _lib._errbuf()
             rc = _lib.lib.trj_table_sample(self._handle, n, 100, into._handle, byref(_scratch_out), buf, _lib._ERRCAP)
-            if rc == 0:
-                into._filled()
+            if _refilled(rc, buf, into):
                 return into
-            if rc != _lib.errors._WOULD_BLOCK:
-                raise _lib.errors.error_for(rc, buf.value.decode("utf-8", "replace"))
         spec = _stack_spec(stack)
         if spec is not None:
             return self._sample(_lib.lib.trj_table_sample_stacked, (n, spec), into, timeout)
@@ -437,11 +446,8 @@ class Table(_lib.Handle):
             buf = _lib._errbuf()
             rc = _lib.lib.trj_table_sample_transitions(self._handle, n, horizon, float(gamma), 100, into._handle,
                                                        byref(_scratch_out), buf, _lib._ERRCAP)
-            if rc == 0:
-                into._filled()
+            if _refilled(rc, buf, into):
                 return into
-            if rc != _lib.errors._WOULD_BLOCK:
-                raise _lib.errors.error_for(rc, buf.value.decode("utf-8", "replace"))
         spec = _stack_spec(stack)
         if spec is not None:
             return self._sample(_lib.lib.trj_table_sample_transitions_stacked, (n, horizon, float(gamma), spec), into,
