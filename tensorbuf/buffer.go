@@ -46,6 +46,11 @@ type Config struct {
 	// and a cold read reads a whole folio. It is a mapping hint, not
 	// stored: Open maps with 4 KiB pages. Without Dir it is ErrConfig.
 	DirHugePages bool
+
+	// packedRecords lays the record arena out as buffers were before
+	// line-aligned records (planLayout): Load and Open set it for a
+	// checkpoint or directory whose header has no layout byte.
+	packedRecords bool
 }
 
 // column is one field's ring storage: numEnvs*capacity steps, at offset
@@ -103,10 +108,13 @@ type Buffer struct {
 	capacity int64
 	cols     []column
 	arenas   []ringArena // the ring arenas the columns live in (planLayout)
-	ring     []Column    // the rings as Scatter columns; immutable after New
-	hostRows *hostRows   // the rings as single-row adds write them, or nil (writer_host.go)
-	byName   map[string]int
-	nUser    int
+	// packedRecords: the record arena has the layout of buffers before
+	// line-aligned records (Config.packedRecords).
+	packedRecords bool
+	ring          []Column  // the rings as Scatter columns; immutable after New
+	hostRows      *hostRows // the rings as single-row adds write them, or nil (writer_host.go)
+	byName        map[string]int
+	nUser         int
 
 	memBytes int64 // arenas plus host metadata, fixed at New
 	// stepAll and stepObs are the bytes of one stored step over every
@@ -224,7 +232,8 @@ func newBufferStore(cfg Config, hostMem func() (int64, error), store ringStore) 
 		b.cols = append(b.cols, c)
 	}
 	b.stepAll, b.stepObs = b.sumStepBytes()
-	strides := planLayout(b.cols)
+	b.packedRecords = cfg.packedRecords
+	strides := planLayout(b.cols, b.packedRecords)
 	steps, ringBytes, hostBytes, err := b.sizes(strides)
 	if err != nil {
 		return nil, err

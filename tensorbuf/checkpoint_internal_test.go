@@ -30,7 +30,11 @@ func ckptVal(f, row int, pos int64, e int) float64 {
 
 // ckptStep builds one batched step of every row at the given positions;
 // the step types follow episodes of length 5 + row.
-func ckptStep(rows []int, pos []int64) *Step {
+func ckptStep(rows []int, pos []int64) *Step { return ckptStepOf(ckptFields, rows, pos) }
+
+// ckptStepOf is ckptStep of a buffer of fields (of float32, uint8 and
+// int64 elements), field f's elements being ckptVal(f, ...).
+func ckptStepOf(fields []Field, rows []int, pos []int64) *Step {
 	s := &Step{Rows: rows, Values: map[string]*tensor.Dense{}}
 	for i, r := range rows {
 		ep := int64(5 + r)
@@ -56,7 +60,7 @@ func ckptStep(rows []int, pos []int64) *Step {
 		}
 		s.Discount = append(s.Discount, d)
 	}
-	for f, fd := range ckptFields {
+	for f, fd := range fields {
 		n := fd.Elems()
 		shape := append([]int{len(rows)}, fd.Shape...)
 		switch fd.DType {
@@ -98,7 +102,7 @@ func ckptAdd(t testing.TB, b *Buffer, w *Writer, n int) {
 		for i, r := range rows {
 			pos[i] = b.Cursor(r)
 		}
-		if err := w.Add(ckptStep(rows, pos)); err != nil {
+		if err := w.Add(ckptStepOf(b.Fields(), rows, pos)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -118,7 +122,15 @@ var ckptTables = []TableConfig{
 // table, updated priorities, sampled and deleted items.
 func newCkptBuffer(t testing.TB, be Backend, envs, capacity, steps int) *Buffer {
 	t.Helper()
-	b, err := New(Config{NumEnvs: envs, Capacity: capacity, Fields: ckptFields, Backend: be, Seed: 7})
+	return newCkptBufferOf(t, Config{NumEnvs: envs, Capacity: capacity, Fields: ckptFields, Backend: be, Seed: 7}, steps)
+}
+
+// newCkptBufferOf is newCkptBuffer of cfg (ckptFields, or fields that
+// include them).
+func newCkptBufferOf(t testing.TB, cfg Config, steps int) *Buffer {
+	t.Helper()
+	envs := cfg.NumEnvs
+	b, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +154,7 @@ func newCkptBuffer(t testing.TB, be Backend, envs, capacity, steps int) *Buffer 
 		ckptAdd(t, b, w, 1)
 		if i == steps/2 && envs > 1 {
 			// A cut: row 1 restarts an episode in the middle of one.
-			s := ckptStep([]int{1}, []int64{b.Cursor(1)})
+			s := ckptStepOf(b.Fields(), []int{1}, []int64{b.Cursor(1)})
 			s.StepType[0], s.NextStepType[0] = First, Mid
 			if err := w.Add(s); err != nil {
 				t.Fatal(err)

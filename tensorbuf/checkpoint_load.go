@@ -37,6 +37,9 @@ type ckptHeader struct {
 	nTables  int
 	stats    Stats
 	rng      []byte
+	// packedRecords: no layout byte (a file written before line-aligned
+	// records).
+	packedRecords bool
 	// Derived by check.
 	steps, ringBytes int64
 	arenaBytes       []int64 // per ring arena (planLayout): the record arena, then the large fields
@@ -71,6 +74,15 @@ func readHeader(cr *ckptio.Reader) (*ckptHeader, error) {
 	}
 	h.stats = Stats{Steps: s.I64(), Cuts: s.I64(), DroppedTransitions: s.I64()}
 	h.rng = s.Bytes(maxCkptRNG)
+	// The layout byte is optional: a file written before it ends here,
+	// and its record arena has the packed layout.
+	h.packedRecords = true
+	if s.More() {
+		if l := s.U8(); l != layoutLineAligned {
+			s.Fail("record layout %d", l)
+		}
+		h.packedRecords = false
+	}
 	if err := s.Done(); err != nil {
 		return nil, err
 	}
@@ -106,7 +118,7 @@ func (h *ckptHeader) check() error {
 	for _, dt := range []DType{Int32, Int32, Float32, Float32} { // step_type, next_step_type, reward, discount
 		probe.cols = append(probe.cols, column{Field: Field{DType: dt}, stepBytes: int64(dt.Size()), builtin: true})
 	}
-	strides := planLayout(probe.cols)
+	strides := planLayout(probe.cols, h.packedRecords)
 	steps, ring, _, err := probe.sizes(strides)
 	if err != nil {
 		return err
@@ -258,7 +270,8 @@ func Load(r io.Reader, opts LoadOptions) (*Buffer, error) {
 		return nil, fmt.Errorf("%w: the checkpoint's rows hold %d steps, LoadOptions.Capacity asks %d: a checkpoint loads only at its own capacity",
 			ErrConfig, h.capacity, opts.Capacity)
 	}
-	b, err := New(Config{NumEnvs: h.numEnvs, Capacity: int(h.capacity), Fields: h.fields, Backend: opts.Backend})
+	b, err := New(Config{NumEnvs: h.numEnvs, Capacity: int(h.capacity), Fields: h.fields, Backend: opts.Backend,
+		packedRecords: h.packedRecords})
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}

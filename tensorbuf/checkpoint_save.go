@@ -165,6 +165,9 @@ type bufSnap struct {
 	stats    Stats
 	rng      []byte
 	tables   []tableSnap
+	// layout is the header's layout byte (layoutLineAligned), or 0 for
+	// none: the record arena's layout predates line-aligned records.
+	layout uint8
 }
 
 // snapshotLocked copies the buffer's host state. The caller holds b.mu
@@ -172,7 +175,7 @@ type bufSnap struct {
 func (b *Buffer) snapshotLocked() (*bufSnap, error) {
 	s := &bufSnap{
 		numEnvs: b.numEnvs, capacity: b.capacity, fields: b.Fields(),
-		cursor: slices.Clone(b.cursor), stats: b.stats,
+		cursor: slices.Clone(b.cursor), stats: b.stats, layout: b.layoutByte(),
 	}
 	s.slots = storedSlots(s.cursor, s.capacity)
 	s.meta = make([]uint8, 0, ckptio.SpansLen(s.slots))
@@ -401,7 +404,10 @@ func (b *Buffer) stageArenasLocked(slots []ckptio.Span) (staged []Arena, err err
 // buffer's checkpoint (format version 3), in this order:
 //
 //   - the header: the buffer's sizes and field specs, the number of tables,
-//     its Stats and its direct samplers' random source;
+//     its Stats and its direct samplers' random source, then the layout
+//     byte (layoutLineAligned) unless the record arena keeps the packed
+//     layout of files written before it (which end without the byte and
+//     load with that layout);
 //   - the rows: every row's cursor;
 //   - one section per table (writeTable), ending with an optional flags
 //     byte (tableDeviceSelection): files written before it end without,
@@ -411,7 +417,8 @@ func (b *Buffer) stageArenasLocked(slots []ckptio.Span) (staged []Arena, err err
 // Save then streams one section per ring arena of the buffer's layout
 // (planLayout: the packed record arena of the small fields and the
 // built-in columns, then one arena per large field in field order; Load
-// recomputes the layout from the header's field specs), and the end.
+// recomputes the layout from the header's field specs and layout byte),
+// and the end.
 // The metadata and arena sections hold the stored steps only: row after
 // row, the first min(cursor, capacity) slots of the row (storedSlots),
 // that is Σ min(cursor, capacity) bytes of metadata and as many records
@@ -436,6 +443,9 @@ func writeSnap(cw *ckptio.Writer, s *bufSnap) error {
 	h.I64(s.stats.Cuts)
 	h.I64(s.stats.DroppedTransitions)
 	h.Bytes(s.rng)
+	if s.layout != 0 {
+		h.U8(s.layout)
+	}
 	if err := h.Close(); err != nil {
 		return err
 	}

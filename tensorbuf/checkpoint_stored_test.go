@@ -264,7 +264,7 @@ func TestCheckpointSizeOfStored(t *testing.T) {
 	if b.Size() != stored {
 		t.Fatalf("size %d, want %d", b.Size(), stored)
 	}
-	header := int64(8 + 8 + 4 + 4 + 24 + 4 + len(marshalBufDraws(1, 0)))
+	header := int64(8 + 8 + 4 + 4 + 24 + 4 + len(marshalBufDraws(1, 0)) + 1) // + the layout byte
 	for _, f := range fields {
 		header += int64(4 + len(f.Name) + 1 + 1 + 4 + 8*len(f.Shape))
 	}

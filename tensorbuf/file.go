@@ -400,7 +400,7 @@ func (b *Buffer) Sync() error {
 func (b *Buffer) fileSnapLocked() (*bufSnap, error) {
 	s := &bufSnap{
 		numEnvs: b.numEnvs, capacity: b.capacity, fields: b.Fields(),
-		cursor: slices.Clone(b.cursor), stats: b.stats,
+		cursor: slices.Clone(b.cursor), stats: b.stats, layout: b.layoutByte(),
 	}
 	if err := b.snapDrawsAndTables(s); err != nil {
 		return nil, err

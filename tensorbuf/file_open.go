@@ -97,7 +97,8 @@ func Open(dir string) (_ *Buffer, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if b, err = newBufferStore(Config{NumEnvs: h.numEnvs, Capacity: int(h.capacity), Fields: h.fields, Backend: be}, cpu.MemAvailable, fs); err != nil {
+	if b, err = newBufferStore(Config{NumEnvs: h.numEnvs, Capacity: int(h.capacity), Fields: h.fields, Backend: be,
+		packedRecords: h.packedRecords}, cpu.MemAvailable, fs); err != nil {
 		return nil, err
 	}
 	if err := fs.applyJournal(b); err != nil {

@@ -3,7 +3,6 @@ package tensorbuf
 import (
 	"unsafe"
 
-	"github.com/trajring/trajring/cpu"
 	"github.com/trajring/trajring/internal/philox"
 	"github.com/trajring/trajring/internal/prefetch"
 )
@@ -125,7 +124,6 @@ func (t *Table) selectHotLocked(call uint64, pos []int32, items []Item, keys []u
 	base := unsafe.Pointer(unsafe.SliceData(t.hot))
 	prefetch.Rows32(base, pos[:min(n, selectChunk)], hotItemSize)
 	p := 1 / float64(live)
-	steps := t.b.stepPrefetcher()
 	for lo := 0; lo < n; lo += selectChunk {
 		hi := min(lo+selectChunk, n)
 		prefetch.Rows32(base, pos[hi:min(hi+selectChunk, n)], hotItemSize)
@@ -137,54 +135,7 @@ func (t *Table) selectHotLocked(call uint64, pos []int32, items []Item, keys []u
 			}
 			maxLen = max(maxLen, h.Len+h.Pad)
 			h.sampled++
-			steps.add(h.Row, h.Start)
 		}
-		steps.flush()
 	}
 	return maxLen
-}
-
-// stepPrefetch prefetches the record-arena rows (the packed small fields
-// and built-in columns) of up to selectChunk steps at a time: a table's
-// selection adds each drawn item's first step as it reads the item and
-// flushes after each chunk, so the gather's first reads load while the
-// next chunk is selected instead of after the whole selection. It does
-// nothing where the arena is not host memory or its rows are longer than
-// packMaxBytes (the gather streams those itself).
-type stepPrefetch struct {
-	b      *Buffer
-	base   unsafe.Pointer // nil: nothing to prefetch
-	stride int64
-	n      int
-	slots  [selectChunk]int64
-}
-
-// stepPrefetcher returns a stepPrefetch of b's record arena. The caller
-// holds b.mu for as long as it is used.
-func (b *Buffer) stepPrefetcher() stepPrefetch {
-	p := stepPrefetch{b: b}
-	if len(b.arenas) == 0 || b.arenas[0].stride > packMaxBytes {
-		return p
-	}
-	if a, ok := b.arenas[0].arena.(*cpu.Arena); ok {
-		p.base, p.stride = unsafe.Pointer(unsafe.SliceData(a.Bytes())), b.arenas[0].stride
-	}
-	return p
-}
-
-// add notes step start of row for the next flush (at most selectChunk
-// between flushes).
-func (p *stepPrefetch) add(row int, start int64) {
-	if p.base != nil {
-		p.slots[p.n] = p.b.slot(row, start)
-		p.n++
-	}
-}
-
-// flush prefetches the steps added since the last flush.
-func (p *stepPrefetch) flush() {
-	if p.n > 0 {
-		prefetch.Records(p.base, p.slots[:p.n], p.stride, p.stride)
-		p.n = 0
-	}
 }

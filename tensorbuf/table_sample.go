@@ -236,7 +236,6 @@ func (t *Table) selectLocked(n int, out selection) (maxLen int) {
 			}
 		}
 		p := 1 / float64(len(t.live))
-		steps := t.b.stepPrefetcher()
 		t.prefetchItems(slots[:min(n, selectChunk)])
 		for lo := 0; lo < n; lo += selectChunk {
 			hi := min(lo+selectChunk, n)
@@ -244,7 +243,6 @@ func (t *Table) selectLocked(n int, out selection) (maxLen int) {
 			for k := lo; k < hi; k++ {
 				s := slots[k]
 				it := &t.items[s]
-				steps.add(it.Row, it.Start)
 				if !prio {
 					put(k, s, p, 1)
 					continue
@@ -252,7 +250,6 @@ func (t *Table) selectLocked(n int, out selection) (maxLen int) {
 				t.us[k] = it.w // findMany is done with us
 				put(k, s, it.w/total, 0)
 			}
-			steps.flush() // see stepPrefetch
 		}
 		if prio {
 			imp.many(weights, t.us[:n])
