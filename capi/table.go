@@ -191,7 +191,8 @@ func trj_table_insert(h C.uint64_t, row, start, length, pad C.int64_t, priority 
 }
 
 // waitContext returns the context of one slice of a wait: waitMS
-// milliseconds (at most a minute), or no limit when waitMS < 0.
+// milliseconds (at most a minute) from the moment the call first waits,
+// or no limit when waitMS < 0.
 func waitContext(waitMS C.int64_t) (context.Context, context.CancelFunc, error) {
 	if waitMS < 0 {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -200,26 +201,43 @@ func waitContext(waitMS C.int64_t) (context.Context, context.CancelFunc, error) 
 	if waitMS > 60000 {
 		return nil, nil, fmt.Errorf("%w: a wait slice of %d ms (at most 60000)", tensorbuf.ErrInvalidArg, waitMS)
 	}
-	c := &sliceContext{deadline: time.Now().Add(time.Duration(waitMS) * time.Millisecond)}
+	c := &sliceContext{slice: time.Duration(waitMS) * time.Millisecond}
 	return c, c.stop, nil
 }
 
-// sliceContext is a wait slice's deadline whose timer is made only when a
-// wait asks for Done: most samples and inserts never wait, and a timer
-// made and stopped each call was a tenth of a one-item sample's time.
-// Safe for concurrent use.
+// sliceContext is a wait slice that begins when a wait asks for its
+// Done channel or Deadline, and is never done before: most samples and
+// inserts never wait, and a call that need not wait goes through even
+// with a slice of 0 ms (a non-blocking try, as Reverb's timeout 0). Its
+// clock is read and its timer made only then (a timer made and stopped
+// each call was a tenth of a one-item sample's time, the clock read at
+// every call 4%). Safe for concurrent use.
 type sliceContext struct {
-	deadline time.Time
+	slice    time.Duration
 	mu       sync.Mutex
+	deadline time.Time       // zero until the slice begins
 	inner    context.Context // nil until Done
 	cancel   context.CancelFunc
 }
 
-func (c *sliceContext) Deadline() (time.Time, bool) { return c.deadline, true }
+// beginLocked starts the slice, once. The caller holds c.mu.
+func (c *sliceContext) beginLocked() {
+	if c.deadline.IsZero() {
+		c.deadline = time.Now().Add(c.slice)
+	}
+}
+
+func (c *sliceContext) Deadline() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.beginLocked()
+	return c.deadline, true
+}
 
 func (c *sliceContext) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.beginLocked()
 	if c.inner == nil {
 		c.inner, c.cancel = context.WithDeadline(context.Background(), c.deadline)
 	}
@@ -228,15 +246,15 @@ func (c *sliceContext) Done() <-chan struct{} {
 
 func (c *sliceContext) Err() error {
 	c.mu.Lock()
-	inner := c.inner
+	inner, deadline := c.inner, c.deadline
 	c.mu.Unlock()
-	if inner != nil {
+	switch {
+	case inner != nil:
 		return inner.Err()
+	case deadline.IsZero() || time.Now().Before(deadline):
+		return nil
 	}
-	if !time.Now().Before(c.deadline) {
-		return context.DeadlineExceeded
-	}
-	return nil
+	return context.DeadlineExceeded
 }
 
 func (c *sliceContext) Value(any) any { return nil }

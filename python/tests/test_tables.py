@@ -104,6 +104,28 @@ def test_table_errors(filled):
     assert len(t) == 0
 
 
+def test_timeout_zero_is_a_non_blocking_try(filled):
+    """timeout=0 serves what needs no wait (Reverb's timeout 0) and raises
+    RateLimitedError at once for what would wait, changing nothing."""
+    t = filled.table("try", min_size=2, timeout=None)
+    keys = {t.insert(0, 0, 1, timeout=0)}
+    start = time.monotonic()
+    with pytest.raises(trajring.RateLimitedError):
+        t.sample(1, timeout=0)
+    assert time.monotonic() - start < 1
+    assert len(t) == 1
+    keys.add(t.insert(0, 1, 1, timeout=0))
+    with t.sample(3, timeout=0) as s:
+        assert s.n == 3
+        assert set(s["key"].numpy().tolist()) <= keys
+    batch = t.sample(2)
+    assert t.sample(2, into=batch, timeout=0) is batch
+    u = filled.table("try-unlimited", "uniform")
+    k = u.insert(0, 2, 1, timeout=0)
+    with u.sample(1, timeout=0) as s:
+        assert s["key"].numpy().tolist() == [k]
+
+
 def test_rate_limiter_timeout_and_interrupt(filled):
     t = filled.table("limited", min_size=2, timeout=None)
     t.insert(0, 0, 1)
