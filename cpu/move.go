@@ -118,6 +118,10 @@ func moveRows(out, ring []byte, idx []int64, r, s int64) {
 // on the stack; gathers over more rings prefetch column by column.
 const maxPlan = 16
 
+// maxPlanCols bounds the columns of a gather planned so; wider gathers
+// (hundreds of fields) prefetch column by column too.
+const maxPlanCols = 128
+
 // aheadMin is the smallest step whose column a row gather moves with its
 // ring's records prefetched whole a few rows ahead (rowmove.RowsAhead)
 // rather than by their first and last line a chunk ahead: from a few
@@ -155,6 +159,16 @@ func (p *prefetchPlan) build(cols []kernels.Column, ahead bool) { p.buildOf(cols
 func (p *prefetchPlan) buildOf(cols []kernels.Column, next, ahead bool) {
 	p.n = 0
 	p.next = next
+	// The rings as pointers: comparing them pairwise as interfaces was a
+	// twentieth of a one-item sample.
+	var ringOf [maxPlanCols]*Arena
+	if len(cols) > len(ringOf) {
+		p.n = -1 // prefetch column by column
+		return
+	}
+	for c := range cols {
+		ringOf[c] = cols[c].Ring.(*Arena)
+	}
 	in := func(col *kernels.Column) bool { return !next || col.NextOut != nil }
 	for c := range cols {
 		col := &cols[c]
@@ -163,7 +177,7 @@ func (p *prefetchPlan) buildOf(cols []kernels.Column, next, ahead bool) {
 		}
 		shared, seen := false, false
 		for d := range cols {
-			if d != c && cols[d].Ring == col.Ring {
+			if d != c && ringOf[d] == ringOf[c] {
 				shared = true
 				seen = seen || d < c && in(&cols[d])
 			}
@@ -175,7 +189,7 @@ func (p *prefetchPlan) buildOf(cols []kernels.Column, next, ahead bool) {
 			p.n = -1 // too many rings: prefetch column by column
 			return
 		}
-		ring := col.Ring.(*Arena).b
+		ring := ringOf[c].b
 		base, span := unsafe.Pointer(unsafe.SliceData(ring)), col.RingStride()
 		if !shared {
 			base, span = unsafe.Pointer(unsafe.SliceData(ring[col.Offset:])), col.StepBytes
@@ -183,7 +197,7 @@ func (p *prefetchPlan) buildOf(cols []kernels.Column, next, ahead bool) {
 		p.base[p.n], p.r[p.n], p.sp[p.n] = base, col.RingStride(), span
 		p.lead[p.n] = -1
 		for d := c; ahead && d < len(cols); d++ { // c is the ring's first column
-			if cols[d].Ring == col.Ring && cols[d].StepBytes >= aheadMin && in(&cols[d]) {
+			if ringOf[d] == ringOf[c] && cols[d].StepBytes >= aheadMin && in(&cols[d]) {
 				p.lead[p.n], p.dist[p.n] = d, min(max(int(aheadBytes/span), minAhead), maxAhead)
 				break
 			}

@@ -337,17 +337,17 @@ def _stack_spec(stack: Optional[Mapping[str, int]]) -> Optional[bytes]:
 _scratch_out = c_uint64()
 """Where refills write the handle they return, which is the one passed in:
 never read, so threads may share it."""
+_scratch_ref = byref(_scratch_out)
 
 
-def _refilled(rc: int, buf: ctypes.Array, into: Result) -> bool:
-    """Finish a refill's first call (status rc, message in buf): True when
-    ``into`` was filled, False when its wait slice ran out (the caller goes
-    on through the general path); any other status raises its error."""
+def _refilled(rc: int, into: Result) -> bool:
+    """Finish a refill's first call (status rc, made without a message
+    buffer): True when ``into`` was filled; False for any other status, and
+    the caller goes on through the general path, which calls again with a
+    message buffer and waits or raises (a failed sample changes nothing)."""
     if rc == 0:
         into._filled()
         return True
-    if rc != _lib.errors._WOULD_BLOCK:
-        raise _lib.errors.error_for(rc, buf.value.decode("utf-8", "replace"))
     return False
 
 
@@ -410,9 +410,7 @@ class Table(_lib.Handle):
         if stack is None and timeout is None and into is not None and into._handle and not _lib._forked:
             # The hot loop's refill, spelled out: one foreign call with the
             # first 100 ms wait slice, as _sample makes it (0.3-1 us less).
-            buf = _lib._errbuf()
-            rc = _lib.lib.trj_table_sample(self._handle, n, 100, into._handle, byref(_scratch_out), buf, _lib._ERRCAP)
-            if _refilled(rc, buf, into):
+            if _refilled(_lib.lib.trj_table_sample(self._handle, n, 100, into._handle, _scratch_ref, None, 0), into):
                 return into
         spec = _stack_spec(stack)
         if spec is not None:
@@ -443,10 +441,9 @@ class Table(_lib.Handle):
         """
         if stack is None and timeout is None and into is not None and into._handle and not _lib._forked:
             # The hot loop's refill, as in sample.
-            buf = _lib._errbuf()
             rc = _lib.lib.trj_table_sample_transitions(self._handle, n, horizon, float(gamma), 100, into._handle,
-                                                       byref(_scratch_out), buf, _lib._ERRCAP)
-            if _refilled(rc, buf, into):
+                                                       _scratch_ref, None, 0)
+            if _refilled(rc, into):
                 return into
         spec = _stack_spec(stack)
         if spec is not None:
