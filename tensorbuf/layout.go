@@ -103,16 +103,23 @@ func recordStride(sum, align int64, packed bool) int64 {
 	if packed {
 		return s
 	}
-	c := lineStride(sum)
-	// Lines a random record touches: records of stride s from a
-	// line-aligned base start at every multiple of gcd(s, 64) within a
-	// line, so on average (s + 64 - gcd) / 64; ceil(sum/64), or 1, at c.
-	lines64 := s + cacheLine - gcd(s, cacheLine)
-	linesC := max(1, c/cacheLine)
-	if lines64*s >= cacheLine*linesC*c {
+	if c := lineStride(sum); linesPer64(s, sum)*s >= linesPer64(c, sum)*c {
 		return c
 	}
 	return s
+}
+
+// linesPer64 returns the cache lines that 64 consecutive records of sum
+// bytes at stride touch from a line-aligned base, together: 64 times what
+// a random record touches on average, since their offsets within a line
+// repeat every 64/gcd(stride, 64) records.
+func linesPer64(stride, sum int64) int64 {
+	var n int64
+	for k := range int64(cacheLine) {
+		start := k * stride
+		n += (start+sum-1)/cacheLine - start/cacheLine + 1
+	}
+	return n
 }
 
 // layoutLineAligned is the checkpoint header's layout byte of a buffer
@@ -144,13 +151,6 @@ func lineStride(sum int64) int64 {
 		c *= 2
 	}
 	return c
-}
-
-func gcd(a, b int64) int64 {
-	for b != 0 {
-		a, b = b, a%b
-	}
-	return a
 }
 
 func roundUp(n, a int64) int64 { return (n + a - 1) / a * a }

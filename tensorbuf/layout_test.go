@@ -118,24 +118,28 @@ func recordLayoutCase(t *testing.T, fields []Field, packed bool, want int64, are
 	}
 }
 
-// TestRecordStride checks the line-aligned stride of records of 1 to 300
-// bytes with elements of 1 to 8 bytes against lines counted one by one:
+// TestRecordStride checks the line-aligned stride of records of 1 to 600
+// bytes with elements of 1 to 8 bytes against lines counted byte by byte:
 // the stride is the line stride exactly when, over 64 consecutive records
 // from a line-aligned base, the packed stride's bytes times the lines a
 // record touches are at least the line stride's (memory grows by at most
 // the factor the lines a random read costs shrink), and either way it
 // holds the record and keeps its elements and 16-byte moves aligned.
 func TestRecordStride(t *testing.T) {
-	lines := func(stride, sum int64) int64 { // over 64 records, each starting at k*stride
+	lines := func(stride, sum int64) int64 { // distinct lines of each of 64 records, added up
 		var n int64
 		for k := range int64(64) {
-			start := k * stride
-			n += (start+sum-1)/64 - start/64 + 1
+			last := int64(-1)
+			for b := k * stride; b < k*stride+sum; b++ {
+				if b/64 != last {
+					n, last = n+1, b/64
+				}
+			}
 		}
 		return n
 	}
 	for _, align := range []int64{1, 2, 4, 8} {
-		for sum := align; sum <= 300; sum += align {
+		for sum := align; sum <= 600; sum += align {
 			p, got := recordStride(sum, align, true), recordStride(sum, align, false)
 			l := lineStride(sum)
 			if l < sum || l%16 != 0 || (l <= 64 && l&(l-1) != 0) || (l > 64 && l%64 != 0) || l-sum >= max(sum, 64) {
