@@ -9,12 +9,14 @@ import (
 
 // hotItem is a uniform table's copy of what a sample reads of a live
 // item, kept in Table.live's order (Table.hot[i] is the item of slot
-// live[i], so it needs no slot of its own): a uniform draw indexes the live list, so with the copy there it
-// reads one 64-byte line per item instead of a live entry and the item's
-// 96-byte record (two or three lines at random, which made a table sample
-// of 1M one-step items 1.6x a direct sample of the same steps). The
-// record stays the item's home; the copy is updated where the record's
-// Item changes (Insert, UpdatePriorities) and moves with the live list.
+// live[i], so it needs no slot of its own): a uniform draw indexes the
+// live list, so with the copy there it reads one 64-byte line per item
+// instead of a live entry and the item's 96-byte record (two or three
+// lines at random, which made a table sample of 1M one-step items 1.6x a
+// direct sample of the same steps). The record stays the item's home; the
+// copy is updated where the record's Item changes (Insert,
+// UpdatePriorities, a device table's learned priorities) and moves with
+// the live list.
 type hotItem struct {
 	Item
 	key uint64

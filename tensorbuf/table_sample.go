@@ -242,13 +242,13 @@ func (t *Table) selectLocked(n int, out selection) (maxLen int) {
 			t.prefetchItems(slots[hi:min(hi+selectChunk, n)])
 			for k := lo; k < hi; k++ {
 				s := slots[k]
-				it := &t.items[s]
 				if !prio {
 					put(k, s, p, 1)
 					continue
 				}
-				t.us[k] = it.w // findMany is done with us
-				put(k, s, it.w/total, 0)
+				w := t.items[s].w
+				t.us[k] = w // findMany is done with us
+				put(k, s, w/total, 0)
 			}
 		}
 		if prio {

@@ -410,7 +410,8 @@ class Table(_lib.Handle):
         if stack is None and timeout is None and into is not None and into._handle and not _lib._forked:
             # The hot loop's refill, spelled out: one foreign call with the
             # first 100 ms wait slice, as _sample makes it (0.3-1 us less).
-            if _refilled(_lib.lib.trj_table_sample(self._handle, n, 100, into._handle, _scratch_ref, None, 0), into):
+            rc = _lib.lib.trj_table_sample(self._handle, n, 100, into._handle, _scratch_ref, None, 0)
+            if _refilled(rc, into):
                 return into
         spec = _stack_spec(stack)
         if spec is not None:
